@@ -1,0 +1,23 @@
+//! The kernel's error type: what a caller can get wrong, and cancellation.
+
+/// Everything the kernel can refuse or stop with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A window length (or the length a combo is derived from) below 1.
+    #[error("window `{field}` must be >= 1, got {value}")]
+    InvalidWindow {
+        /// Which of the combo's windows (`length`, `half`, `full`, `sqrt`, `p3`, `p2`, `p`).
+        field: &'static str,
+        /// The value given.
+        value: i64,
+    },
+    /// A fee that is negative, NaN or infinite.
+    #[error("fee must be finite and >= 0, got {0}")]
+    InvalidFee(f64),
+    /// The caller's cancellation check answered true before the sweep finished.
+    #[error("sweep cancelled")]
+    Cancelled,
+}
+
+/// `Result` with the kernel's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,37 @@
+//! `sweepflight-kernel`: the backtest kernel of sweepflight, pure compute with no I/O and no
+//! async.
+//!
+//! It owns the definition of a strategy run (HMA vs HMA3 stop-and-reverse, see
+//! `spec/kernel.md`), the parameter type [`Combo`], and the parameter [`sweep`]: every combo's
+//! PnL over one close series, computed in parallel and bit-exact with the numba reference.
+//!
+//! Bit-exactness is the crate's first promise. Every weighted moving average is summed in the
+//! reference order (a fresh sum per output, weights ascending, one division at the end), so the
+//! fast paths here restructure *loops* (blocked across outputs, vectorised, shared between
+//! combos, spread over threads) but never the arithmetic of one output. [`oracle`] keeps the
+//! plain textbook implementation that the tests compare against.
+//!
+//! ```
+//! use sweepflight_kernel::{sweep, Combo, DEFAULT_FEE};
+//!
+//! let close: Vec<f64> = (0..500).map(|i| 100.0 + (i as f64 * 0.1).sin()).collect();
+//! let combos: Vec<Combo> = [6, 10, 20].iter().map(|&l| Combo::from_length(l).unwrap()).collect();
+//! let results = sweep(&close, &combos, DEFAULT_FEE).unwrap();
+//! assert_eq!(results.len(), 3);
+//! ```
+
+mod combo;
+mod error;
+pub mod oracle;
+pub mod paper;
+mod signal;
+mod sweep;
+pub mod wma;
+
+pub use combo::Combo;
+pub use error::{Error, Result};
+pub use signal::ComboResult;
+pub use sweep::{NoStore, SweepControl, WmaStore, sweep, sweep_with};
+
+/// The paper's fee: 0.09% per round trip, as a fraction.
+pub const DEFAULT_FEE: f64 = 0.0009;

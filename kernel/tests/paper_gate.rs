@@ -1,0 +1,133 @@
+//! The equivalence gate: the fast kernel on the paper series reproduces all 80 rows of the
+//! independent numba reference (trades equal, |dPnL| <= 1e-6), pinned by the published combo 0.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, Float64Array};
+use sha2::{Digest, Sha256};
+use sweepflight_kernel::{Combo, DEFAULT_FEE, oracle, paper, sweep};
+
+/// sha256 of the 150,000 closes as little-endian f64 bytes (see make_paper_fixture.py).
+const PAPER_SHA256: &str = "28970418bd3213da9f3456dec74f2c7d424b4b1b6e0729ba054a3da0718d6bfc";
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
+}
+
+fn paper_close() -> Vec<f64> {
+    let file = File::open(testdata("paper-close.arrow")).unwrap();
+    let mut close = Vec::new();
+    for batch in arrow_ipc::reader::FileReader::try_new(file, None).unwrap() {
+        let batch = batch.unwrap();
+        let col = batch.column_by_name("close").unwrap();
+        let col = col.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(col.null_count(), 0);
+        close.extend_from_slice(col.values());
+    }
+    let bytes: Vec<u8> = close.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(digest, PAPER_SHA256, "paper fixture changed");
+    close
+}
+
+struct Row {
+    length: u32,
+    windows: [u32; 6],
+    pnl: f64,
+    trades: u64,
+}
+
+fn reference(path: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "combo,L,half,full,sqrt,p3,p2,p,pnl_pct_pts,trades"
+    );
+    lines
+        .enumerate()
+        .map(|(i, line)| {
+            let c: Vec<&str> = line.split(',').collect();
+            assert_eq!(c[0].parse::<usize>().unwrap(), i);
+            let w = |j: usize| c[j].parse::<u32>().unwrap();
+            Row {
+                length: w(1),
+                windows: [w(2), w(3), w(4), w(5), w(6), w(7)],
+                pnl: c[8].parse().unwrap(),
+                trades: c[9].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+fn paper_combos() -> Vec<Combo> {
+    paper::lengths()
+        .into_iter()
+        .map(|l| Combo::from_length(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn grid_and_combos_match_the_reference() {
+    let rows = reference(&testdata("reference-80.csv"));
+    assert_eq!(rows.len(), 80);
+    for ((row, l), combo) in rows.iter().zip(paper::lengths()).zip(paper_combos()) {
+        assert_eq!(row.length, l);
+        assert_eq!(row.windows, combo.windows(), "L = {l}");
+    }
+}
+
+#[test]
+fn all_80_paper_combos_match_numba() {
+    let close = paper_close();
+    assert_eq!(close.len(), 150_000);
+    let rows = reference(&testdata("reference-80.csv"));
+    let got = sweep(&close, &paper_combos(), DEFAULT_FEE).unwrap();
+    assert_eq!(got.len(), 80);
+    for (i, (g, want)) in got.iter().zip(&rows).enumerate() {
+        assert_eq!(g.trades, want.trades, "combo {i} trades");
+        assert!(
+            (g.pnl - want.pnl).abs() <= 1e-6,
+            "combo {i}: pnl {} vs {}",
+            g.pnl,
+            want.pnl
+        );
+    }
+    // The published fingerprint: -5165.58 percentage points on 57,029 trades.
+    assert_eq!(got[0].trades, 57_029);
+    assert_eq!(format!("{:.2}", got[0].pnl), "-5165.58");
+    assert!((got[0].pnl - -5165.579954).abs() <= 1e-6);
+}
+
+#[test]
+fn oracle_agrees_bit_for_bit_on_paper_combos() {
+    let close = paper_close();
+    let combos = paper_combos();
+    // The near-tie combo 0, a mid one and the longest; the oracle is slow by design.
+    let picks = [combos[0], combos[40], combos[79]];
+    assert_eq!(
+        sweep(&close, &picks, DEFAULT_FEE).unwrap(),
+        oracle::sweep(&close, &picks, DEFAULT_FEE)
+    );
+}
+
+#[test]
+fn committed_reference_equals_the_spec_copy() {
+    // CI and developer checkouts have the spec beside the repository; the committed copy must
+    // not drift from it.
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/reference-80.csv");
+    let committed = std::fs::read_to_string(testdata("reference-80.csv")).unwrap();
+    match std::fs::read_to_string(&spec) {
+        Ok(text) => assert_eq!(committed, text),
+        Err(e) => eprintln!(
+            "spec copy not found at {} ({e}); committed copy used",
+            spec.display()
+        ),
+    }
+}

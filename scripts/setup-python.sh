@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Creates .venv (once) and installs what the Python package, its tests and the
+# benchmark drivers need. Idempotent: safe to call before every run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="${SWEEPFLIGHT_VENV:-$root/.venv}"
+py="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+stamp="$venv/.sweepflight-installed"
+if [ ! -f "$stamp" ] || [ "$root/client-py/pyproject.toml" -nt "$stamp" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e "$root/client-py[dev]"
+  touch "$stamp"
+fi
+echo "$venv/bin/python"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting and lints, the Rust test suite (including the
+# equivalence gate and the property tests), the fixture drift check, and the Python tests.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "python environment"
+py=$(scripts/setup-python.sh)
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo test"
+cargo test --workspace
+
+step "fixture drift check"
+"$py" kernel/testdata/make_paper_fixture.py --check
+
+step "pytest"
+"$py" -m pytest -q client-py/tests
