@@ -1,0 +1,36 @@
+//! The library's configuration type, filled by the binary from its flags (or by tests).
+
+/// Everything the service needs to know at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Largest gRPC message accepted or sent, in bytes.
+    pub max_message_bytes: usize,
+    /// Most combos one sweep call may ask for.
+    pub max_combos: usize,
+    /// Bytes the WMA cache may hold across calls (least recently used out first).
+    pub cache_bytes: u64,
+    /// Largest dataset a put may store, in bytes of decoded Arrow data.
+    pub max_dataset_bytes: u64,
+}
+
+impl ServerConfig {
+    /// 64 MiB: a 150k-row batch in one message fits with room to spare.
+    pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
+    /// One million combos per call.
+    pub const DEFAULT_MAX_COMBOS: usize = 1_000_000;
+    /// 1 GiB of cached WMA arrays.
+    pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+    /// 16 GiB per dataset.
+    pub const DEFAULT_MAX_DATASET_BYTES: u64 = 16 << 30;
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
+            max_combos: Self::DEFAULT_MAX_COMBOS,
+            cache_bytes: Self::DEFAULT_CACHE_BYTES,
+            max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
+        }
+    }
+}

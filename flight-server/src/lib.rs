@@ -1,0 +1,22 @@
+//! `sweepflight-server`: the Arrow Flight service of sweepflight.
+//!
+//! Researchers push a price series once (DoPut), then run parameter sweeps on it with small
+//! JSON actions and get every combo's PnL back as Arrow. This crate owns the wire contract v1
+//! (`docs/protocol.md`): the [`service`] that implements it, the [`store`] of datasets and its
+//! WMA cache, upload validation ([`ingest`]), request decoding ([`request`]), running the
+//! kernel off the async runtime ([`compute`]), the result table ([`results`]) and [`serve`],
+//! which runs it all on a listener until a shutdown future resolves.
+
+pub mod compute;
+pub mod config;
+mod error;
+pub mod ingest;
+pub mod request;
+pub mod results;
+mod serve;
+pub mod service;
+pub mod store;
+
+pub use config::ServerConfig;
+pub use error::{Error, Result};
+pub use serve::{Listener, serve};

@@ -1,0 +1,122 @@
+//! `sweepflight-server`: parses flags, sets up logging, binds the listener and runs
+//! [`sweepflight_server::serve`] until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use sweepflight_server::{Listener, ServerConfig, serve};
+use tracing_subscriber::EnvFilter;
+
+/// Arrow Flight service for backtest parameter sweeps: push a series once, sweep it many times.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TCP address to serve on (grpc://HOST:PORT). Port 0 picks a free port; the address
+    /// actually bound is printed on the first line of stdout.
+    #[arg(long, default_value = "127.0.0.1:8815")]
+    listen: SocketAddr,
+
+    /// Serve on this Unix domain socket (grpc+unix://PATH) instead of TCP.
+    #[arg(long, conflicts_with = "listen")]
+    unix: Option<PathBuf>,
+
+    /// Largest gRPC message accepted or sent, in bytes.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+
+    /// Most combos one sweep call may ask for.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_COMBOS)]
+    max_combos: usize,
+
+    /// Bytes of WMA arrays cached across sweeps (least recently used evicted first); 0 disables.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_CACHE_BYTES)]
+    cache_bytes: u64,
+
+    /// Largest dataset one put may store, in bytes of decoded Arrow data.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_DATASET_BYTES)]
+    max_dataset_bytes: u64,
+
+    /// Keep datasets in memory only (currently the only mode: nothing is written to disk).
+    #[arg(long)]
+    in_memory: bool,
+}
+
+impl TryFrom<&Cli> for ServerConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(cli: &Cli) -> anyhow::Result<Self> {
+        anyhow::ensure!(cli.max_message_bytes >= 1 << 20, "--max-message-bytes must be at least 1 MiB");
+        anyhow::ensure!(cli.max_combos >= 1, "--max-combos must be at least 1");
+        Ok(Self {
+            max_message_bytes: cli.max_message_bytes,
+            max_combos: cli.max_combos,
+            cache_bytes: cli.cache_bytes,
+            max_dataset_bytes: cli.max_dataset_bytes,
+        })
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let config = ServerConfig::try_from(&cli)?;
+    let (listener, uri) = bind(&cli).await?;
+    // The first stdout line is the contract with scripts and tests that start us on port 0.
+    println!("sweepflight-server listening on {uri}");
+    tracing::info!(%uri, ?config, "serving");
+    serve(listener, config, shutdown_signal()).await?;
+    if let Some(path) = &cli.unix {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {
+    if let Some(path) = &cli.unix {
+        remove_stale_socket(path)?;
+        let l = tokio::net::UnixListener::bind(path).with_context(|| format!("bind {}", path.display()))?;
+        return Ok((Listener::Unix(l), format!("grpc+unix://{}", path.display())));
+    }
+    let l = tokio::net::TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("bind {}", cli.listen))?;
+    let addr = l.local_addr()?;
+    Ok((Listener::Tcp(l), format!("grpc://{addr}")))
+}
+
+/// A socket file left by a previous run would make bind fail; anything else at that path is
+/// not ours to delete.
+fn remove_stale_socket(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).context("remove stale socket"),
+        Ok(_) => anyhow::bail!("{} exists and is not a socket", path.display()),
+        Err(_) => Ok(()),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested");
+}

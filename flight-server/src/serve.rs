@@ -1,0 +1,59 @@
+//! Running the service on a TCP or Unix listener until a shutdown future resolves.
+
+use std::future::Future;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use futures::StreamExt;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::transport::Server;
+
+use crate::ServerConfig;
+use crate::service::SweepFlightService;
+
+/// Where to accept connections. Bind it before calling [`serve`] so that a caller that binds
+/// port 0 knows the real address.
+#[derive(Debug)]
+pub enum Listener {
+    /// TCP (`grpc://HOST:PORT`).
+    Tcp(tokio::net::TcpListener),
+    /// A Unix domain socket (`grpc+unix://PATH`).
+    Unix(tokio::net::UnixListener),
+}
+
+/// Serves the Flight service on `listener` until `shutdown` resolves, then stops accepting,
+/// lets in-flight calls finish and returns.
+///
+/// # Errors
+/// If the transport fails.
+pub async fn serve(
+    listener: Listener,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let service = SweepFlightService::new(config.clone());
+    let svc = FlightServiceServer::new(service)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+    let router = Server::builder()
+        // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
+        // wait on WINDOW_UPDATE round trips.
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(16 << 20))
+        .add_service(svc);
+    match listener {
+        Listener::Tcp(l) => {
+            let incoming = TcpListenerStream::new(l).map(|conn| {
+                conn.inspect(|s| {
+                    // Small request/response pairs must not wait for Nagle's delayed ACK dance.
+                    let _ = s.set_nodelay(true);
+                })
+            });
+            router.serve_with_incoming_shutdown(incoming, shutdown).await
+        }
+        Listener::Unix(l) => {
+            router
+                .serve_with_incoming_shutdown(UnixListenerStream::new(l), shutdown)
+                .await
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The `FlightService` implementation: one method per verb, each a thin shell that decodes
+//! the request, calls a handler in a submodule and converts the error once.
+//!
+//! - [`catalog`]: ListFlights, GetFlightInfo, GetSchema, DoGet.
+//! - [`put`]: DoPut.
+//! - [`actions`]: ListActions and DoAction (`sweep`, `echo`, `drop`).
+//! - [`exchange`]: DoExchange (`echo`, stateless `sweep`).
+
+mod actions;
+mod catalog;
+mod exchange;
+mod put;
+
+use std::sync::Arc;
+
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
+    HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tonic::{Request, Response, Status, Streaming};
+use tracing::instrument;
+
+use crate::store::DatasetStore;
+use crate::{Error, ServerConfig};
+
+/// Shared by every call: configuration and the dataset store.
+#[derive(Debug)]
+pub struct State {
+    /// The configuration the server started with.
+    pub config: ServerConfig,
+    /// The datasets and the WMA cache.
+    pub store: Arc<DatasetStore>,
+}
+
+/// The sweepflight Flight service.
+#[derive(Debug, Clone)]
+pub struct SweepFlightService {
+    state: Arc<State>,
+}
+
+impl SweepFlightService {
+    /// A service with an empty in-memory store.
+    pub fn new(config: ServerConfig) -> Self {
+        let store = Arc::new(DatasetStore::new(config.cache_bytes));
+        Self {
+            state: Arc::new(State { config, store }),
+        }
+    }
+
+    /// The shared state (for embedding and tests).
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+}
+
+type Stream_<T> = BoxStream<'static, Result<T, Status>>;
+
+/// A client stream in the form arrow-flight's decoder wants.
+fn flight_stream(s: Streaming<FlightData>) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
+    s.map_err(|status| FlightError::Tonic(Box::new(status)))
+}
+
+/// Boxes a stream of handler results, converting errors at the one conversion point.
+fn boxed<T: Send + 'static>(s: impl Stream<Item = Result<T, Error>> + Send + 'static) -> Stream_<T> {
+    s.map_err(Status::from).boxed()
+}
+
+#[tonic::async_trait]
+impl FlightService for SweepFlightService {
+    type HandshakeStream = Stream_<HandshakeResponse>;
+    type ListFlightsStream = Stream_<FlightInfo>;
+    type DoGetStream = Stream_<FlightData>;
+    type DoPutStream = Stream_<PutResult>;
+    type DoExchangeStream = Stream_<FlightData>;
+    type DoActionStream = Stream_<arrow_flight::Result>;
+    type ListActionsStream = Stream_<ActionType>;
+
+    #[instrument(skip_all)]
+    async fn handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        // No authentication configured: answer the client's first message with its payload.
+        let mut inbound = request.into_inner();
+        let payload = inbound.message().await?.map(|m| m.payload).unwrap_or_default();
+        let reply = HandshakeResponse {
+            protocol_version: 0,
+            payload,
+        };
+        Ok(Response::new(futures::stream::iter([Ok(reply)]).boxed()))
+    }
+
+    #[instrument(skip_all)]
+    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let infos = catalog::list(&self.state).map_err(Status::from)?;
+        Ok(Response::new(futures::stream::iter(infos.into_iter().map(Ok)).boxed()))
+    }
+
+    #[instrument(skip_all, fields(path = ?request.get_ref().path))]
+    async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        Ok(Response::new(catalog::info(&self.state, request.get_ref())?))
+    }
+
+    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
+        Err(Error::Unimplemented("PollFlightInfo").into())
+    }
+
+    #[instrument(skip_all, fields(path = ?request.get_ref().path))]
+    async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+        Ok(Response::new(catalog::schema(&self.state, request.get_ref())?))
+    }
+
+    #[instrument(skip_all)]
+    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let stream = catalog::rows(&self.state, &request.get_ref().ticket)?;
+        Ok(Response::new(boxed(stream)))
+    }
+
+    #[instrument(skip_all)]
+    async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+        let result = put::put(&self.state, flight_stream(request.into_inner())).await?;
+        Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
+    }
+
+    #[instrument(skip_all)]
+    async fn do_exchange(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        let stream = exchange::exchange(&self.state, flight_stream(request.into_inner())).await?;
+        Ok(Response::new(boxed(stream)))
+    }
+
+    #[instrument(skip_all, fields(action = %request.get_ref().r#type))]
+    async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        let results = actions::run(&self.state, request.into_inner()).await?;
+        Ok(Response::new(futures::stream::iter(results.into_iter().map(Ok)).boxed()))
+    }
+
+    #[instrument(skip_all)]
+    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
+        Ok(Response::new(futures::stream::iter(actions::list().into_iter().map(Ok)).boxed()))
+    }
+}
