@@ -9,18 +9,12 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use sweepflight_benches::{
-    check_gate, paper_fixture_path, read_close, read_reference, reference_path,
-};
+use sweepflight_benches::{paper_fixture_path, read_close};
 use sweepflight_kernel::{Combo, DEFAULT_FEE, paper, sweep, wma};
 
 fn load() -> (Vec<f64>, Vec<Combo>) {
     let close = read_close(&paper_fixture_path()).expect("paper fixture");
-    let combos = paper::lengths()
-        .into_iter()
-        .map(|l| Combo::from_length(l).expect("valid length"))
-        .collect();
-    (close, combos)
+    (close, paper::combos())
 }
 
 fn bench_wma(c: &mut Criterion) {
@@ -38,9 +32,8 @@ fn bench_wma(c: &mut Criterion) {
 
 fn bench_sweep(c: &mut Criterion) {
     let (close, combos) = load();
-    let want = read_reference(&reference_path()).expect("reference csv");
     let got = sweep(&close, &combos, DEFAULT_FEE).expect("sweep");
-    check_gate(&got, &want).expect("equivalence gate");
+    paper::check_gate(&got).expect("equivalence gate");
 
     let mut group = c.benchmark_group("sweep");
     group.sample_size(10);

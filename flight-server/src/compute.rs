@@ -68,7 +68,12 @@ pub async fn run(series: Series, spec: &SweepSpec) -> Result<Vec<ComboResult>> {
             Ok(r) => r.map_err(Error::from),
             Err(_) => Err(Error::Internal("sweep worker panicked".into())),
         };
-        tracing::debug!(combos = combos.len(), elapsed_us = started.elapsed().as_micros() as u64, ok = outcome.is_ok(), "kernel done");
+        tracing::debug!(
+            combos = combos.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            ok = outcome.is_ok(),
+            "kernel done"
+        );
         // The receiver is gone if the call was cancelled; nothing left to tell.
         let _ = tx.send(outcome);
     });

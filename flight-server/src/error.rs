@@ -80,7 +80,9 @@ impl From<Error> for tonic::Status {
             Error::InvalidArgument(_) | Error::BadValue { .. } | Error::Arrow(_) => {
                 Self::invalid_argument(msg)
             }
-            Error::Kernel(K::InvalidWindow { .. } | K::InvalidFee(_)) => Self::invalid_argument(msg),
+            Error::Kernel(K::InvalidWindow { .. } | K::InvalidFee(_)) => {
+                Self::invalid_argument(msg)
+            }
             Error::Kernel(K::Cancelled) => Self::cancelled(msg),
             Error::DatasetNotFound(_) => Self::not_found(msg),
             Error::UnknownAction(_) | Error::Unimplemented(_) => Self::unimplemented(msg),
@@ -101,11 +103,23 @@ mod tests {
         let cases = [
             (Error::invalid("x"), Code::InvalidArgument),
             (Error::DatasetNotFound("p".into()), Code::NotFound),
-            (Error::ResourceExhausted("x".into()), Code::ResourceExhausted),
-            (Error::Kernel(sweepflight_kernel::Error::Cancelled), Code::Cancelled),
-            (Error::Kernel(sweepflight_kernel::Error::InvalidFee(-1.0)), Code::InvalidArgument),
+            (
+                Error::ResourceExhausted("x".into()),
+                Code::ResourceExhausted,
+            ),
+            (
+                Error::Kernel(sweepflight_kernel::Error::Cancelled),
+                Code::Cancelled,
+            ),
+            (
+                Error::Kernel(sweepflight_kernel::Error::InvalidFee(-1.0)),
+                Code::InvalidArgument,
+            ),
             (Error::UnknownAction("x".into()), Code::Unimplemented),
-            (FlightError::DecodeError("x".into()).into(), Code::InvalidArgument),
+            (
+                FlightError::DecodeError("x".into()).into(),
+                Code::InvalidArgument,
+            ),
         ];
         for (e, code) in cases {
             assert_eq!(tonic::Status::from(e).code(), code);
@@ -119,6 +133,9 @@ mod tests {
             row: 17,
             problem: "is NaN",
         };
-        assert_eq!(tonic::Status::from(e).message(), "column `close` row 17: is NaN");
+        assert_eq!(
+            tonic::Status::from(e).message(),
+            "column `close` row 17: is NaN"
+        );
     }
 }

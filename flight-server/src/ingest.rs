@@ -83,7 +83,9 @@ impl SeriesBuilder {
     fn finish(self, schema: &SchemaRef) -> Result<NewDataset> {
         let index = close_index(schema)?;
         if self.close.is_empty() {
-            return Err(Error::invalid("a dataset needs at least 1 row; the upload had 0"));
+            return Err(Error::invalid(
+                "a dataset needs at least 1 row; the upload had 0",
+            ));
         }
         let close = Float64Array::from(self.close);
         let schema = Arc::new(widened_schema(schema, index));
@@ -137,7 +139,9 @@ fn close_column(schema: &Schema, batch: &RecordBatch) -> Result<Float64Array> {
     let col = batch.column(close_index(schema)?);
     let widened = match col.data_type() {
         DataType::Float64 => Arc::clone(col),
-        t if t.is_integer() || *t == DataType::Float32 => arrow_cast::cast(col, &DataType::Float64)?,
+        t if t.is_integer() || *t == DataType::Float32 => {
+            arrow_cast::cast(col, &DataType::Float64)?
+        }
         t => {
             return Err(Error::invalid(format!(
                 "column `{CLOSE}` has type {t}; expected float64 (float32 and integers are widened)"
@@ -158,10 +162,10 @@ fn check_close(close: &Float64Array, first_row: usize) -> Result<()> {
         row: first_row + row,
         problem,
     };
-    if let Some(nulls) = close.nulls() {
-        if let Some(row) = (0..close.len()).find(|&i| nulls.is_null(i)) {
-            return Err(bad(row, "is null"));
-        }
+    if let Some(nulls) = close.nulls()
+        && let Some(row) = (0..close.len()).find(|&i| nulls.is_null(i))
+    {
+        return Err(bad(row, "is null"));
     }
     if let Some((row, &v)) = close
         .values()
@@ -187,7 +191,9 @@ mod tests {
     use arrow_array::{Float32Array, Int64Array, StringArray};
 
     fn limits() -> UploadLimits {
-        UploadLimits { max_bytes: u64::MAX }
+        UploadLimits {
+            max_bytes: u64::MAX,
+        }
     }
 
     fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
@@ -199,7 +205,10 @@ mod tests {
         let mut s = SeriesBuilder::new(limits());
         let b1 = batch(vec![
             ("t", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
-            ("close", Arc::new(Float32Array::from(vec![1.5, 2.5])) as ArrayRef),
+            (
+                "close",
+                Arc::new(Float32Array::from(vec![1.5, 2.5])) as ArrayRef,
+            ),
         ]);
         let schema = b1.schema();
         s.push(b1).unwrap();
@@ -212,15 +221,22 @@ mod tests {
         assert_eq!(d.close.values().as_ref(), &[1.5, 2.5, 3.5]);
         assert_eq!(d.schema.field(1).data_type(), &DataType::Float64);
         assert_eq!(d.batches[1].num_rows(), 1);
-        let c = d.batches[1].column(1).as_any().downcast_ref::<Float64Array>().unwrap();
+        let c = d.batches[1]
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
         assert_eq!(c.value(0), 3.5);
     }
 
     #[test]
     fn first_bad_row_counts_across_batches() {
         let mut s = SeriesBuilder::new(limits());
-        s.push(batch(vec![("close", Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef)]))
-            .unwrap();
+        s.push(batch(vec![(
+            "close",
+            Arc::new(Float64Array::from(vec![1.0, 2.0])) as ArrayRef,
+        )]))
+        .unwrap();
         let e = s
             .push(batch(vec![(
                 "close",
@@ -240,13 +256,23 @@ mod tests {
     #[test]
     fn wrong_type_missing_column_and_empty() {
         let e = SeriesBuilder::new(limits())
-            .push(batch(vec![("close", Arc::new(StringArray::from(vec!["1"])) as ArrayRef)]))
+            .push(batch(vec![(
+                "close",
+                Arc::new(StringArray::from(vec!["1"])) as ArrayRef,
+            )]))
             .unwrap_err();
         assert!(e.to_string().contains("has type Utf8"), "{e}");
-        let b = batch(vec![("price", Arc::new(Float64Array::from(vec![1.0])) as ArrayRef)]);
+        let b = batch(vec![(
+            "price",
+            Arc::new(Float64Array::from(vec![1.0])) as ArrayRef,
+        )]);
         let e = SeriesBuilder::new(limits()).push(b).unwrap_err();
         assert!(e.to_string().contains("no column `close`"), "{e}");
-        let schema = Arc::new(Schema::new(vec![Field::new("close", DataType::Float64, false)]));
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "close",
+            DataType::Float64,
+            false,
+        )]));
         let e = SeriesBuilder::new(limits()).finish(&schema).unwrap_err();
         assert!(e.to_string().contains("at least 1 row"), "{e}");
     }
@@ -255,7 +281,10 @@ mod tests {
     fn byte_limit() {
         let mut s = SeriesBuilder::new(UploadLimits { max_bytes: 10 });
         let e = s
-            .push(batch(vec![("close", Arc::new(Float64Array::from(vec![1.0; 100])) as ArrayRef)]))
+            .push(batch(vec![(
+                "close",
+                Arc::new(Float64Array::from(vec![1.0; 100])) as ArrayRef,
+            )]))
             .unwrap_err();
         assert!(matches!(e, Error::ResourceExhausted(_)));
     }

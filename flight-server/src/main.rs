@@ -47,7 +47,10 @@ impl TryFrom<&Cli> for ServerConfig {
     type Error = anyhow::Error;
 
     fn try_from(cli: &Cli) -> anyhow::Result<Self> {
-        anyhow::ensure!(cli.max_message_bytes >= 1 << 20, "--max-message-bytes must be at least 1 MiB");
+        anyhow::ensure!(
+            cli.max_message_bytes >= 1 << 20,
+            "--max-message-bytes must be at least 1 MiB"
+        );
         anyhow::ensure!(cli.max_combos >= 1, "--max-combos must be at least 1");
         Ok(Self {
             max_message_bytes: cli.max_message_bytes,
@@ -61,7 +64,9 @@ impl TryFrom<&Cli> for ServerConfig {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -81,7 +86,8 @@ async fn main() -> anyhow::Result<()> {
 async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {
     if let Some(path) = &cli.unix {
         remove_stale_socket(path)?;
-        let l = tokio::net::UnixListener::bind(path).with_context(|| format!("bind {}", path.display()))?;
+        let l = tokio::net::UnixListener::bind(path)
+            .with_context(|| format!("bind {}", path.display()))?;
         return Ok((Listener::Unix(l), format!("grpc+unix://{}", path.display())));
     }
     let l = tokio::net::TcpListener::bind(cli.listen)
@@ -96,7 +102,9 @@ async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {
 fn remove_stale_socket(path: &std::path::Path) -> anyhow::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).context("remove stale socket"),
+        Ok(m) if m.file_type().is_socket() => {
+            std::fs::remove_file(path).context("remove stale socket")
+        }
         Ok(_) => anyhow::bail!("{} exists and is not a socket", path.display()),
         Err(_) => Ok(()),
     }

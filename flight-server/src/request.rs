@@ -64,7 +64,9 @@ struct SweepBody {
 pub fn sweep_request(body: &[u8], max_combos: usize) -> Result<SweepRequest> {
     let body = parse_body(body)?;
     if body.op.is_some() {
-        return Err(Error::invalid("`op` belongs to DoExchange commands, not to the sweep action"));
+        return Err(Error::invalid(
+            "`op` belongs to DoExchange commands, not to the sweep action",
+        ));
     }
     let dataset = body
         .dataset
@@ -81,14 +83,22 @@ pub fn sweep_request(body: &[u8], max_combos: usize) -> Result<SweepRequest> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a non-CMD descriptor, a bad body or an unknown `op`.
-pub fn exchange_command(descriptor: Option<&FlightDescriptor>, max_combos: usize) -> Result<ExchangeCommand> {
-    let d = descriptor.ok_or_else(|| Error::invalid("DoExchange needs a CMD descriptor on its first message"))?;
+pub fn exchange_command(
+    descriptor: Option<&FlightDescriptor>,
+    max_combos: usize,
+) -> Result<ExchangeCommand> {
+    let d = descriptor
+        .ok_or_else(|| Error::invalid("DoExchange needs a CMD descriptor on its first message"))?;
     if d.r#type() != DescriptorType::Cmd {
-        return Err(Error::invalid("DoExchange needs a CMD descriptor, got a PATH one"));
+        return Err(Error::invalid(
+            "DoExchange needs a CMD descriptor, got a PATH one",
+        ));
     }
     let body = parse_body(&d.cmd)?;
     if body.dataset.is_some() {
-        return Err(Error::invalid("a DoExchange command carries its series; `dataset` is not allowed"));
+        return Err(Error::invalid(
+            "a DoExchange command carries its series; `dataset` is not allowed",
+        ));
     }
     match body.op.as_deref() {
         Some("echo") if body.lengths.is_none() && body.params.is_none() && body.fee.is_none() => {
@@ -96,8 +106,12 @@ pub fn exchange_command(descriptor: Option<&FlightDescriptor>, max_combos: usize
         }
         Some("echo") => Err(Error::invalid("`echo` takes no other fields")),
         Some("sweep") => Ok(ExchangeCommand::Sweep(sweep_spec(body, max_combos)?)),
-        Some(other) => Err(Error::invalid(format!("unknown op {other:?}; expected \"echo\" or \"sweep\""))),
-        None => Err(Error::invalid("DoExchange command needs `op`: \"echo\" or \"sweep\"")),
+        Some(other) => Err(Error::invalid(format!(
+            "unknown op {other:?}; expected \"echo\" or \"sweep\""
+        ))),
+        None => Err(Error::invalid(
+            "DoExchange command needs `op`: \"echo\" or \"sweep\"",
+        )),
     }
 }
 
@@ -107,7 +121,9 @@ pub fn exchange_command(descriptor: Option<&FlightDescriptor>, max_combos: usize
 /// [`Error::InvalidArgument`] for any other descriptor or a bad name.
 pub fn dataset_path(d: &FlightDescriptor) -> Result<String> {
     if d.r#type() != DescriptorType::Path {
-        return Err(Error::invalid("expected a PATH descriptor [name], got a CMD one"));
+        return Err(Error::invalid(
+            "expected a PATH descriptor [name], got a CMD one",
+        ));
     }
     match d.path.as_slice() {
         [name] => {
@@ -122,9 +138,10 @@ pub fn dataset_path(d: &FlightDescriptor) -> Result<String> {
 }
 
 fn parse_body(body: &[u8]) -> Result<SweepBody> {
-    let text = std::str::from_utf8(body).map_err(|e| Error::invalid(format!("body is not UTF-8: {e}")))?;
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
+    let text =
+        std::str::from_utf8(body).map_err(|e| Error::invalid(format!("body is not UTF-8: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
     if !value.is_object() {
         return Err(Error::invalid("body must be a JSON object"));
     }
@@ -134,12 +151,18 @@ fn parse_body(body: &[u8]) -> Result<SweepBody> {
 fn sweep_spec(body: SweepBody, max_combos: usize) -> Result<SweepSpec> {
     let fee = body.fee.unwrap_or(DEFAULT_FEE);
     if !fee.is_finite() || fee < 0.0 {
-        return Err(Error::invalid(format!("`fee` must be a finite number >= 0, got {fee}")));
+        return Err(Error::invalid(format!(
+            "`fee` must be a finite number >= 0, got {fee}"
+        )));
     }
     let count = match (&body.lengths, &body.params) {
         (Some(l), None) => l.len(),
         (None, Some(p)) => p.len(),
-        (Some(_), Some(_)) => return Err(Error::invalid("give exactly one of `lengths` and `params`, not both")),
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(
+                "give exactly one of `lengths` and `params`, not both",
+            ));
+        }
         (None, None) => return Err(Error::invalid("give exactly one of `lengths` and `params`")),
     };
     if count > max_combos {
@@ -224,7 +247,9 @@ impl Ticket {
             .map_err(|e| Error::invalid(format!("not a sweepflight ticket: {e}")))?;
         match &t {
             Self::Dataset { v: 1, name } => validate_name(name).map(|()| t),
-            Self::Dataset { v, .. } => Err(Error::invalid(format!("unsupported ticket version {v}"))),
+            Self::Dataset { v, .. } => {
+                Err(Error::invalid(format!("unsupported ticket version {v}")))
+            }
         }
     }
 }
@@ -243,7 +268,11 @@ mod tests {
         assert_eq!(r.dataset, "paper");
         assert_eq!(r.spec.combos[0].windows(), [3, 6, 2, 1, 2, 3]);
         assert_eq!(r.spec.fee, DEFAULT_FEE);
-        let r = sweep_request(br#"{"dataset": "p", "params": [[1,2,3,4,5,6]], "fee": 0}"#, 10).unwrap();
+        let r = sweep_request(
+            br#"{"dataset": "p", "params": [[1,2,3,4,5,6]], "fee": 0}"#,
+            10,
+        )
+        .unwrap();
         assert_eq!(r.spec.combos[0].windows(), [1, 2, 3, 4, 5, 6]);
         assert_eq!(r.spec.fee, 0.0);
         let r = sweep_request(br#"{"dataset": "p", "lengths": [2147483647]}"#, 10).unwrap();
@@ -252,7 +281,12 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert!(sweep_request(b"\xff", 10).unwrap_err().to_string().contains("UTF-8"));
+        assert!(
+            sweep_request(b"\xff", 10)
+                .unwrap_err()
+                .to_string()
+                .contains("UTF-8")
+        );
         assert!(err("{").contains("not valid JSON"));
         assert!(err("[1]").contains("JSON object"));
         assert!(err(r#"{"dataset": "p"}"#).contains("exactly one"));
@@ -264,9 +298,13 @@ mod tests {
         assert!(err(r#"{"dataset": "p", "lengths": [2147483648]}"#).contains("1..=2147483647"));
         assert!(err(r#"{"dataset": "p", "lengths": ["6"]}"#).contains("bad sweep body"));
         assert!(err(r#"{"dataset": "p", "params": [[1,2,3]]}"#).contains("has 3 values"));
-        assert!(err(r#"{"dataset": "p", "params": [[1,2,3,4,5,-6]]}"#).contains("params[0][5] (p)"));
+        assert!(
+            err(r#"{"dataset": "p", "params": [[1,2,3,4,5,-6]]}"#).contains("params[0][5] (p)")
+        );
         assert!(err(r#"{"dataset": "p", "lengths": [6], "fee": -0.1}"#).contains("fee"));
-        assert!(err(r#"{"dataset": "p", "lengths": [6,6,6,6,6,6,6,6,6,6,6]}"#).contains("at most 10"));
+        assert!(
+            err(r#"{"dataset": "p", "lengths": [6,6,6,6,6,6,6,6,6,6,6]}"#).contains("at most 10")
+        );
         assert!(err(r#"{"dataset": "p", "lengths": [6], "fees": 1}"#).contains("unknown field"));
         assert!(err(r#"{"dataset": "a b", "lengths": [6]}"#).contains("character"));
     }
@@ -274,7 +312,10 @@ mod tests {
     #[test]
     fn exchange_commands() {
         let cmd = |s: &str| FlightDescriptor::new_cmd(s.as_bytes().to_vec());
-        assert_eq!(exchange_command(Some(&cmd(r#"{"op": "echo"}"#)), 10).unwrap(), ExchangeCommand::Echo);
+        assert_eq!(
+            exchange_command(Some(&cmd(r#"{"op": "echo"}"#)), 10).unwrap(),
+            ExchangeCommand::Echo
+        );
         match exchange_command(Some(&cmd(r#"{"op": "sweep", "lengths": [6]}"#)), 10).unwrap() {
             ExchangeCommand::Sweep(s) => assert_eq!(s.combos.len(), 1),
             other => panic!("{other:?}"),
@@ -287,7 +328,10 @@ mod tests {
 
     #[test]
     fn paths_and_tickets() {
-        assert_eq!(dataset_path(&FlightDescriptor::new_path(vec!["paper".into()])).unwrap(), "paper");
+        assert_eq!(
+            dataset_path(&FlightDescriptor::new_path(vec!["paper".into()])).unwrap(),
+            "paper"
+        );
         assert!(dataset_path(&FlightDescriptor::new_path(vec!["a".into(), "b".into()])).is_err());
         assert!(dataset_path(&FlightDescriptor::new_path(vec![])).is_err());
         assert!(dataset_path(&FlightDescriptor::new_cmd(b"paper".to_vec())).is_err());

@@ -36,8 +36,12 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
 pub fn to_batch(combos: &[Combo], results: &[ComboResult]) -> Result<RecordBatch> {
-    let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values((0..combos.len()).map(f))) };
-    let floats = |f: &dyn Fn(&ComboResult) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(results.iter().map(f))) };
+    let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values((0..combos.len()).map(f)))
+    };
+    let floats = |f: &dyn Fn(&ComboResult) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(results.iter().map(f)))
+    };
     let mut columns: Vec<ArrayRef> = vec![ints(&|i| i as i64)];
     for w in 0..6 {
         columns.push(ints(&|i| i64::from(combos[i].windows()[w])));
@@ -93,7 +97,11 @@ mod tests {
         assert!(reader.next().is_none());
         assert_eq!(back, batch);
         assert_eq!(back.schema().field(0).name(), "combo");
-        let full = back.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+        let full = back
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
         assert_eq!(full.value(5), 6);
         assert_eq!(full.null_count(), 0);
     }

@@ -48,7 +48,9 @@ pub async fn serve(
                     let _ = s.set_nodelay(true);
                 })
             });
-            router.serve_with_incoming_shutdown(incoming, shutdown).await
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
         }
         Listener::Unix(l) => {
             router

@@ -23,7 +23,10 @@ pub fn wma(x: &[f64], n: usize) -> Vec<f64> {
                 return f64::NAN;
             }
             let mut sum = 0.0;
-            #[expect(clippy::needless_range_loop, reason = "the spec's index form, on purpose")]
+            #[expect(
+                clippy::needless_range_loop,
+                reason = "the spec's index form, on purpose"
+            )]
             for k in 0..n {
                 sum += window[k] * (k + 1) as f64;
             }

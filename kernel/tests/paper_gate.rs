@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, Float64Array};
 use sha2::{Digest, Sha256};
-use sweepflight_kernel::{Combo, DEFAULT_FEE, oracle, paper, sweep};
+use sweepflight_kernel::{DEFAULT_FEE, oracle, paper, sweep};
 
 /// sha256 of the 150,000 closes as little-endian f64 bytes (see make_paper_fixture.py).
 const PAPER_SHA256: &str = "28970418bd3213da9f3456dec74f2c7d424b4b1b6e0729ba054a3da0718d6bfc";
@@ -36,69 +36,12 @@ fn paper_close() -> Vec<f64> {
     close
 }
 
-struct Row {
-    length: u32,
-    windows: [u32; 6],
-    pnl: f64,
-    trades: u64,
-}
-
-fn reference(path: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = text.lines();
-    assert_eq!(
-        lines.next().unwrap(),
-        "combo,L,half,full,sqrt,p3,p2,p,pnl_pct_pts,trades"
-    );
-    lines
-        .enumerate()
-        .map(|(i, line)| {
-            let c: Vec<&str> = line.split(',').collect();
-            assert_eq!(c[0].parse::<usize>().unwrap(), i);
-            let w = |j: usize| c[j].parse::<u32>().unwrap();
-            Row {
-                length: w(1),
-                windows: [w(2), w(3), w(4), w(5), w(6), w(7)],
-                pnl: c[8].parse().unwrap(),
-                trades: c[9].parse().unwrap(),
-            }
-        })
-        .collect()
-}
-
-fn paper_combos() -> Vec<Combo> {
-    paper::lengths()
-        .into_iter()
-        .map(|l| Combo::from_length(l).unwrap())
-        .collect()
-}
-
-#[test]
-fn grid_and_combos_match_the_reference() {
-    let rows = reference(&testdata("reference-80.csv"));
-    assert_eq!(rows.len(), 80);
-    for ((row, l), combo) in rows.iter().zip(paper::lengths()).zip(paper_combos()) {
-        assert_eq!(row.length, l);
-        assert_eq!(row.windows, combo.windows(), "L = {l}");
-    }
-}
-
 #[test]
 fn all_80_paper_combos_match_numba() {
     let close = paper_close();
     assert_eq!(close.len(), 150_000);
-    let rows = reference(&testdata("reference-80.csv"));
-    let got = sweep(&close, &paper_combos(), DEFAULT_FEE).unwrap();
-    assert_eq!(got.len(), 80);
-    for (i, (g, want)) in got.iter().zip(&rows).enumerate() {
-        assert_eq!(g.trades, want.trades, "combo {i} trades");
-        assert!(
-            (g.pnl - want.pnl).abs() <= 1e-6,
-            "combo {i}: pnl {} vs {}",
-            g.pnl,
-            want.pnl
-        );
-    }
+    let got = sweep(&close, &paper::combos(), DEFAULT_FEE).unwrap();
+    paper::check_gate(&got).unwrap();
     // The published fingerprint: -5165.58 percentage points on 57,029 trades.
     assert_eq!(got[0].trades, 57_029);
     assert_eq!(format!("{:.2}", got[0].pnl), "-5165.58");
@@ -108,7 +51,7 @@ fn all_80_paper_combos_match_numba() {
 #[test]
 fn oracle_agrees_bit_for_bit_on_paper_combos() {
     let close = paper_close();
-    let combos = paper_combos();
+    let combos = paper::combos();
     // The near-tie combo 0, a mid one and the longest; the oracle is slow by design.
     let picks = [combos[0], combos[40], combos[79]];
     assert_eq!(

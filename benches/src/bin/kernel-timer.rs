@@ -8,10 +8,8 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use sweepflight_benches::{
-    check_gate, paper_fixture_path, read_close, read_reference, reference_path,
-};
-use sweepflight_kernel::{Combo, DEFAULT_FEE, paper, sweep};
+use sweepflight_benches::{paper_fixture_path, read_close};
+use sweepflight_kernel::{DEFAULT_FEE, paper, sweep};
 
 fn main() -> anyhow::Result<()> {
     let mut runs = 5usize;
@@ -29,18 +27,16 @@ fn main() -> anyhow::Result<()> {
         threads = vec![1, 0];
     }
     let close = read_close(&paper_fixture_path())?;
-    let combos: Vec<Combo> = paper::lengths()
-        .into_iter()
-        .map(Combo::from_length)
-        .collect::<Result<_, _>>()?;
-    let want = read_reference(&reference_path())?;
+    let combos = paper::combos();
 
     let mut out = serde_json::Map::new();
     for t in threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
         let label = format!("threads={}", pool.current_num_threads());
         let got = pool.install(|| sweep(&close, &combos, DEFAULT_FEE))?;
-        check_gate(&got, &want).context("equivalence gate")?;
+        paper::check_gate(&got)
+            .map_err(anyhow::Error::msg)
+            .context("equivalence gate")?;
         let secs: Vec<f64> = (0..runs)
             .map(|_| {
                 let t0 = Instant::now();

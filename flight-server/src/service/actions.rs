@@ -15,7 +15,10 @@ const ACTIONS: [(&str, &str); 3] = [
         "sweep",
         "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"lengths\" | \"params\", \"fee\"?}; reply: one Arrow IPC stream split over the Result bodies.",
     ),
-    ("echo", "Reply with one Result whose body is the request body, unchanged."),
+    (
+        "echo",
+        "Reply with one Result whose body is the request body, unchanged.",
+    ),
     ("drop", "Remove a dataset. Body: the dataset name."),
 ];
 
@@ -53,9 +56,12 @@ async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
 }
 
 fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
-    let name = std::str::from_utf8(body).map_err(|_| Error::invalid("drop body must be a UTF-8 dataset name"))?;
+    let name = std::str::from_utf8(body)
+        .map_err(|_| Error::invalid("drop body must be a UTF-8 dataset name"))?;
     validate_name(name)?;
     let old = state.store.remove(name)?;
     tracing::info!(dataset = name, version = old.version, "dropped");
-    Ok(serde_json::json!({"dataset": name, "version": old.version}).to_string().into())
+    Ok(serde_json::json!({"dataset": name, "version": old.version})
+        .to_string()
+        .into())
 }

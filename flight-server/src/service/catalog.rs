@@ -1,7 +1,9 @@
 //! Reading the catalog: ListFlights, GetFlightInfo, GetSchema and DoGet.
 
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::{FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, SchemaAsIpc, SchemaResult};
+use arrow_flight::{
+    FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, SchemaAsIpc, SchemaResult,
+};
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::{Stream, TryStreamExt};
 
@@ -27,7 +29,10 @@ pub(super) fn schema(state: &State, descriptor: &FlightDescriptor) -> Result<Sch
 }
 
 /// The stored rows for a ticket, as Flight data.
-pub(super) fn rows(state: &State, ticket: &[u8]) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
+pub(super) fn rows(
+    state: &State,
+    ticket: &[u8],
+) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
     let Ticket::Dataset { name, .. } = Ticket::decode(ticket)?;
     let d = state.store.get(&name)?;
     let batches: Vec<_> = d.batches.iter().cloned().map(Ok).collect();
@@ -38,7 +43,8 @@ pub(super) fn rows(state: &State, ticket: &[u8]) -> Result<impl Stream<Item = Re
 }
 
 fn flight_info(d: &Dataset) -> Result<FlightInfo> {
-    let endpoint = FlightEndpoint::new().with_ticket(arrow_flight::Ticket::new(Ticket::dataset(&d.name).encode()));
+    let endpoint = FlightEndpoint::new()
+        .with_ticket(arrow_flight::Ticket::new(Ticket::dataset(&d.name).encode()));
     let metadata = serde_json::json!({"version": d.version});
     Ok(FlightInfo::new()
         .try_with_schema(&d.schema)?

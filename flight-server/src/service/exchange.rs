@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use arrow_flight::FlightData;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::FlightData;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 
@@ -19,7 +19,10 @@ use crate::{Error, Result};
 /// Starts an exchange: reads the command from the first message, then answers.
 pub(super) async fn exchange(
     state: &State,
-    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>> + Send + Unpin + 'static,
+    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>>
+    + Send
+    + Unpin
+    + 'static,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     let mut first = stream
         .next()
@@ -36,7 +39,8 @@ pub(super) async fn exchange(
             let limits = UploadLimits {
                 max_bytes: state.config.max_dataset_bytes,
             };
-            let series = read_series(futures::stream::iter([Ok(first)]).chain(stream), limits).await?;
+            let series =
+                read_series(futures::stream::iter([Ok(first)]).chain(stream), limits).await?;
             let results = compute::run(Series::Transient(Arc::new(series.close)), &spec).await?;
             let batch = to_batch(&spec.combos, &results)?;
             let out = FlightDataEncoderBuilder::new()

@@ -1,10 +1,10 @@
 //! The `FlightService` implementation: one method per verb, each a thin shell that decodes
 //! the request, calls a handler in a submodule and converts the error once.
 //!
-//! - [`catalog`]: ListFlights, GetFlightInfo, GetSchema, DoGet.
-//! - [`put`]: DoPut.
-//! - [`actions`]: ListActions and DoAction (`sweep`, `echo`, `drop`).
-//! - [`exchange`]: DoExchange (`echo`, stateless `sweep`).
+//! - `catalog`: ListFlights, GetFlightInfo, GetSchema, DoGet.
+//! - `put`: DoPut.
+//! - `actions`: ListActions and DoAction (`sweep`, `echo`, `drop`).
+//! - `exchange`: DoExchange (`echo`, stateless `sweep`).
 
 mod actions;
 mod catalog;
@@ -16,8 +16,8 @@ use std::sync::Arc;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
-    HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -60,12 +60,28 @@ impl SweepFlightService {
 type Stream_<T> = BoxStream<'static, Result<T, Status>>;
 
 /// A client stream in the form arrow-flight's decoder wants.
-fn flight_stream(s: Streaming<FlightData>) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
-    s.map_err(|status| FlightError::Tonic(Box::new(status)))
+///
+/// tonic reports an inbound message over `--max-message-bytes` as OUT_OF_RANGE; the gRPC
+/// convention (and our contract) for a size limit is RESOURCE_EXHAUSTED.
+fn flight_stream(
+    s: Streaming<FlightData>,
+) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
+    s.map_err(|status| {
+        let too_large =
+            status.code() == tonic::Code::OutOfRange && status.message().contains("too large");
+        let status = if too_large {
+            Status::resource_exhausted(format!("{} (--max-message-bytes)", status.message()))
+        } else {
+            status
+        };
+        FlightError::Tonic(Box::new(status))
+    })
 }
 
 /// Boxes a stream of handler results, converting errors at the one conversion point.
-fn boxed<T: Send + 'static>(s: impl Stream<Item = Result<T, Error>> + Send + 'static) -> Stream_<T> {
+fn boxed<T: Send + 'static>(
+    s: impl Stream<Item = Result<T, Error>> + Send + 'static,
+) -> Stream_<T> {
     s.map_err(Status::from).boxed()
 }
 
@@ -86,7 +102,11 @@ impl FlightService for SweepFlightService {
     ) -> Result<Response<Self::HandshakeStream>, Status> {
         // No authentication configured: answer the client's first message with its payload.
         let mut inbound = request.into_inner();
-        let payload = inbound.message().await?.map(|m| m.payload).unwrap_or_default();
+        let payload = inbound
+            .message()
+            .await?
+            .map(|m| m.payload)
+            .unwrap_or_default();
         let reply = HandshakeResponse {
             protocol_version: 0,
             payload,
@@ -95,33 +115,59 @@ impl FlightService for SweepFlightService {
     }
 
     #[instrument(skip_all)]
-    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+    async fn list_flights(
+        &self,
+        _request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
         let infos = catalog::list(&self.state).map_err(Status::from)?;
-        Ok(Response::new(futures::stream::iter(infos.into_iter().map(Ok)).boxed()))
+        Ok(Response::new(
+            futures::stream::iter(infos.into_iter().map(Ok)).boxed(),
+        ))
     }
 
     #[instrument(skip_all, fields(path = ?request.get_ref().path))]
-    async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
-        Ok(Response::new(catalog::info(&self.state, request.get_ref())?))
+    async fn get_flight_info(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Ok(Response::new(catalog::info(
+            &self.state,
+            request.get_ref(),
+        )?))
     }
 
-    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
+    async fn poll_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
         Err(Error::Unimplemented("PollFlightInfo").into())
     }
 
     #[instrument(skip_all, fields(path = ?request.get_ref().path))]
-    async fn get_schema(&self, request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
-        Ok(Response::new(catalog::schema(&self.state, request.get_ref())?))
+    async fn get_schema(
+        &self,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        Ok(Response::new(catalog::schema(
+            &self.state,
+            request.get_ref(),
+        )?))
     }
 
     #[instrument(skip_all)]
-    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
         let stream = catalog::rows(&self.state, &request.get_ref().ticket)?;
         Ok(Response::new(boxed(stream)))
     }
 
     #[instrument(skip_all)]
-    async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
         let result = put::put(&self.state, flight_stream(request.into_inner())).await?;
         Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
     }
@@ -136,13 +182,23 @@ impl FlightService for SweepFlightService {
     }
 
     #[instrument(skip_all, fields(action = %request.get_ref().r#type))]
-    async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
         let results = actions::run(&self.state, request.into_inner()).await?;
-        Ok(Response::new(futures::stream::iter(results.into_iter().map(Ok)).boxed()))
+        Ok(Response::new(
+            futures::stream::iter(results.into_iter().map(Ok)).boxed(),
+        ))
     }
 
     #[instrument(skip_all)]
-    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
-        Ok(Response::new(futures::stream::iter(actions::list().into_iter().map(Ok)).boxed()))
+    async fn list_actions(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        Ok(Response::new(
+            futures::stream::iter(actions::list().into_iter().map(Ok)).boxed(),
+        ))
     }
 }

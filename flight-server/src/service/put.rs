@@ -12,16 +12,17 @@ use crate::{Error, Result};
 /// Reads the upload; stores it only once the stream has ended and every row passed.
 pub(super) async fn put(
     state: &State,
-    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>> + Send + Unpin + 'static,
+    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>>
+    + Send
+    + Unpin
+    + 'static,
 ) -> Result<PutResult> {
-    let first = stream
-        .next()
-        .await
-        .ok_or_else(|| Error::invalid("empty DoPut stream: expected a descriptor and a schema"))??;
-    let descriptor = first
-        .flight_descriptor
-        .as_ref()
-        .ok_or_else(|| Error::invalid("DoPut needs a PATH descriptor [name] on its first message"))?;
+    let first = stream.next().await.ok_or_else(|| {
+        Error::invalid("empty DoPut stream: expected a descriptor and a schema")
+    })??;
+    let descriptor = first.flight_descriptor.as_ref().ok_or_else(|| {
+        Error::invalid("DoPut needs a PATH descriptor [name] on its first message")
+    })?;
     let name = dataset_path(descriptor)?;
     let limits = UploadLimits {
         max_bytes: state.config.max_dataset_bytes,

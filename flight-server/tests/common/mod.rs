@@ -1,0 +1,191 @@
+//! Test fixture: the real `sweepflight-server` binary on 127.0.0.1 port 0, plus helpers that
+//! speak to it with arrow-rs's `FlightClient`.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, RecordBatch};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use futures::{StreamExt, TryStreamExt};
+use tonic::transport::Channel;
+
+/// A server process, killed on drop.
+pub struct TestServer {
+    child: Child,
+    /// `grpc://127.0.0.1:PORT`, as printed by the server.
+    pub uri: String,
+}
+
+impl TestServer {
+    /// Starts the binary with `--listen 127.0.0.1:0` and extra flags.
+    pub fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sweepflight-server"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sweepflight-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let uri = line.trim().rsplit(' ').next().unwrap().to_owned();
+        assert!(
+            uri.starts_with("grpc://127.0.0.1:"),
+            "unexpected first line {line:?}"
+        );
+        Self { child, uri }
+    }
+
+    /// A fresh client on a new connection.
+    pub async fn client(&self) -> FlightClient {
+        let uri = self.uri.replace("grpc://", "http://");
+        let channel = Channel::from_shared(uri).unwrap().connect().await.unwrap();
+        FlightClient::new(channel)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A one-column `close` batch.
+pub fn close_batch(values: &[f64]) -> RecordBatch {
+    RecordBatch::try_from_iter([(
+        "close",
+        Arc::new(Float64Array::from(values.to_vec())) as ArrayRef,
+    )])
+    .unwrap()
+}
+
+/// A positive, wiggly series of `n` bars.
+pub fn series(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| 100.0 + (i as f64 * 0.3).sin() * 2.0 + (i as f64 * 0.017).cos() * 5.0)
+        .collect()
+}
+
+/// The paper series fixture as record batches.
+pub fn paper_batches() -> Vec<RecordBatch> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/testdata/paper-close.arrow");
+    let file = std::fs::File::open(path).unwrap();
+    arrow_ipc::reader::FileReader::try_new(file, None)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// DoPut `batches` under `name`; the PutResult metadata as JSON.
+pub async fn put(
+    client: &mut FlightClient,
+    name: &str,
+    batches: Vec<RecordBatch>,
+) -> Result<serde_json::Value, FlightError> {
+    put_with(
+        client,
+        FlightDescriptor::new_path(vec![name.into()]),
+        batches,
+    )
+    .await
+}
+
+/// DoPut with any descriptor.
+pub async fn put_with(
+    client: &mut FlightClient,
+    descriptor: FlightDescriptor,
+    batches: Vec<RecordBatch>,
+) -> Result<serde_json::Value, FlightError> {
+    let schema = batches.first().map(|b| b.schema());
+    let mut builder = FlightDataEncoderBuilder::new().with_flight_descriptor(Some(descriptor));
+    if let Some(schema) = schema {
+        builder = builder.with_schema(schema);
+    }
+    let stream = builder.build(futures::stream::iter(batches.into_iter().map(Ok)));
+    let results: Vec<_> = client.do_put(stream).await?.try_collect().await?;
+    assert_eq!(results.len(), 1, "one PutResult per put");
+    Ok(serde_json::from_slice(&results[0].app_metadata).unwrap())
+}
+
+/// Runs a DoAction and concatenates the Result bodies.
+pub async fn action(
+    client: &mut FlightClient,
+    kind: &str,
+    body: impl Into<bytes::Bytes>,
+) -> Result<Vec<u8>, FlightError> {
+    let bodies: Vec<_> = client
+        .do_action(Action::new(kind, body.into()))
+        .await?
+        .try_collect()
+        .await?;
+    Ok(bodies.concat())
+}
+
+/// The `sweep` action, its reply decoded as one Arrow IPC stream into one batch.
+pub async fn sweep(
+    client: &mut FlightClient,
+    body: serde_json::Value,
+) -> Result<RecordBatch, FlightError> {
+    let bytes = action(client, "sweep", body.to_string()).await?;
+    let reader = arrow_ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    Ok(arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap())
+}
+
+/// The gRPC code of a failed call.
+pub fn code(e: &FlightError) -> tonic::Code {
+    match e {
+        FlightError::Tonic(s) => s.code(),
+        other => panic!("expected a gRPC status, got {other:?}"),
+    }
+}
+
+/// A float64 column by name.
+pub fn f64s(b: &RecordBatch, name: &str) -> Vec<f64> {
+    let c = b.column_by_name(name).unwrap();
+    c.as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap()
+        .values()
+        .to_vec()
+}
+
+/// An int64 column by name.
+pub fn i64s(b: &RecordBatch, name: &str) -> Vec<i64> {
+    let c = b.column_by_name(name).unwrap();
+    c.as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap()
+        .values()
+        .to_vec()
+}
+
+/// Names of the stored datasets.
+pub async fn names(client: &mut FlightClient) -> Vec<String> {
+    let infos: Vec<_> = client
+        .list_flights(bytes::Bytes::new())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    infos
+        .into_iter()
+        .map(|i| i.flight_descriptor.unwrap().path[0].clone())
+        .collect()
+}
+
+/// Drains a stream of results, for tests that only care that it ends.
+pub async fn drain<T>(s: impl futures::Stream<Item = T> + Unpin) -> Vec<T> {
+    s.collect().await
+}

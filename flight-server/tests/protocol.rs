@@ -1,0 +1,276 @@
+//! Every verb of the wire contract, happy paths, against the real binary.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::{FlightDescriptor, Ticket};
+use arrow_schema::DataType;
+use common::*;
+use futures::TryStreamExt;
+use serde_json::json;
+use sweepflight_kernel::{Combo, paper, sweep as kernel_sweep};
+
+#[tokio::test]
+async fn paper_sweep_over_flight_passes_the_equivalence_gate() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    let put = put(&mut c, "paper", paper_batches()).await.unwrap();
+    assert_eq!(put["dataset"], "paper");
+    assert_eq!(put["rows"], 150_000);
+    assert_eq!(put["version"], 1);
+    assert!(put["bytes"].as_u64().unwrap() >= 1_200_000);
+
+    let lengths = paper::lengths();
+    let b = sweep(&mut c, json!({"dataset": "paper", "lengths": lengths}))
+        .await
+        .unwrap();
+    let names: Vec<_> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        &names[..9],
+        &[
+            "combo", "half", "full", "sqrt", "p3", "p2", "p", "pnl", "trades"
+        ]
+    );
+    assert_eq!(i64s(&b, "combo"), (0..80).collect::<Vec<_>>());
+    let results: Vec<_> = f64s(&b, "pnl")
+        .into_iter()
+        .zip(i64s(&b, "trades"))
+        .map(|(pnl, t)| sweepflight_kernel::ComboResult {
+            pnl,
+            trades: t as u64,
+            ..Default::default()
+        })
+        .collect();
+    paper::check_gate(&results).unwrap();
+    assert_eq!(i64s(&b, "trades")[0], 57_029);
+
+    // The same combos as explicit tuples give the same table.
+    let params: Vec<[u32; 6]> = paper::combos().iter().map(Combo::windows).collect();
+    let p = sweep(&mut c, json!({"dataset": "paper", "params": params}))
+        .await
+        .unwrap();
+    assert_eq!(p, b);
+}
+
+#[tokio::test]
+async fn results_match_the_kernel_with_and_without_the_cache() {
+    let cached = TestServer::start(&[]);
+    let uncached = TestServer::start(&["--cache-bytes", "0"]);
+    let close = series(5_000);
+    let lengths: Vec<u32> = (1..120).step_by(7).collect();
+    let combos: Vec<Combo> = lengths
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .collect();
+    let want = kernel_sweep(&close, &combos, 0.001).unwrap();
+    let body = json!({"dataset": "s", "lengths": lengths, "fee": 0.001});
+    let mut tables = Vec::new();
+    for server in [&cached, &uncached] {
+        let mut c = server.client().await;
+        put(&mut c, "s", vec![close_batch(&close)]).await.unwrap();
+        // Twice each: the second call on `cached` is served from the WMA cache.
+        for _ in 0..2 {
+            let b = sweep(&mut c, body.clone()).await.unwrap();
+            assert_eq!(
+                f64s(&b, "pnl"),
+                want.iter().map(|r| r.pnl).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                i64s(&b, "wins"),
+                want.iter().map(|r| r.wins as i64).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                f64s(&b, "max_drawdown"),
+                want.iter().map(|r| r.max_drawdown).collect::<Vec<_>>()
+            );
+            tables.push(b);
+        }
+    }
+    assert!(tables.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[tokio::test]
+async fn catalog_verbs_describe_and_return_the_stored_rows() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    // Extra columns are kept; a float32 close is widened to float64.
+    let batch = RecordBatch::try_from_iter([
+        (
+            "ts",
+            Arc::new(Int64Array::from(vec![10, 20, 30])) as ArrayRef,
+        ),
+        (
+            "close",
+            Arc::new(Float32Array::from(vec![1.5, 2.0, 2.5])) as ArrayRef,
+        ),
+        (
+            "venue",
+            Arc::new(StringArray::from(vec!["x", "y", "z"])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    put(&mut c, "ohlc", vec![batch.slice(0, 2), batch.slice(2, 1)])
+        .await
+        .unwrap();
+    put(&mut c, "b", vec![close_batch(&[1.0])]).await.unwrap();
+    assert_eq!(names(&mut c).await, ["b", "ohlc"]);
+
+    let desc = FlightDescriptor::new_path(vec!["ohlc".into()]);
+    let info = c.get_flight_info(desc.clone()).await.unwrap();
+    assert_eq!(info.total_records, 3);
+    assert_eq!(info.flight_descriptor.as_ref(), Some(&desc));
+    let schema = c.get_schema(desc).await.unwrap();
+    assert_eq!(
+        schema.field_with_name("close").unwrap().data_type(),
+        &DataType::Float64
+    );
+    assert_eq!(info.clone().try_decode_schema().unwrap(), schema);
+
+    let ticket: Ticket = info.endpoint[0].ticket.clone().unwrap();
+    let rows: Vec<RecordBatch> = c.do_get(ticket).await.unwrap().try_collect().await.unwrap();
+    let all = arrow_select::concat::concat_batches(&rows[0].schema(), &rows).unwrap();
+    assert_eq!(all.num_rows(), 3);
+    assert_eq!(all.schema().as_ref(), &schema);
+    assert_eq!(f64s(&all, "close"), [1.5, 2.0, 2.5]);
+    assert_eq!(
+        all.column_by_name("venue").unwrap(),
+        batch.column_by_name("venue").unwrap()
+    );
+}
+
+#[tokio::test]
+async fn replace_bumps_the_version_and_drop_removes() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    assert_eq!(
+        put(&mut c, "x", vec![close_batch(&series(100))])
+            .await
+            .unwrap()["version"],
+        1
+    );
+    let v2 = put(&mut c, "x", vec![close_batch(&series(50))])
+        .await
+        .unwrap();
+    assert_eq!(
+        (v2["version"].as_u64(), v2["rows"].as_u64()),
+        (Some(2), Some(50))
+    );
+    let info = c
+        .get_flight_info(FlightDescriptor::new_path(vec!["x".into()]))
+        .await
+        .unwrap();
+    assert_eq!(info.total_records, 50);
+
+    let dropped: serde_json::Value =
+        serde_json::from_slice(&action(&mut c, "drop", "x").await.unwrap()).unwrap();
+    assert_eq!(dropped, json!({"dataset": "x", "version": 2}));
+    assert!(names(&mut c).await.is_empty());
+}
+
+#[tokio::test]
+async fn echo_action_list_actions_and_handshake() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    let body: Vec<u8> = (0..=255).collect();
+    assert_eq!(action(&mut c, "echo", body.clone()).await.unwrap(), body);
+    let types: Vec<_> = c.list_actions().await.unwrap().try_collect().await.unwrap();
+    let names: Vec<_> = types.iter().map(|t| t.r#type.as_str()).collect();
+    assert_eq!(names, ["sweep", "echo", "drop"]);
+    assert!(types.iter().all(|t| !t.description.is_empty()));
+    assert_eq!(c.handshake("hello").await.unwrap(), "hello");
+}
+
+#[tokio::test]
+async fn empty_lengths_give_an_empty_table_with_the_schema() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    put(&mut c, "x", vec![close_batch(&series(10))])
+        .await
+        .unwrap();
+    let b = sweep(&mut c, json!({"dataset": "x", "lengths": []}))
+        .await
+        .unwrap();
+    assert_eq!(b.num_rows(), 0);
+    assert_eq!(b.schema().field(7).name(), "pnl");
+}
+
+#[tokio::test]
+async fn large_results_span_several_result_messages() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    put(&mut c, "x", vec![close_batch(&series(300))])
+        .await
+        .unwrap();
+    let lengths: Vec<u32> = (0..60_000).map(|i| 1 + i % 50).collect();
+    let bodies: Vec<_> = c
+        .do_action(arrow_flight::Action::new(
+            "sweep",
+            json!({"dataset": "x", "lengths": lengths}).to_string(),
+        ))
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    // 60k rows x 12 columns x 8 bytes is ~5.8 MB: more than one 4 MiB body.
+    assert!(bodies.len() >= 2, "{} bodies", bodies.len());
+    assert!(bodies.iter().all(|b| b.len() <= 4 << 20));
+    let joined = bodies.concat();
+    let rows: usize = arrow_ipc::reader::StreamReader::try_new(joined.as_slice(), None)
+        .unwrap()
+        .map(|b| b.unwrap().num_rows())
+        .sum();
+    assert_eq!(rows, 60_000);
+}
+
+#[tokio::test]
+async fn exchange_echo_and_stateless_sweep() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    let batches = vec![close_batch(&series(1000)), close_batch(&series(500))];
+
+    let echo = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(r#"{"op": "echo"}"#)))
+        .build(futures::stream::iter(batches.clone().into_iter().map(Ok)));
+    let back: Vec<RecordBatch> = c
+        .do_exchange(echo)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(back, batches);
+
+    let close: Vec<f64> = series(1000).into_iter().chain(series(500)).collect();
+    let combos: Vec<Combo> = [6, 10, 30]
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .collect();
+    let want = kernel_sweep(&close, &combos, 0.0009).unwrap();
+    let cmd = json!({"op": "sweep", "lengths": [6, 10, 30]}).to_string();
+    let req = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(cmd)))
+        .build(futures::stream::iter(batches.into_iter().map(Ok)));
+    let out: Vec<RecordBatch> = c
+        .do_exchange(req)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        f64s(&out[0], "pnl"),
+        want.iter().map(|r| r.pnl).collect::<Vec<_>>()
+    );
+    // Nothing was stored.
+    assert!(names(&mut c).await.is_empty());
+}
