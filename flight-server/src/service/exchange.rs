@@ -3,44 +3,29 @@
 
 use std::sync::Arc;
 
-use arrow_flight::FlightData;
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::error::FlightError;
+use arrow_flight::{FlightData, FlightDescriptor};
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 
-use super::State;
+use super::put::upload_limits;
+use super::{Inbound, State};
 use crate::compute::{self, Series};
-use crate::ingest::{UploadLimits, read_series};
+use crate::ingest::read_series;
 use crate::request::{ExchangeCommand, exchange_command};
 use crate::results::to_batch;
 use crate::{Error, Result};
 
-/// Starts an exchange: reads the command from the first message, then answers.
+/// Answers an exchange whose first message carried `descriptor`.
 pub(super) async fn exchange(
     state: &State,
-    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>>
-    + Send
-    + Unpin
-    + 'static,
+    descriptor: Option<&FlightDescriptor>,
+    data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
-    let mut first = stream
-        .next()
-        .await
-        .ok_or_else(|| Error::invalid("empty DoExchange stream: expected a CMD descriptor"))??;
-    let command = exchange_command(first.flight_descriptor.as_ref(), state.config.max_combos)?;
-    match command {
-        ExchangeCommand::Echo => {
-            first.flight_descriptor = None;
-            let head = futures::stream::iter([Ok(first)]);
-            Ok(head.chain(stream).map_err(Error::from).boxed())
-        }
+    match exchange_command(descriptor, state.config.max_combos)? {
+        ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
         ExchangeCommand::Sweep(spec) => {
-            let limits = UploadLimits {
-                max_bytes: state.config.max_dataset_bytes,
-            };
-            let series =
-                read_series(futures::stream::iter([Ok(first)]).chain(stream), limits).await?;
+            let series = read_series(data, upload_limits(state)).await?;
             let results = compute::run(Series::Transient(Arc::new(series.close)), &spec).await?;
             let batch = to_batch(&spec.combos, &results)?;
             let out = FlightDataEncoderBuilder::new()

@@ -59,13 +59,14 @@ impl SweepFlightService {
 
 type Stream_<T> = BoxStream<'static, Result<T, Status>>;
 
-/// A client stream in the form arrow-flight's decoder wants.
+/// A client's stream of Flight data, as arrow-flight's decoder wants it.
+type Inbound = BoxStream<'static, Result<FlightData, FlightError>>;
+
+/// Adapts tonic's inbound stream.
 ///
 /// tonic reports an inbound message over `--max-message-bytes` as OUT_OF_RANGE; the gRPC
 /// convention (and our contract) for a size limit is RESOURCE_EXHAUSTED.
-fn flight_stream(
-    s: Streaming<FlightData>,
-) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static {
+fn inbound(s: Streaming<FlightData>) -> Inbound {
     s.map_err(|status| {
         let too_large =
             status.code() == tonic::Code::OutOfRange && status.message().contains("too large");
@@ -76,6 +77,27 @@ fn flight_stream(
         };
         FlightError::Tonic(Box::new(status))
     })
+    .boxed()
+}
+
+/// Takes the descriptor off the first message of an upload. The returned stream starts with
+/// that message again only if it also carries data: pyarrow's DoPut sends descriptor and schema
+/// together, its DoExchange sends the descriptor alone.
+async fn split_descriptor(
+    mut s: Inbound,
+    verb: &str,
+) -> crate::Result<(Option<FlightDescriptor>, Inbound)> {
+    let mut first = s.next().await.ok_or_else(|| {
+        Error::invalid(format!("empty {verb} stream: expected a descriptor first"))
+    })??;
+    let descriptor = first.flight_descriptor.take();
+    if first.data_header.is_empty() && first.data_body.is_empty() && first.app_metadata.is_empty() {
+        return Ok((descriptor, s));
+    }
+    Ok((
+        descriptor,
+        futures::stream::iter([Ok(first)]).chain(s).boxed(),
+    ))
 }
 
 /// Boxes a stream of handler results, converting errors at the one conversion point.
@@ -168,7 +190,8 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        let result = put::put(&self.state, flight_stream(request.into_inner())).await?;
+        let (descriptor, data) = split_descriptor(inbound(request.into_inner()), "DoPut").await?;
+        let result = put::put(&self.state, descriptor.as_ref(), data).await?;
         Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
     }
 
@@ -177,7 +200,9 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        let stream = exchange::exchange(&self.state, flight_stream(request.into_inner())).await?;
+        let (descriptor, data) =
+            split_descriptor(inbound(request.into_inner()), "DoExchange").await?;
+        let stream = exchange::exchange(&self.state, descriptor.as_ref(), data).await?;
         Ok(Response::new(boxed(stream)))
     }
 

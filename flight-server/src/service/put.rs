@@ -1,10 +1,8 @@
 //! DoPut: receive a whole series, validate it, then store it in one step.
 
-use arrow_flight::error::FlightError;
-use arrow_flight::{FlightData, PutResult};
-use futures::{Stream, StreamExt};
+use arrow_flight::{FlightDescriptor, PutResult};
 
-use super::State;
+use super::{Inbound, State};
 use crate::ingest::{UploadLimits, read_series};
 use crate::request::dataset_path;
 use crate::{Error, Result};
@@ -12,22 +10,14 @@ use crate::{Error, Result};
 /// Reads the upload; stores it only once the stream has ended and every row passed.
 pub(super) async fn put(
     state: &State,
-    mut stream: impl Stream<Item = std::result::Result<FlightData, FlightError>>
-    + Send
-    + Unpin
-    + 'static,
+    descriptor: Option<&FlightDescriptor>,
+    data: Inbound,
 ) -> Result<PutResult> {
-    let first = stream.next().await.ok_or_else(|| {
-        Error::invalid("empty DoPut stream: expected a descriptor and a schema")
-    })??;
-    let descriptor = first.flight_descriptor.as_ref().ok_or_else(|| {
+    let descriptor = descriptor.ok_or_else(|| {
         Error::invalid("DoPut needs a PATH descriptor [name] on its first message")
     })?;
     let name = dataset_path(descriptor)?;
-    let limits = UploadLimits {
-        max_bytes: state.config.max_dataset_bytes,
-    };
-    let series = read_series(futures::stream::iter([Ok(first)]).chain(stream), limits).await?;
+    let series = read_series(data, upload_limits(state)).await?;
     let d = state.store.insert(&name, series);
     tracing::info!(dataset = %name, rows = d.rows(), version = d.version, "stored");
     let metadata = serde_json::json!({
@@ -36,4 +26,11 @@ pub(super) async fn put(
     Ok(PutResult {
         app_metadata: metadata.to_string().into(),
     })
+}
+
+/// What an upload (DoPut, or DoExchange's series) is checked against.
+pub(super) fn upload_limits(state: &State) -> UploadLimits {
+    UploadLimits {
+        max_bytes: state.config.max_dataset_bytes,
+    }
 }

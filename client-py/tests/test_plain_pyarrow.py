@@ -1,0 +1,105 @@
+"""The wire contract with nothing but pyarrow.flight (not the project's client), as any outside
+client would use it: push the paper series, sweep the 80 combos, compare with numba."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from sweepflight import paper, reference
+
+
+def put(client: flight.FlightClient, name: str, table: pa.Table, max_chunksize: int | None = None) -> dict:
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path(name), table.schema)
+    writer.write_table(table, max_chunksize=max_chunksize)
+    writer.done_writing()
+    meta = reader.read()
+    writer.close()
+    return json.loads(meta.to_pybytes())
+
+
+def sweep(client: flight.FlightClient, body: dict) -> pa.Table:
+    results = client.do_action(flight.Action("sweep", json.dumps(body).encode()))
+    stream = b"".join(r.body.to_pybytes() for r in results)
+    return pa.ipc.open_stream(stream).read_all()
+
+
+@pytest.mark.parametrize("which", ["server", "unix_server"])
+def test_paper_sweep_matches_numba(which: str, request: pytest.FixtureRequest) -> None:
+    uri = request.getfixturevalue(which).uri
+    client = flight.connect(uri)
+    close = paper.series()
+    meta = put(client, "paper", pa.table({"close": close}))
+    assert meta["dataset"] == "paper" and meta["rows"] == 150_000 and meta["version"] >= 1
+
+    table = sweep(client, {"dataset": "paper", "lengths": paper.lengths().tolist()})
+    assert table.column_names[:9] == ["combo", "half", "full", "sqrt", "p3", "p2", "p", "pnl", "trades"]
+    params = reference.params_for(paper.lengths())
+    assert np.array_equal(np.column_stack([table[c].to_numpy() for c in ["half", "full", "sqrt", "p3", "p2", "p"]]), params)
+
+    # The equivalence gate against the numba reference, computed now.
+    pnl, trades = reference.sweep(close, params)
+    assert table["trades"].to_numpy().tolist() == trades.tolist()
+    assert np.max(np.abs(table["pnl"].to_numpy() - pnl)) <= 1e-6
+    assert table["trades"][0].as_py() == 57_029 and round(table["pnl"][0].as_py(), 2) == -5165.58
+
+
+def test_polars_frame_one_batch_and_many_small(server) -> None:
+    client = flight.connect(server.uri)
+    n = 20_000
+    close = 100 * np.exp(np.cumsum(np.random.default_rng(7).normal(0, 0.001, n)))
+    df = pl.DataFrame({"ts": pl.datetime_range(pl.datetime(2026, 1, 1), pl.datetime(2026, 1, 1) + pl.duration(minutes=n - 1), "1m", eager=True), "close": close, "volume": np.arange(n)})
+    big = put(client, "pl-big", df.to_arrow())
+    small = put(client, "pl-small", df.to_arrow(), max_chunksize=97)
+    assert big["rows"] == small["rows"] == n
+
+    body = {"lengths": [6, 20, 50, 101]}
+    a = sweep(client, {"dataset": "pl-big", **body})
+    b = sweep(client, {"dataset": "pl-small", **body})
+    assert a.equals(b)
+    pnl, trades = reference.sweep(close, reference.params_for(body["lengths"]))
+    assert a["trades"].to_numpy().tolist() == trades.tolist()
+    assert np.allclose(a["pnl"].to_numpy(), pnl, rtol=0, atol=1e-9)
+
+    # DoGet returns the frame, extra columns and all.
+    info = client.get_flight_info(flight.FlightDescriptor.for_path("pl-small"))
+    assert info.total_records == n
+    back = pl.from_arrow(client.do_get(info.endpoints[0].ticket).read_all())
+    assert back.equals(df)
+
+
+def test_list_actions_echo_drop_and_errors(server) -> None:
+    client = flight.connect(server.uri)
+    assert {a.type for a in client.list_actions()} >= {"sweep", "echo", "drop"}
+    assert next(iter(client.do_action(flight.Action("echo", b"abc")))).body.to_pybytes() == b"abc"
+    put(client, "tmp", pa.table({"close": [1.0, 2.0, 3.0]}))
+    list(client.do_action(flight.Action("drop", b"tmp")))
+    assert "tmp" not in [f.descriptor.path[0].decode() for f in client.list_flights()]
+    # pyarrow raises KeyError for NOT_FOUND.
+    with pytest.raises(KeyError, match="not found"):
+        list(client.do_action(flight.Action("drop", b"tmp")))
+    with pytest.raises(pa.ArrowInvalid, match="row 1: is NaN"):
+        put(client, "bad", pa.table({"close": [1.0, float("nan")]}))
+    with pytest.raises(pa.ArrowInvalid, match="exactly one"):
+        sweep(client, {"dataset": "paper"})
+
+
+def test_exchange_stateless_sweep_equals_preloaded(server) -> None:
+    client = flight.connect(server.uri)
+    close = paper.series()[:30_000]
+    table = pa.table({"close": close})
+    put(client, "ex", table)
+    want = sweep(client, {"dataset": "ex", "lengths": [6, 50]})
+    cmd = json.dumps({"op": "sweep", "lengths": [6, 50]}).encode()
+    writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(cmd))
+    writer.begin(table.schema)
+    writer.write_table(table)
+    writer.done_writing()
+    got = reader.read_all()
+    writer.close()
+    assert got.equals(want)
