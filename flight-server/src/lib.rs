@@ -5,7 +5,8 @@
 //! (`docs/protocol.md`): the [`service`] that implements it, the [`store`] of datasets and its
 //! WMA cache, upload validation ([`ingest`]), request decoding ([`request`]), running the
 //! kernel off the async runtime ([`compute`]), the result table ([`results`]) and [`serve`],
-//! which runs it all on a listener until a shutdown future resolves.
+//! which runs it all on a listener until a shutdown future resolves ([`uds`] lets gRPC-core
+//! clients in over Unix sockets).
 
 pub mod compute;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod results;
 mod serve;
 pub mod service;
 pub mod store;
+pub mod uds;
 
 pub use config::ServerConfig;
 pub use error::{Error, Result};

@@ -3,12 +3,13 @@
 use std::future::Future;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::transport::Server;
 
 use crate::ServerConfig;
 use crate::service::SweepFlightService;
+use crate::uds::AuthorityFix;
 
 /// Where to accept connections. Bind it before calling [`serve`] so that a caller that binds
 /// port 0 knows the real address.
@@ -53,8 +54,9 @@ pub async fn serve(
                 .await
         }
         Listener::Unix(l) => {
+            let incoming = UnixListenerStream::new(l).map_ok(AuthorityFix::new);
             router
-                .serve_with_incoming_shutdown(UnixListenerStream::new(l), shutdown)
+                .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
         }
     }
