@@ -11,8 +11,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.sweepflight-installed"
 if [ ! -f "$stamp" ] || [ "$root/client-py/pyproject.toml" -nt "$stamp" ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e "$root/client-py[dev]"
+  log="$venv/pip-install.log"
+  if ! { "$venv/bin/python" -m pip install --upgrade pip &&
+         "$venv/bin/python" -m pip install -e "$root/client-py[dev]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup-python: pip install failed (log above)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 echo "$venv/bin/python"
