@@ -1,16 +1,23 @@
 //! Running a sweep off the async runtime: on rayon's pool, cancellable, with the WMA cache.
 //!
-//! The kernel is CPU-bound for up to seconds, so it never runs on a tokio worker (it would
-//! stall every other connection on that worker). It runs on rayon's global pool, which the
-//! kernel also uses for its inner parallelism; the async handler awaits a oneshot. If the
+//! The kernel is CPU-bound for up to seconds, so a real sweep never runs on a tokio worker (it
+//! would stall every other connection on that worker). It runs on rayon's global pool, which
+//! the kernel also uses for its inner parallelism; the async handler awaits a oneshot. If the
 //! handler's future is dropped (client cancelled, deadline passed, connection lost), the
 //! [`CancelOnDrop`] guard raises a flag that the kernel polls between combos.
+//!
+//! A sweep below [`PARALLEL_MIN_WORK`] (under a millisecond of one core) runs inline instead:
+//! for the params-only calls that dominate interactive use, two cross-thread hand-offs would
+//! cost more than the computation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use sweepflight_kernel::{ComboResult, NoStore, SweepControl, WmaStore, sweep_with};
+use arrow_array::Float64Array;
+use sweepflight_kernel::{
+    Combo, ComboResult, NoStore, PARALLEL_MIN_WORK, SweepControl, WmaStore, sweep_with, work,
+};
 use tokio::sync::oneshot;
 
 use crate::request::SweepSpec;
@@ -22,10 +29,40 @@ pub enum Series {
     /// A stored dataset: WMAs go through the store's cache.
     Stored(Arc<DatasetStore>, Arc<Dataset>),
     /// A series that exists only for this call (DoExchange): no cache.
-    Transient(Arc<arrow_array::Float64Array>),
+    Transient(Arc<Float64Array>),
 }
 
-/// Raises the flag when dropped, unless disarmed: dropping the awaiting future cancels the sweep.
+impl Series {
+    fn close(&self) -> &[f64] {
+        match self {
+            Self::Stored(_, d) => d.close_values(),
+            Self::Transient(close) => close.values(),
+        }
+    }
+
+    /// Runs the kernel on the calling thread (which may then fan out on rayon).
+    fn sweep(
+        &self,
+        combos: &[Combo],
+        fee: f64,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<ComboResult>> {
+        let run = |store: &dyn WmaStore| {
+            let control = SweepControl {
+                store,
+                cancelled,
+                ..SweepControl::default()
+            };
+            sweep_with(self.close(), combos, fee, &control)
+        };
+        Ok(match self {
+            Self::Stored(store, d) => run(&store.wma_cache(d)),
+            Self::Transient(_) => run(&NoStore),
+        }?)
+    }
+}
+
+/// Raises the flag when dropped: dropping the awaiting future cancels the sweep.
 struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
@@ -34,11 +71,14 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Runs `spec` over `series` on the rayon pool.
+/// Runs `spec` over `series`: inline if tiny, else on the rayon pool.
 ///
 /// # Errors
 /// Kernel errors, or [`Error::Internal`] if the worker panicked.
 pub async fn run(series: Series, spec: &SweepSpec) -> Result<Vec<ComboResult>> {
+    if work(series.close().len(), &spec.combos) < PARALLEL_MIN_WORK {
+        return series.sweep(&spec.combos, spec.fee, &|| false);
+    }
     let cancelled = Arc::new(AtomicBool::new(false));
     let _guard = CancelOnDrop(Arc::clone(&cancelled));
     let (tx, rx) = oneshot::channel();
@@ -50,24 +90,9 @@ pub async fn run(series: Series, spec: &SweepSpec) -> Result<Vec<ComboResult>> {
         let started = Instant::now();
         // rayon aborts the process on a panic in a spawned job; turn one into an error instead.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let is_cancelled = || cancelled.load(Ordering::Relaxed);
-            let run = |close: &[f64], store: &dyn WmaStore| {
-                let control = SweepControl {
-                    store,
-                    cancelled: &is_cancelled,
-                    ..SweepControl::default()
-                };
-                sweep_with(close, &combos, fee, &control)
-            };
-            match &series {
-                Series::Stored(store, d) => run(d.close_values(), &store.wma_cache(d)),
-                Series::Transient(close) => run(close.values(), &NoStore),
-            }
-        }));
-        let outcome = match outcome {
-            Ok(r) => r.map_err(Error::from),
-            Err(_) => Err(Error::Internal("sweep worker panicked".into())),
-        };
+            series.sweep(&combos, fee, &|| cancelled.load(Ordering::Relaxed))
+        }))
+        .unwrap_or_else(|_| Err(Error::Internal("sweep worker panicked".into())));
         tracing::debug!(
             combos = combos.len(),
             elapsed_us = started.elapsed().as_micros() as u64,

@@ -12,12 +12,12 @@
 //! None of this changes the arithmetic of any output (see [`crate::wma`]), so the results are
 //! the same whatever the grouping, the cache state or the number of threads.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::wma::wma_into;
+use crate::wma::wma_into_with;
 use crate::{Combo, ComboResult, Error, Result, signal};
 
 /// A cache of `WMA(close, n)` arrays for one close series, shared by sweeps over it.
@@ -42,6 +42,17 @@ impl WmaStore for NoStore {
     fn insert(&self, _n: u32, _wma: Arc<[f64]>) {}
 }
 
+/// Below this many multiply-adds (about a millisecond of one core) a sweep runs on the calling
+/// thread: handing work to the pool and back would cost more than it saves.
+pub const PARALLEL_MIN_WORK: u64 = 4 << 20;
+
+/// Multiply-adds a sweep of `combos` over `bars` bars costs, an upper bound that ignores
+/// sharing: it decides between running inline and running on the pool.
+pub fn work(bars: usize, combos: &[Combo]) -> u64 {
+    let per_bar: u64 = combos.iter().map(Combo::cost).sum();
+    per_bar.saturating_mul(bars as u64)
+}
+
 /// How a sweep is run: where shared WMAs come from, when to stop, how much memory to use.
 pub struct SweepControl<'a> {
     /// Cache of `WMA(close, n)` for this series.
@@ -51,6 +62,9 @@ pub struct SweepControl<'a> {
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
     /// Upper bound on the bytes of shared WMA arrays held at once by the sweep itself.
     pub working_set_bytes: usize,
+    /// Use rayon (`Some(true)`), stay on the calling thread (`Some(false)`), or decide by
+    /// [`work`] against [`PARALLEL_MIN_WORK`] (`None`). The results are the same either way.
+    pub parallel: Option<bool>,
 }
 
 impl Default for SweepControl<'_> {
@@ -59,6 +73,7 @@ impl Default for SweepControl<'_> {
             store: &NoStore,
             cancelled: &|| false,
             working_set_bytes: 512 << 20,
+            parallel: None,
         }
     }
 }
@@ -93,24 +108,36 @@ pub fn sweep_with(
     // Five arrays is what one combo can need; a group always admits its first combo.
     let max_arrays = (control.working_set_bytes / array_bytes).max(5);
 
+    let parallel = control
+        .parallel
+        .unwrap_or_else(|| work(close.len(), combos) >= PARALLEL_MIN_WORK);
     let mut results = vec![ComboResult::default(); combos.len()];
     let mut rest = &order[..];
     while !rest.is_empty() {
         let (group, windows) = next_group(rest, combos, max_arrays);
         rest = &rest[group.len()..];
-        let shared = shared_wmas(close, &windows, control)?;
-        let done: Vec<(usize, ComboResult)> = group
-            .par_iter()
-            .map_init(
-                || Scratch::new(close.len()),
-                |scratch, &i| {
-                    if (control.cancelled)() {
-                        return Err(Error::Cancelled);
-                    }
-                    Ok((i, run_combo(close, &combos[i], fee, &shared, scratch)))
-                },
-            )
-            .collect::<Result<_>>()?;
+        let shared = shared_wmas(close, &windows, control, parallel)?;
+        let job = |scratch: &mut Scratch, &i: &usize| {
+            if (control.cancelled)() {
+                return Err(Error::Cancelled);
+            }
+            Ok((
+                i,
+                run_combo(close, &combos[i], fee, &shared, scratch, parallel),
+            ))
+        };
+        let done: Vec<(usize, ComboResult)> = if parallel {
+            group
+                .par_iter()
+                .map_init(|| Scratch::new(close.len()), job)
+                .collect::<Result<_>>()?
+        } else {
+            let mut scratch = Scratch::new(close.len());
+            group
+                .iter()
+                .map(|i| job(&mut scratch, i))
+                .collect::<Result<_>>()?
+        };
         for (i, r) in done {
             results[i] = r;
         }
@@ -125,27 +152,33 @@ fn next_group<'o>(
     combos: &[Combo],
     max_arrays: usize,
 ) -> (&'o [usize], Vec<u32>) {
-    let mut windows: Vec<u32> = Vec::new();
+    let mut windows: HashSet<u32> = HashSet::new();
     let mut taken = 0;
     for &i in order {
-        let mut with: Vec<u32> = windows.clone();
-        with.extend(combos[i].close_windows());
-        with.sort_unstable();
-        with.dedup();
-        if taken > 0 && with.len() > max_arrays {
+        let new: HashSet<u32> = combos[i]
+            .close_windows()
+            .into_iter()
+            .filter(|w| !windows.contains(w))
+            .collect();
+        if taken > 0 && windows.len() + new.len() > max_arrays {
             break;
         }
-        windows = with;
+        windows.extend(new);
         taken += 1;
     }
-    (&order[..taken], windows)
+    (&order[..taken], windows.into_iter().collect())
 }
 
 type Shared = HashMap<u32, Arc<[f64]>>;
 
 /// Fetches or computes `WMA(close, n)` for each window, computing the missing ones in parallel
 /// and offering them to the store.
-fn shared_wmas(close: &[f64], windows: &[u32], control: &SweepControl<'_>) -> Result<Shared> {
+fn shared_wmas(
+    close: &[f64],
+    windows: &[u32],
+    control: &SweepControl<'_>,
+    parallel: bool,
+) -> Result<Shared> {
     let mut shared = Shared::with_capacity(windows.len());
     let mut missing = Vec::new();
     for &n in windows {
@@ -158,17 +191,19 @@ fn shared_wmas(close: &[f64], windows: &[u32], control: &SweepControl<'_>) -> Re
     }
     // Longest windows first: they are the most work.
     missing.sort_unstable_by(|a, b| b.cmp(a));
-    let computed: Vec<(u32, Arc<[f64]>)> = missing
-        .par_iter()
-        .map(|&n| {
-            if (control.cancelled)() {
-                return Err(Error::Cancelled);
-            }
-            let mut out = vec![0.0; close.len()];
-            wma_into(close, n as usize, &mut out);
-            Ok((n, Arc::from(out)))
-        })
-        .collect::<Result<_>>()?;
+    let compute = |&n: &u32| {
+        if (control.cancelled)() {
+            return Err(Error::Cancelled);
+        }
+        let mut out = vec![0.0; close.len()];
+        wma_into_with(close, n as usize, &mut out, parallel);
+        Ok((n, Arc::from(out)))
+    };
+    let computed: Vec<(u32, Arc<[f64]>)> = if parallel {
+        missing.par_iter().map(compute).collect::<Result<_>>()?
+    } else {
+        missing.iter().map(compute).collect::<Result<_>>()?
+    };
     for (n, w) in computed {
         control.store.insert(n, Arc::clone(&w));
         shared.insert(n, w);
@@ -199,19 +234,20 @@ fn run_combo(
     fee: f64,
     shared: &Shared,
     s: &mut Scratch,
+    parallel: bool,
 ) -> ComboResult {
     let get = |n: u32| -> &[f64] { &shared[&n] };
     let (half, full) = (get(combo.half()), get(combo.full()));
     for ((d, h), f) in s.diff.iter_mut().zip(half).zip(full) {
         *d = 2.0 * h - f;
     }
-    wma_into(&s.diff, combo.sqrt() as usize, &mut s.a);
+    wma_into_with(&s.diff, combo.sqrt() as usize, &mut s.a, parallel);
 
     let (w3, w2, w1) = (get(combo.p3()), get(combo.p2()), get(combo.p()));
     for (i, d) in s.diff.iter_mut().enumerate() {
         *d = 3.0 * w3[i] - w2[i] - w1[i];
     }
-    wma_into(&s.diff, combo.p() as usize, &mut s.b);
+    wma_into_with(&s.diff, combo.p() as usize, &mut s.b, parallel);
     signal::run(close, &s.a, &s.b, fee)
 }
 

@@ -32,6 +32,11 @@ pub fn wma(x: &[f64], n: usize) -> Vec<f64> {
 /// # Panics
 /// If `out.len() != x.len()` or `n == 0` (callers hold a validated [`crate::Combo`]).
 pub fn wma_into(x: &[f64], n: usize, out: &mut [f64]) {
+    wma_into_with(x, n, out, true);
+}
+
+/// [`wma_into`], on the calling thread only unless `parallel` (and the input is long).
+pub(crate) fn wma_into_with(x: &[f64], n: usize, out: &mut [f64], parallel: bool) {
     assert_eq!(
         x.len(),
         out.len(),
@@ -46,14 +51,20 @@ pub fn wma_into(x: &[f64], n: usize, out: &mut [f64]) {
     }
     let denom = denominator(n);
     // `defined[s]` is the output whose window starts at x[s].
-    defined
-        .par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let start = c * CHUNK;
-            let src = &x[start..start + chunk.len() + n - 1];
-            wma_windows(src, n, denom, chunk);
-        });
+    let chunk_job = |(c, chunk): (usize, &mut [f64])| {
+        let start = c * CHUNK;
+        let src = &x[start..start + chunk.len() + n - 1];
+        wma_windows(src, n, denom, chunk);
+    };
+    // Even one chunk through rayon costs a hop to a pool thread and back; short inputs stay.
+    if parallel && defined.len() > CHUNK {
+        defined
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(chunk_job);
+    } else {
+        defined.chunks_mut(CHUNK).enumerate().for_each(chunk_job);
+    }
 }
 
 /// `n(n+1)/2` computed in integers (exact) and converted once, as the reference does.

@@ -2,7 +2,7 @@
 //! and the answer does not depend on the number of threads.
 
 use proptest::prelude::*;
-use sweepflight_kernel::{Combo, oracle, sweep};
+use sweepflight_kernel::{Combo, SweepControl, oracle, sweep, sweep_with};
 
 /// A positive random walk, like a price series.
 fn series(max_len: usize) -> impl Strategy<Value = Vec<f64>> {
@@ -56,10 +56,14 @@ proptest! {
     }
 
     #[test]
-    fn any_thread_count_gives_the_same_answer(close in series(6_000), combos in prop::collection::vec(combo(), 1..24)) {
-        let one = pool(1).install(|| sweep(&close, &combos, 0.0009)).unwrap();
-        let three = pool(3).install(|| sweep(&close, &combos, 0.0009)).unwrap();
-        prop_assert_eq!(one, three);
+    fn any_thread_count_gives_the_same_answer(close in series(20_000), combos in prop::collection::vec(combo(), 1..24)) {
+        let run = |threads: usize, parallel: bool| {
+            let control = SweepControl { parallel: Some(parallel), ..SweepControl::default() };
+            pool(threads).install(|| sweep_with(&close, &combos, 0.0009, &control)).unwrap()
+        };
+        let serial = run(1, false);
+        prop_assert_eq!(&serial, &run(1, true));
+        prop_assert_eq!(&serial, &run(3, true));
     }
 
     #[test]
