@@ -24,3 +24,7 @@ step "fixture drift check"
 
 step "pytest"
 "$py" -m pytest -q client-py/tests
+
+step "benchmark smoke test (benches/study.py --quick: builds release, gates every result)"
+"$py" benches/study.py --quick > target/study-quick.log 2>&1 || { cat target/study-quick.log; exit 1; }
+tail -n 4 target/study-quick.log
