@@ -6,17 +6,30 @@ import pathlib
 import re
 import textwrap
 
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "protocol.md"
+
+
+def python_blocks(path: pathlib.Path) -> list[str]:
+    """The ```python blocks of a Markdown file, each dedented (some sit inside list items)."""
+    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)]
 
 
 def test_protocol_examples_run(server) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    blocks = python_blocks(DOC)
     assert len(blocks) >= 10
-    # Blocks inside list items are indented; each block is dedented on its own.
-    source = "\n".join(textwrap.dedent(b) for b in blocks).replace("grpc://127.0.0.1:8815", server.uri)
+    source = "\n".join(blocks).replace("grpc://127.0.0.1:8815", server.uri)
     namespace: dict = {}
     exec(compile(source, str(DOC), "exec"), namespace)
     assert namespace["table"].num_rows == 80
     assert namespace["result"].num_rows == 2
     assert namespace["echoed"].num_rows == 150_000
     assert namespace["rows"].num_rows == 150_000
+
+
+def test_readme_example_runs(server) -> None:
+    (block,) = python_blocks(ROOT / "README.md")
+    namespace: dict = {}
+    exec(compile(block.replace("grpc://127.0.0.1:8815", server.uri), "README.md", "exec"), namespace)
+    assert namespace["table"].num_rows == 80
+    assert namespace["table"]["trades"][0].as_py() == 57_029
