@@ -169,7 +169,7 @@ class Client:
                 body = {"dataset": name, key: items[start : start + chunk_combos], "fee": fee}
                 table = self._sweep_call(body)
                 if start:
-                    table = table.set_column(0, "combo", pc.add(table["combo"], start))
+                    table = table.set_column(0, table.schema.field(0), pc.add(table["combo"], start))
                 tables.append(table)
                 if bar is not None:
                     bar.update(table.num_rows)

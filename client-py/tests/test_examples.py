@@ -1,0 +1,26 @@
+"""The examples in client-py/examples run to completion against the real server."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(script: str, *args: str) -> str:
+    res = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_polars_pipeline(server) -> None:
+    out = run("polars_pipeline.py", "--uri", server.uri)
+    assert "pushed 50,000 bars" in out
+
+
+def test_plot_sweep_example(server, tmp_path) -> None:
+    png = tmp_path / "sweep.png"
+    out = run("plot_sweep.py", "--uri", server.uri, "--out", str(png))
+    assert png.stat().st_size > 10_000 and "wrote" in out
