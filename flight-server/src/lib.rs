@@ -17,6 +17,8 @@ pub mod results;
 mod serve;
 pub mod service;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod uds;
 
 pub use config::ServerConfig;

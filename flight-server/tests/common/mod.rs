@@ -3,9 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, RecordBatch};
@@ -15,48 +13,30 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::{StreamExt, TryStreamExt};
 use tonic::transport::Channel;
 
-/// A server process, killed on drop.
-pub struct TestServer {
-    child: Child,
-    /// `grpc://127.0.0.1:PORT`, as printed by the server.
-    pub uri: String,
-}
+pub use sweepflight_server::testing::TestServer as Process;
+
+/// The real binary on 127.0.0.1 port 0, with a helper to connect arrow-rs's `FlightClient`.
+pub struct TestServer(Process);
 
 impl TestServer {
     /// Starts the binary with `--listen 127.0.0.1:0` and extra flags.
     pub fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sweepflight-server"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sweepflight-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let uri = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(
-            uri.starts_with("grpc://127.0.0.1:"),
-            "unexpected first line {line:?}"
-        );
-        Self { child, uri }
+        Self(Process::start(
+            Path::new(env!("CARGO_BIN_EXE_sweepflight-server")),
+            extra,
+        ))
+    }
+
+    /// `grpc://127.0.0.1:PORT`.
+    pub fn uri(&self) -> &str {
+        &self.0.uri
     }
 
     /// A fresh client on a new connection.
     pub async fn client(&self) -> FlightClient {
-        let uri = self.uri.replace("grpc://", "http://");
+        let uri = self.0.uri.replace("grpc://", "http://");
         let channel = Channel::from_shared(uri).unwrap().connect().await.unwrap();
         FlightClient::new(channel)
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

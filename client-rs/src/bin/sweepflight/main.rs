@@ -1,0 +1,217 @@
+//! `sweepflight`: the command-line client. Push files, run sweeps, list and drop datasets.
+//!
+//! Exit codes: 0 success, 1 other failure, 2 bad command line, 3 not found, 4 invalid request
+//! or input file, 5 unauthenticated, 6 resource exhausted, 7 server unreachable.
+
+mod grid;
+mod input;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use sweepflight_client::{Client, ConnectOptions, Error, SweepRequest};
+
+use crate::output::Format;
+
+/// Client of a sweepflight server: push price series, run backtest parameter sweeps.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Server address: grpc://HOST:PORT, grpc+tls://HOST:PORT or grpc+unix://PATH.
+    #[arg(
+        long,
+        env = "SWEEPFLIGHT_URI",
+        default_value = "grpc://127.0.0.1:8815",
+        global = true
+    )]
+    uri: String,
+    /// Token for servers started with --token.
+    #[arg(long, env = "SWEEPFLIGHT_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// PEM file of the certificate authority to trust for grpc+tls://.
+    #[arg(long, global = true)]
+    tls_ca: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Upload a Parquet, CSV or Arrow IPC file as dataset NAME (replacing any of that name).
+    Put {
+        /// Dataset name: 1-128 characters from A-Z a-z 0-9 . _ -
+        name: String,
+        /// The file (.parquet, .csv, .arrow / .arrows / .ipc / .feather).
+        file: PathBuf,
+        /// The column holding the close price; stored as `close`.
+        #[arg(long, default_value = "close")]
+        close_column: String,
+    },
+    /// Run a parameter sweep on dataset NAME and print one row per combo.
+    Sweep {
+        /// Dataset name.
+        name: String,
+        /// Lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every integer) or
+        /// `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may be mixed.
+        #[arg(long, conflicts_with = "params", required_unless_present = "params")]
+        lengths: Option<String>,
+        /// A CSV (6 integer columns half,full,sqrt,p3,p2,p; header optional) or JSON
+        /// (array of 6-integer arrays) file of explicit combos.
+        #[arg(long)]
+        params: Option<PathBuf>,
+        /// Round-trip fee as a fraction (server default 0.0009).
+        #[arg(long)]
+        fee: Option<f64>,
+        /// Combos per call; larger grids go as several calls in sequence.
+        #[arg(long, default_value_t = 50_000)]
+        chunk: usize,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// List the stored datasets.
+    Ls {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Describe one dataset: rows, bytes, version, schema.
+    Info {
+        /// Dataset name.
+        name: String,
+    },
+    /// Remove a dataset.
+    Drop {
+        /// Dataset name.
+        name: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sweepflight: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let options = ConnectOptions {
+        token: cli.token.clone(),
+        tls_ca_pem: cli.tls_ca.as_ref().map(std::fs::read).transpose()?,
+        max_message_bytes: None,
+    };
+    let mut client = Client::connect_with(&cli.uri, &options).await?;
+    match cli.command {
+        Command::Put {
+            name,
+            file,
+            close_column,
+        } => {
+            let (batches, total) = input::read(&file, &close_column)?;
+            let bar = progress(total, "rows");
+            let counted = {
+                let bar = bar.clone();
+                futures::StreamExt::inspect(batches, move |b| {
+                    if let Ok(b) = b {
+                        bar.inc(b.num_rows() as u64);
+                    }
+                })
+            };
+            let summary = client.put_stream(&name, counted).await?;
+            bar.finish_and_clear();
+            println!(
+                "stored {} rows ({} bytes) as {} version {}",
+                summary.rows, summary.bytes, summary.dataset, summary.version
+            );
+        }
+        Command::Sweep {
+            name,
+            lengths,
+            params,
+            fee,
+            chunk,
+            output,
+        } => {
+            let mut request = match (lengths, params) {
+                (Some(spec), _) => SweepRequest::lengths(&name, grid::parse_lengths(&spec)?),
+                (None, Some(file)) => SweepRequest::combos(&name, &grid::read_params(&file)?),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            request.fee = fee;
+            let bar = progress(Some(request.len() as u64), "combos");
+            let result = client
+                .sweep_chunked(&request, chunk, |done| bar.set_position(done as u64))
+                .await?;
+            bar.finish_and_clear();
+            output::write(&[result.batch], output)?;
+        }
+        Command::Ls { output } => {
+            output::write(&[output::datasets(&client.list().await?)?], output)?
+        }
+        Command::Info { name } => {
+            let d = client.info(&name).await?;
+            println!("dataset  {}", d.name);
+            println!("rows     {}", d.rows);
+            println!("bytes    {}", d.bytes);
+            println!(
+                "version  {}",
+                d.version.map_or("?".into(), |v| v.to_string())
+            );
+            println!("schema");
+            for f in d.schema.fields() {
+                println!(
+                    "  {}: {}{}",
+                    f.name(),
+                    f.data_type(),
+                    if f.is_nullable() { "" } else { " not null" }
+                );
+            }
+        }
+        Command::Drop { name } => {
+            let version = client.drop(&name).await?;
+            println!(
+                "dropped {name}{}",
+                version.map_or(String::new(), |v| format!(" version {v}"))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A bar on stderr when it is a terminal (indicatif hides itself otherwise).
+fn progress(total: Option<u64>, unit: &str) -> ProgressBar {
+    let bar = total.map_or_else(ProgressBar::new_spinner, ProgressBar::new);
+    let template = format!(
+        "{{spinner}} {{bar:40}} {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"
+    );
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    use tonic::Code;
+    match e.downcast_ref::<Error>() {
+        Some(Error::Status { code, .. }) => match code {
+            Code::NotFound => 3,
+            Code::InvalidArgument | Code::OutOfRange => 4,
+            Code::Unauthenticated | Code::PermissionDenied => 5,
+            Code::ResourceExhausted => 6,
+            Code::Unavailable => 7,
+            _ => 1,
+        },
+        Some(Error::Connect { .. }) => 7,
+        Some(Error::BadUri { .. } | Error::InvalidRequest(_)) => 4,
+        _ if e.downcast_ref::<input::InputError>().is_some() => 4,
+        _ => 1,
+    }
+}

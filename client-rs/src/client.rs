@@ -1,0 +1,257 @@
+//! [`Client`]: the contract's calls as typed async methods.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::{Action, FlightClient, FlightDescriptor, FlightInfo};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+
+use crate::connect::{ConnectOptions, channel};
+use crate::types::{DatasetInfo, PutSummary, SweepRequest, SweepResult};
+use crate::{Error, Result};
+
+/// Rows per uploaded message are chosen to keep messages near this size.
+const UPLOAD_MESSAGE_BYTES: usize = 8 << 20;
+
+/// A connection to one sweepflight server.
+#[derive(Debug)]
+pub struct Client {
+    flight: FlightClient,
+}
+
+impl Client {
+    /// Connects to `grpc://HOST:PORT`, `grpc+tls://HOST:PORT` or `grpc+unix://PATH`.
+    ///
+    /// # Errors
+    /// [`Error::BadUri`] or [`Error::Connect`].
+    pub async fn connect(uri: &str) -> Result<Self> {
+        Self::connect_with(uri, &ConnectOptions::default()).await
+    }
+
+    /// [`Client::connect`] with a token, a TLS CA or a message limit.
+    ///
+    /// # Errors
+    /// [`Error::BadUri`] or [`Error::Connect`].
+    pub async fn connect_with(uri: &str, options: &ConnectOptions) -> Result<Self> {
+        let channel = channel(uri, options).await?;
+        let limit = options.max_message_bytes.unwrap_or(64 << 20);
+        let inner = arrow_flight::flight_service_client::FlightServiceClient::new(channel)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
+        let mut flight = FlightClient::new_from_inner(inner);
+        if let Some(token) = &options.token {
+            flight.add_header("authorization", &format!("Bearer {token}"))?;
+        }
+        Ok(Self { flight })
+    }
+
+    /// Stores a stream of batches (which must have a `close` column) as dataset `name`.
+    ///
+    /// # Errors
+    /// [`Error::Status`] with INVALID_ARGUMENT (bad name or values, with the first bad row),
+    /// RESOURCE_EXHAUSTED (too large), or an error of the input stream.
+    pub async fn put_stream<S>(&mut self, name: &str, batches: S) -> Result<PutSummary>
+    where
+        S: Stream<Item = Result<RecordBatch>> + Send + 'static,
+    {
+        let batches = batches
+            .map(|b| b.map(split_for_upload))
+            .map_ok(|parts| futures::stream::iter(parts.into_iter().map(Ok)))
+            .try_flatten()
+            .map_err(|e: Error| FlightError::ExternalError(Box::new(e)));
+        let data = FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![name.to_owned()])))
+            .build(batches);
+        let results: Vec<_> = self.flight.do_put(data).await?.try_collect().await?;
+        let first = results
+            .first()
+            .ok_or_else(|| Error::Protocol("no PutResult".into()))?;
+        serde_json::from_slice(&first.app_metadata)
+            .map_err(|e| Error::Protocol(format!("PutResult metadata: {e}")))
+    }
+
+    /// Stores `batches` as dataset `name`.
+    ///
+    /// # Errors
+    /// As [`Client::put_stream`].
+    pub async fn put(&mut self, name: &str, batches: Vec<RecordBatch>) -> Result<PutSummary> {
+        self.put_stream(name, futures::stream::iter(batches.into_iter().map(Ok)))
+            .await
+    }
+
+    /// Stores a bare series of closes as dataset `name`.
+    ///
+    /// # Errors
+    /// As [`Client::put_stream`].
+    pub async fn put_closes(&mut self, name: &str, closes: &[f64]) -> Result<PutSummary> {
+        let col = Arc::new(Float64Array::from(closes.to_vec())) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([("close", col)])?;
+        self.put(name, vec![batch]).await
+    }
+
+    /// Runs one sweep call.
+    ///
+    /// # Errors
+    /// [`Error::Status`] with NOT_FOUND (no such dataset) or INVALID_ARGUMENT.
+    pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
+        let bodies: Vec<Bytes> = self
+            .flight
+            .do_action(Action::new("sweep", request.to_body()?))
+            .await?
+            .try_collect()
+            .await?;
+        let stream: Vec<u8> = bodies.concat();
+        let reader = arrow_ipc::reader::StreamReader::try_new(stream.as_slice(), None)?;
+        let schema = reader.schema();
+        let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
+        SweepResult::check(arrow_select::concat::concat_batches(&schema, &batches)?)
+    }
+
+    /// Runs a large sweep as calls of at most `chunk` combos, in sequence; `progress` is told
+    /// how many combos are done after each call. The result equals one big call.
+    ///
+    /// # Errors
+    /// As [`Client::sweep`], from the first call that fails.
+    pub async fn sweep_chunked(
+        &mut self,
+        request: &SweepRequest,
+        chunk: usize,
+        mut progress: impl FnMut(usize),
+    ) -> Result<SweepResult> {
+        let mut parts = Vec::new();
+        let mut done = 0;
+        for part in request.chunks(chunk) {
+            let mut batch = self.sweep(&part).await?.batch;
+            if done > 0 {
+                batch = offset_combo(&batch, done as i64)?;
+            }
+            done += batch.num_rows();
+            progress(done);
+            parts.push(batch);
+        }
+        let schema = parts[0].schema();
+        SweepResult::check(arrow_select::concat::concat_batches(&schema, &parts)?)
+    }
+
+    /// Every stored dataset.
+    ///
+    /// # Errors
+    /// [`Error::Status`] if the server refuses.
+    pub async fn list(&mut self) -> Result<Vec<DatasetInfo>> {
+        let infos: Vec<FlightInfo> = self
+            .flight
+            .list_flights(Bytes::new())
+            .await?
+            .try_collect()
+            .await?;
+        infos.into_iter().map(dataset_info).collect()
+    }
+
+    /// One dataset's description.
+    ///
+    /// # Errors
+    /// [`Error::Status`] with NOT_FOUND.
+    pub async fn info(&mut self, name: &str) -> Result<DatasetInfo> {
+        dataset_info(self.flight_info(name).await?)
+    }
+
+    /// The stored rows of a dataset.
+    ///
+    /// # Errors
+    /// [`Error::Status`] with NOT_FOUND.
+    pub async fn get(&mut self, name: &str) -> Result<Vec<RecordBatch>> {
+        let info = self.flight_info(name).await?;
+        let ticket = info
+            .endpoint
+            .first()
+            .and_then(|e| e.ticket.clone())
+            .ok_or_else(|| Error::Protocol("FlightInfo without a ticket".into()))?;
+        Ok(self.flight.do_get(ticket).await?.try_collect().await?)
+    }
+
+    /// Removes a dataset; returns the version that was dropped (if the server says).
+    ///
+    /// # Errors
+    /// [`Error::Status`] with NOT_FOUND.
+    pub async fn drop(&mut self, name: &str) -> Result<Option<u64>> {
+        let bodies: Vec<Bytes> = self
+            .flight
+            .do_action(Action::new("drop", name.to_owned()))
+            .await?
+            .try_collect()
+            .await?;
+        Ok(bodies
+            .first()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+            .and_then(|v| v["version"].as_u64()))
+    }
+
+    /// Round trip of `data` through the `echo` action.
+    ///
+    /// # Errors
+    /// [`Error::Status`] if the server refuses.
+    pub async fn echo(&mut self, data: impl Into<Bytes>) -> Result<Bytes> {
+        let bodies: Vec<Bytes> = self
+            .flight
+            .do_action(Action::new("echo", data.into()))
+            .await?
+            .try_collect()
+            .await?;
+        Ok(bodies.concat().into())
+    }
+
+    async fn flight_info(&mut self, name: &str) -> Result<FlightInfo> {
+        Ok(self
+            .flight
+            .get_flight_info(FlightDescriptor::new_path(vec![name.to_owned()]))
+            .await?)
+    }
+}
+
+/// Large batches go as several messages of about [`UPLOAD_MESSAGE_BYTES`].
+fn split_for_upload(batch: RecordBatch) -> Vec<RecordBatch> {
+    let rows = batch.num_rows();
+    let per_row = (batch.get_array_memory_size() / rows.max(1)).max(1);
+    let chunk = (UPLOAD_MESSAGE_BYTES / per_row).max(1);
+    if rows <= chunk {
+        return vec![batch];
+    }
+    (0..rows)
+        .step_by(chunk)
+        .map(|s| batch.slice(s, chunk.min(rows - s)))
+        .collect()
+}
+
+fn offset_combo(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
+    let combo = batch
+        .column_by_name("combo")
+        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        .ok_or_else(|| Error::Protocol("no int64 column `combo`".into()))?;
+    let shifted: Int64Array = combo.iter().map(|v| v.map(|v| v + offset)).collect();
+    let mut columns = batch.columns().to_vec();
+    columns[0] = Arc::new(shifted);
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+fn dataset_info(info: FlightInfo) -> Result<DatasetInfo> {
+    let name = info
+        .flight_descriptor
+        .as_ref()
+        .and_then(|d| d.path.first().cloned())
+        .ok_or_else(|| Error::Protocol("FlightInfo without a PATH descriptor".into()))?;
+    let version = serde_json::from_slice::<serde_json::Value>(&info.app_metadata)
+        .ok()
+        .and_then(|v| v["version"].as_u64());
+    let (rows, bytes) = (info.total_records, info.total_bytes);
+    let schema = Arc::new(info.try_decode_schema()?);
+    Ok(DatasetInfo {
+        name,
+        rows,
+        bytes,
+        version,
+        schema,
+    })
+}

@@ -1,0 +1,32 @@
+//! `sweepflight-client`: a typed async client of the sweepflight Flight service.
+//!
+//! It owns the client side of the wire contract (`docs/protocol.md`): connecting over TCP, TLS
+//! or a Unix socket with an optional token ([`Client::connect`]), uploading series
+//! ([`Client::put`]), typed sweep requests and results ([`SweepRequest`], [`SweepResult`]) and
+//! the catalog calls. It sits on `arrow_flight::FlightClient`; anything it does, a plain Flight
+//! client can do too.
+//!
+//! ```no_run
+//! # async fn example() -> sweepflight_client::Result<()> {
+//! use sweepflight_client::{Client, SweepRequest};
+//!
+//! let mut client = Client::connect("grpc://127.0.0.1:8815").await?;
+//! let closes: Vec<f64> = (0..10_000).map(|i| 100.0 + (i as f64 * 0.01).sin()).collect();
+//! client.put_closes("demo", &closes).await?;
+//! let result = client.sweep(&SweepRequest::lengths("demo", [6, 10, 20])).await?;
+//! for row in result.rows() {
+//!     println!("L = {}: PnL {:.2} on {} trades", row.windows[1], row.pnl, row.trades);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod client;
+mod connect;
+mod error;
+mod types;
+
+pub use client::Client;
+pub use connect::ConnectOptions;
+pub use error::{Error, Result};
+pub use types::{ComboRow, DatasetInfo, PutSummary, SweepRequest, SweepResult};

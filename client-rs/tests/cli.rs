@@ -1,0 +1,231 @@
+//! The `sweepflight` CLI against the real server: files in, tables out, exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use sweepflight_kernel::paper;
+use sweepflight_server::testing::TestServer;
+
+fn cli(uri: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sweepflight"))
+        .arg("--uri")
+        .arg(uri)
+        .args(args)
+        .output()
+        .expect("run sweepflight")
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn paper_arrow() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/testdata/paper-close.arrow")
+}
+
+fn bars(n: usize) -> RecordBatch {
+    let close: Vec<f64> = (0..n).map(|i| 50.0 + (i as f64 * 0.05).sin()).collect();
+    RecordBatch::try_from_iter([
+        (
+            "ts",
+            Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef,
+        ),
+        ("px", Arc::new(Float64Array::from(close)) as ArrayRef),
+        (
+            "venue",
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| if i % 2 == 0 { "a" } else { "b" }),
+            )),
+        ),
+    ])
+    .unwrap()
+}
+
+#[test]
+fn paper_sweep_from_an_arrow_file_passes_the_gate() {
+    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let out = ok(cli(
+        &s.uri,
+        &["put", "paper", paper_arrow().to_str().unwrap()],
+    ));
+    assert!(out.contains("stored 150000 rows"), "{out}");
+    let csv = ok(cli(
+        &s.uri,
+        &[
+            "sweep",
+            "paper",
+            "--lengths",
+            "6..200:80",
+            "--output",
+            "csv",
+        ],
+    ));
+    let mut lines = csv.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("combo,half,full,sqrt,p3,p2,p,pnl,trades")
+    );
+    let results: Vec<_> = lines
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            sweepflight_kernel::ComboResult {
+                pnl: c[7].parse().unwrap(),
+                trades: c[8].parse().unwrap(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    paper::check_gate(&results).unwrap();
+
+    let table = ok(cli(
+        &s.uri,
+        &["sweep", "paper", "--lengths", "6,8", "--fee", "0"],
+    ));
+    assert!(
+        table.contains("| combo |") && table.lines().count() == 6,
+        "{table}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(cli(
+        &s.uri,
+        &["sweep", "paper", "--lengths", "6", "--output", "json"],
+    )))
+    .unwrap();
+    assert_eq!(json[0]["trades"], 57_029);
+}
+
+#[test]
+fn csv_and_parquet_files_params_and_catalog() {
+    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let batch = bars(3_000);
+    let csv = dir.path().join("bars.csv");
+    arrow_csv::Writer::new(std::fs::File::create(&csv).unwrap())
+        .write(&batch)
+        .unwrap();
+    let pq = dir.path().join("bars.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&pq).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    ok(cli(
+        &s.uri,
+        &[
+            "put",
+            "from-csv",
+            csv.to_str().unwrap(),
+            "--close-column",
+            "px",
+        ],
+    ));
+    ok(cli(
+        &s.uri,
+        &[
+            "put",
+            "from-pq",
+            pq.to_str().unwrap(),
+            "--close-column",
+            "px",
+        ],
+    ));
+    let params = dir.path().join("params.csv");
+    std::fs::write(
+        &params,
+        "half,full,sqrt,p3,p2,p\n3,6,2,1,2,3\n5,10,3,2,2,5\n",
+    )
+    .unwrap();
+    let a = ok(cli(
+        &s.uri,
+        &[
+            "sweep",
+            "from-csv",
+            "--params",
+            params.to_str().unwrap(),
+            "--output",
+            "csv",
+        ],
+    ));
+    let b = ok(cli(
+        &s.uri,
+        &[
+            "sweep",
+            "from-pq",
+            "--params",
+            params.to_str().unwrap(),
+            "--output",
+            "csv",
+        ],
+    ));
+    assert_eq!(a, b);
+    assert_eq!(a.lines().count(), 3);
+    let lengths = ok(cli(
+        &s.uri,
+        &["sweep", "from-pq", "--lengths", "6,10", "--output", "csv"],
+    ));
+    assert_eq!(lengths, a, "lengths 6 and 10 expand to the same two combos");
+
+    let ls = ok(cli(&s.uri, &["ls", "--output", "csv"]));
+    assert!(
+        ls.contains("from-csv,3000,") && ls.contains("from-pq,3000,"),
+        "{ls}"
+    );
+    let info = ok(cli(&s.uri, &["info", "from-pq"]));
+    assert!(
+        info.contains("rows     3000")
+            && info.contains("close: Float64")
+            && info.contains("venue: Utf8"),
+        "{info}"
+    );
+    assert!(ok(cli(&s.uri, &["drop", "from-pq"])).contains("dropped from-pq version 1"));
+}
+
+#[test]
+fn exit_codes() {
+    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let code = |out: Output| {
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (c, err) = code(cli(&s.uri, &["sweep", "nope", "--lengths", "6"]));
+    assert_eq!(c, 3, "{err}");
+    assert!(err.contains("`nope` not found"), "{err}");
+    assert_eq!(code(cli(&s.uri, &["drop", "nope"])).0, 3);
+    let (c, err) = code(cli(
+        &s.uri,
+        &[
+            "put",
+            "x",
+            paper_arrow().to_str().unwrap(),
+            "--close-column",
+            "px",
+        ],
+    ));
+    assert_eq!(c, 4, "{err}");
+    assert!(err.contains("no column \"px\""), "{err}");
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "close\n1.0\n-2.0\n").unwrap();
+    let (c, err) = code(cli(&s.uri, &["put", "x", bad.to_str().unwrap()]));
+    assert_eq!(c, 4, "{err}");
+    assert!(err.contains("row 1: is <= 0"), "{err}");
+    assert_eq!(code(cli(&s.uri, &["sweep", "x", "--lengths", "a..b"])).0, 4);
+    assert_eq!(code(cli(&s.uri, &["put", "x", "/nonexistent.csv"])).0, 4);
+    assert_eq!(code(cli("grpc+unix:///nonexistent/sf.sock", &["ls"])).0, 7);
+    assert_eq!(code(cli(&s.uri, &["sweep", "x"])).0, 2, "clap usage error");
+}

@@ -1,0 +1,163 @@
+//! The typed client against the real server binary: every method, TCP and Unix socket, chunked
+//! sweeps, errors with their codes.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use sweepflight_client::{Client, Error, SweepRequest};
+use sweepflight_kernel::{Combo, paper, sweep};
+use sweepflight_server::testing::TestServer;
+use tonic::Code;
+
+fn series(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| 100.0 + (i as f64 * 0.21).sin() * 3.0 + (i as f64 * 0.013).cos() * 4.0)
+        .collect()
+}
+
+fn server(extra: &[&str]) -> TestServer {
+    TestServer::start(&TestServer::binary_beside_current_exe(), extra)
+}
+
+#[tokio::test]
+async fn put_sweep_and_catalog() {
+    let s = server(&[]);
+    let mut c = Client::connect(&s.uri).await.unwrap();
+    let close = series(5_000);
+    let put = c.put_closes("s", &close).await.unwrap();
+    assert_eq!(
+        (put.dataset.as_str(), put.rows, put.version),
+        ("s", 5_000, 1)
+    );
+
+    let lengths: Vec<u32> = (2..90).step_by(3).collect();
+    let result = c
+        .sweep(&SweepRequest::lengths("s", lengths.clone()).with_fee(0.001))
+        .await
+        .unwrap();
+    let combos: Vec<Combo> = lengths
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .collect();
+    assert_eq!(result.results(), sweep(&close, &combos, 0.001).unwrap());
+    let rows = result.rows();
+    assert_eq!(rows[0].windows, [1, 2, 1, 1, 1, 1]);
+    assert_eq!(rows.last().unwrap().combo as usize, lengths.len() - 1);
+
+    let explicit = c
+        .sweep(&SweepRequest::combos("s", &combos).with_fee(0.001))
+        .await
+        .unwrap();
+    assert_eq!(explicit, result);
+
+    let info = c.info("s").await.unwrap();
+    assert_eq!((info.rows, info.version), (5_000, Some(1)));
+    assert_eq!(c.list().await.unwrap().len(), 1);
+    let got = c.get("s").await.unwrap();
+    let values: Vec<f64> = got
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(values, close);
+    assert_eq!(c.echo("hi").await.unwrap(), "hi");
+    assert_eq!(c.drop("s").await.unwrap(), Some(1));
+    assert!(c.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn paper_gate_over_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start_unix(
+        &TestServer::binary_beside_current_exe(),
+        &dir.path().join("sf.sock"),
+        &[],
+    );
+    assert!(s.uri.starts_with("grpc+unix://"));
+    let mut c = Client::connect(&s.uri).await.unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kernel/testdata/paper-close.arrow");
+    let batches: Vec<RecordBatch> =
+        arrow_ipc::reader::FileReader::try_new(std::fs::File::open(path).unwrap(), None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+    assert_eq!(c.put("paper", batches).await.unwrap().rows, 150_000);
+    let result = c
+        .sweep(&SweepRequest::lengths("paper", paper::lengths()))
+        .await
+        .unwrap();
+    paper::check_gate(&result.results()).unwrap();
+}
+
+#[tokio::test]
+async fn chunked_sweep_equals_one_call() {
+    let s = server(&["--max-combos", "500"]);
+    let mut c = Client::connect(&s.uri).await.unwrap();
+    c.put_closes("s", &series(600)).await.unwrap();
+    let lengths: Vec<u32> = (0..2_000).map(|i| 1 + i % 97).collect();
+    let request = SweepRequest::lengths("s", lengths);
+    let err = c.sweep(&request).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+    let mut seen = Vec::new();
+    let chunked = c
+        .sweep_chunked(&request, 500, |done| seen.push(done))
+        .await
+        .unwrap();
+    assert_eq!(seen, [500, 1_000, 1_500, 2_000]);
+    let combo = chunked
+        .batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(combo.values().to_vec(), (0..2_000).collect::<Vec<i64>>());
+    let unlimited = server(&[]);
+    let mut whole = Client::connect(&unlimited.uri).await.unwrap();
+    whole.put_closes("s", &series(600)).await.unwrap();
+    assert_eq!(whole.sweep(&request).await.unwrap(), chunked);
+}
+
+#[tokio::test]
+async fn errors_carry_codes_and_messages() {
+    let s = server(&["--max-dataset-bytes", "4000"]);
+    let mut c = Client::connect(&s.uri).await.unwrap();
+    let err = c
+        .sweep(&SweepRequest::lengths("nope", [6]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(Code::NotFound));
+    assert!(err.to_string().contains("`nope` not found"), "{err}");
+    let bad = RecordBatch::try_from_iter([(
+        "close",
+        Arc::new(Float64Array::from(vec![1.0, f64::NAN])) as ArrayRef,
+    )])
+    .unwrap();
+    let err = c.put("bad", vec![bad]).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::InvalidArgument));
+    assert!(err.to_string().contains("row 1: is NaN"), "{err}");
+    let err = c.put_closes("big", &series(1_000)).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    let neither = SweepRequest {
+        lengths: None,
+        ..SweepRequest::lengths("x", [1])
+    };
+    assert!(matches!(
+        c.sweep(&neither).await,
+        Err(Error::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        Client::connect("grpc+unix:///nonexistent/sf.sock").await,
+        Err(Error::Connect { .. })
+    ));
+    assert!(matches!(
+        Client::connect("http://x").await,
+        Err(Error::BadUri { .. })
+    ));
+}
