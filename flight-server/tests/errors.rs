@@ -16,14 +16,8 @@ use tonic::Code;
 
 /// What is stored, to compare before and after each bad request.
 async fn snapshot(c: &mut FlightClient) -> Vec<(String, i64, String)> {
-    let infos: Vec<_> = c
-        .list_flights(bytes::Bytes::new())
+    infos(c)
         .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    infos
         .into_iter()
         .map(|i| {
             let meta = String::from_utf8(i.app_metadata.to_vec()).unwrap();

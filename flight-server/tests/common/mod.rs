@@ -150,16 +150,16 @@ pub fn i64s(b: &RecordBatch, name: &str) -> Vec<i64> {
         .to_vec()
 }
 
+/// Every FlightInfo ListFlights returns.
+pub async fn infos(client: &mut FlightClient) -> Vec<arrow_flight::FlightInfo> {
+    let stream = client.list_flights(bytes::Bytes::new()).await.unwrap();
+    stream.try_collect().await.unwrap()
+}
+
 /// Names of the stored datasets.
 pub async fn names(client: &mut FlightClient) -> Vec<String> {
-    let infos: Vec<_> = client
-        .list_flights(bytes::Bytes::new())
+    infos(client)
         .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    infos
         .into_iter()
         .map(|i| i.flight_descriptor.unwrap().path[0].clone())
         .collect()
