@@ -11,7 +11,7 @@
 //! cost more than the computation.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow_array::Float64Array;
@@ -71,13 +71,68 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Counts of sweeps, for the `stats` action and for tests that assert on server state.
+#[derive(Debug, Default)]
+pub struct SweepCounters {
+    running: AtomicUsize,
+    completed: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+impl SweepCounters {
+    /// Sweeps whose kernel is running now (on the pool or inline).
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+    /// Sweeps that finished with a result.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::SeqCst)
+    }
+    /// Sweeps stopped because their caller went away.
+    pub fn cancelled(&self) -> u64 {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn track(self: &Arc<Self>) -> Running {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        Running(Arc::clone(self))
+    }
+}
+
+/// One running kernel; counted out when dropped, after `finish` has counted its outcome.
+struct Running(Arc<SweepCounters>);
+
+impl Running {
+    fn finish<T>(self, outcome: &Result<T>) {
+        let counter = match outcome {
+            Ok(_) => &self.0.completed,
+            Err(Error::Kernel(sweepflight_kernel::Error::Cancelled)) => &self.0.cancelled,
+            Err(_) => return,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Runs `spec` over `series`: inline if tiny, else on the rayon pool.
 ///
 /// # Errors
 /// Kernel errors, or [`Error::Internal`] if the worker panicked.
-pub async fn run(series: Series, spec: &SweepSpec) -> Result<Vec<ComboResult>> {
+pub async fn run(
+    counters: &Arc<SweepCounters>,
+    series: Series,
+    spec: &SweepSpec,
+) -> Result<Vec<ComboResult>> {
+    let running = counters.track();
     if work(series.close().len(), &spec.combos) < PARALLEL_MIN_WORK {
-        return series.sweep(&spec.combos, spec.fee, &|| false);
+        let outcome = series.sweep(&spec.combos, spec.fee, &|| false);
+        running.finish(&outcome);
+        return outcome;
     }
     let cancelled = Arc::new(AtomicBool::new(false));
     let _guard = CancelOnDrop(Arc::clone(&cancelled));
@@ -99,6 +154,7 @@ pub async fn run(series: Series, spec: &SweepSpec) -> Result<Vec<ComboResult>> {
             ok = outcome.is_ok(),
             "kernel done"
         );
+        running.finish(&outcome);
         // The receiver is gone if the call was cancelled; nothing left to tell.
         let _ = tx.send(outcome);
     });

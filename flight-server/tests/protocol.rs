@@ -183,7 +183,7 @@ async fn echo_action_list_actions_and_handshake() {
     assert_eq!(action(&mut c, "echo", body.clone()).await.unwrap(), body);
     let types: Vec<_> = c.list_actions().await.unwrap().try_collect().await.unwrap();
     let names: Vec<_> = types.iter().map(|t| t.r#type.as_str()).collect();
-    assert_eq!(names, ["sweep", "echo", "drop"]);
+    assert_eq!(names, ["sweep", "echo", "drop", "stats"]);
     assert!(types.iter().all(|t| !t.description.is_empty()));
     assert_eq!(c.handshake("hello").await.unwrap(), "hello");
 }
@@ -273,4 +273,50 @@ async fn exchange_echo_and_stateless_sweep() {
     );
     // Nothing was stored.
     assert!(names(&mut c).await.is_empty());
+}
+
+async fn stats(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
+    serde_json::from_slice(&action(c, "stats", "").await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_sweep_whose_caller_goes_away_stops_computing() {
+    let server = TestServer::start(&["--cache-bytes", "0"]);
+    let mut c = server.client().await;
+    put(&mut c, "paper", paper_batches()).await.unwrap();
+    // ~200,000 long combos: minutes of work if it ran to the end.
+    let lengths: Vec<u32> = (0..200_000).map(|i| 150 + i % 50).collect();
+    let body = json!({"dataset": "paper", "lengths": lengths}).to_string();
+    let mut caller = server.client().await;
+    let call = tokio::spawn(async move {
+        let stream = caller.do_action(arrow_flight::Action::new("sweep", body)).await;
+        stream.map(|_| ()).map_err(|e| e.to_string())
+    });
+    // Wait until the kernel is running, then hang up.
+    let mut running = false;
+    for _ in 0..200 {
+        if stats(&mut c).await["sweeps_running"] == 1 {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(running, "the sweep never started");
+    call.abort();
+    let _ = call.await;
+    // The kernel notices between combos and the pool is free again.
+    let mut s = stats(&mut c).await;
+    for _ in 0..400 {
+        if s["sweeps_running"] == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        s = stats(&mut c).await;
+    }
+    assert_eq!(s["sweeps_running"], 0, "{s}");
+    assert_eq!(s["sweeps_cancelled"], 1, "{s}");
+    assert_eq!(s["sweeps_completed"], 0, "{s}");
+    // And the server still sweeps.
+    let b = sweep(&mut c, json!({"dataset": "paper", "lengths": [6]})).await.unwrap();
+    assert_eq!(i64s(&b, "trades"), [57_029]);
 }

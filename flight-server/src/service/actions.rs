@@ -10,7 +10,7 @@ use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies, to_batch};
 use crate::store::validate_name;
 use crate::{Error, Result};
 
-const ACTIONS: [(&str, &str); 3] = [
+const ACTIONS: [(&str, &str); 4] = [
     (
         "sweep",
         "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"lengths\" | \"params\", \"fee\"?}; reply: one Arrow IPC stream split over the Result bodies.",
@@ -20,6 +20,10 @@ const ACTIONS: [(&str, &str); 3] = [
         "Reply with one Result whose body is the request body, unchanged.",
     ),
     ("drop", "Remove a dataset. Body: the dataset name."),
+    (
+        "stats",
+        "Server state as JSON: datasets, bytes, WMA cache bytes, sweeps running / completed / cancelled.",
+    ),
 ];
 
 /// Every action type with its description.
@@ -39,6 +43,7 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
         "sweep" => sweep(state, &action.body).await?,
         "echo" => vec![action.body],
         "drop" => vec![drop(state, &action.body)?],
+        "stats" => vec![stats(state)],
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())
@@ -51,7 +56,12 @@ async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
     span.record("dataset", req.dataset.as_str());
     span.record("combos", req.spec.combos.len());
     let dataset = state.store.get(&req.dataset)?;
-    let results = compute::run(Series::Stored(state.store.clone(), dataset), &req.spec).await?;
+    let results = compute::run(
+        &state.sweeps,
+        Series::Stored(state.store.clone(), dataset),
+        &req.spec,
+    )
+    .await?;
     ipc_stream_bodies(&to_batch(&req.spec.combos, &results)?, MAX_RESULT_BODY)
 }
 
@@ -64,4 +74,18 @@ fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
     Ok(serde_json::json!({"dataset": name, "version": old.version})
         .to_string()
         .into())
+}
+
+fn stats(state: &State) -> Bytes {
+    let datasets = state.store.list();
+    serde_json::json!({
+        "datasets": datasets.len(),
+        "dataset_bytes": datasets.iter().map(|d| d.bytes).sum::<u64>(),
+        "cache_bytes": state.store.cache_bytes(),
+        "sweeps_running": state.sweeps.running(),
+        "sweeps_completed": state.sweeps.completed(),
+        "sweeps_cancelled": state.sweeps.cancelled(),
+    })
+    .to_string()
+    .into()
 }

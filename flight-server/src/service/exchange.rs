@@ -26,7 +26,12 @@ pub(super) async fn exchange(
         ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
         ExchangeCommand::Sweep(spec) => {
             let series = read_series(data, upload_limits(state)).await?;
-            let results = compute::run(Series::Transient(Arc::new(series.close)), &spec).await?;
+            let results = compute::run(
+                &state.sweeps,
+                Series::Transient(Arc::new(series.close)),
+                &spec,
+            )
+            .await?;
             let batch = to_batch(&spec.combos, &results)?;
             let out = FlightDataEncoderBuilder::new()
                 .with_schema(batch.schema())

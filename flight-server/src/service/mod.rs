@@ -24,6 +24,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::instrument;
 
+use crate::compute::SweepCounters;
 use crate::store::DatasetStore;
 use crate::{Error, ServerConfig};
 
@@ -34,6 +35,8 @@ pub struct State {
     pub config: ServerConfig,
     /// The datasets and the WMA cache.
     pub store: Arc<DatasetStore>,
+    /// Running / finished sweep counts.
+    pub sweeps: Arc<SweepCounters>,
 }
 
 /// The sweepflight Flight service.
@@ -47,7 +50,11 @@ impl SweepFlightService {
     pub fn new(config: ServerConfig) -> Self {
         let store = Arc::new(DatasetStore::new(config.cache_bytes));
         Self {
-            state: Arc::new(State { config, store }),
+            state: Arc::new(State {
+                config,
+                store,
+                sweeps: Arc::default(),
+            }),
         }
     }
 
