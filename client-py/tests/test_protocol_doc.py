@@ -31,5 +31,6 @@ def test_readme_example_runs(server) -> None:
     (block,) = python_blocks(ROOT / "README.md")
     namespace: dict = {}
     exec(compile(block.replace("grpc://127.0.0.1:8815", server.uri), "README.md", "exec"), namespace)
-    assert namespace["table"].num_rows == 80
-    assert namespace["table"]["trades"][0].as_py() == 57_029
+    assert namespace["df"].height == 80
+    assert namespace["df"]["trades"][0] == 57_029
+    assert namespace["best"]["full"] == 172

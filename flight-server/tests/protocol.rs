@@ -289,7 +289,9 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
     let body = json!({"dataset": "paper", "lengths": lengths}).to_string();
     let mut caller = server.client().await;
     let call = tokio::spawn(async move {
-        let stream = caller.do_action(arrow_flight::Action::new("sweep", body)).await;
+        let stream = caller
+            .do_action(arrow_flight::Action::new("sweep", body))
+            .await;
         stream.map(|_| ()).map_err(|e| e.to_string())
     });
     // Wait until the kernel is running, then hang up.
@@ -317,6 +319,8 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
     assert_eq!(s["sweeps_cancelled"], 1, "{s}");
     assert_eq!(s["sweeps_completed"], 0, "{s}");
     // And the server still sweeps.
-    let b = sweep(&mut c, json!({"dataset": "paper", "lengths": [6]})).await.unwrap();
+    let b = sweep(&mut c, json!({"dataset": "paper", "lengths": [6]}))
+        .await
+        .unwrap();
     assert_eq!(i64s(&b, "trades"), [57_029]);
 }
