@@ -1,0 +1,48 @@
+//! `sweep-stdio`: the spawn-per-sweep architecture of the IPC-tax study. Reads one Arrow IPC
+//! stream on stdin (a `close` column; the sweep request as JSON in the schema metadata key
+//! `sweepflight.sweep`, e.g. `{"lengths": [6, 8]}`), runs the sweep, writes the result table as
+//! an Arrow IPC stream on stdout, and exits.
+
+use std::io::{Read, Write};
+
+use anyhow::Context;
+use arrow_array::{Array, Float64Array};
+use arrow_flight::FlightDescriptor;
+use sweepflight_server::request::{ExchangeCommand, exchange_command};
+use sweepflight_server::results::to_batch;
+
+fn main() -> anyhow::Result<()> {
+    let mut input = Vec::new();
+    std::io::stdin().lock().read_to_end(&mut input)?;
+    let reader = arrow_ipc::reader::StreamReader::try_new(input.as_slice(), None)?;
+    let schema = reader.schema();
+    let body = schema
+        .metadata()
+        .get("sweepflight.sweep")
+        .context("schema metadata `sweepflight.sweep` missing")?;
+    // Same request rules as the server's stateless sweep.
+    let mut cmd: serde_json::Value = serde_json::from_str(body)?;
+    cmd["op"] = "sweep".into();
+    let descriptor = FlightDescriptor::new_cmd(cmd.to_string());
+    let ExchangeCommand::Sweep(spec) = exchange_command(Some(&descriptor), usize::MAX)? else {
+        anyhow::bail!("not a sweep");
+    };
+    let mut close = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let col = batch.column_by_name("close").context("no close column")?;
+        let col = col
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .context("close is not float64")?;
+        anyhow::ensure!(col.null_count() == 0, "close has nulls");
+        close.extend_from_slice(col.values());
+    }
+    let results = sweepflight_kernel::sweep(&close, &spec.combos, spec.fee)?;
+    let out = to_batch(&spec.combos, &results)?;
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
+    writer.write(&out)?;
+    writer.finish()?;
+    std::io::stdout().lock().write_all(&writer.into_inner()?)?;
+    Ok(())
+}
