@@ -263,6 +263,217 @@ def exp_floor(tmp: pathlib.Path, rounds: int) -> dict:
     return summary
 
 
+def exp_architectures(tmp: pathlib.Path, runs: int, kernel: dict, preloaded: dict) -> dict:
+    """The study's ways of crossing the boundary, each sweeping the 80 paper combos.
+
+    (a), (b) and (c) come from the kernel and preloaded experiments of this run. The others are
+    timed here, one pass per round, in rotating order. Every path's result passes the gate once
+    before its timings count.
+    """
+    close = paper.series()
+    lengths = paper.lengths().tolist()
+    table = pa.table({"close": close})
+    srv = flight_server(tmp, "unix")
+    c = flight.connect(srv.addr)
+    version = [0]
+
+    def fresh_dataset() -> None:
+        # A new version has no cached WMAs: every chatty pass starts cold.
+        version[0] += 1
+        put(c, "paper", table)
+
+    def chatty_preloaded() -> tuple[list, list]:
+        rows = [sweep_call(c, json.dumps({"dataset": "paper", "lengths": [L]}).encode()) for L in lengths]
+        return [r["pnl"][0].as_py() for r in rows], [r["trades"][0].as_py() for r in rows]
+
+    def exchange(ls: list) -> pa.Table:
+        cmd = json.dumps({"op": "sweep", "lengths": ls}).encode()
+        writer, reader = c.do_exchange(flight.FlightDescriptor.for_command(cmd))
+        writer.begin(table.schema)
+        writer.write_table(table)
+        writer.done_writing()
+        out = reader.read_all()
+        writer.close()
+        return out
+
+    def stateless_chatty() -> tuple[list, list]:
+        rows = [exchange([L]) for L in lengths]
+        return [r["pnl"][0].as_py() for r in rows], [r["trades"][0].as_py() for r in rows]
+
+    stdio_input = pa.BufferOutputStream()
+    schema = table.schema.with_metadata({"sweepflight.sweep": json.dumps({"lengths": lengths})})
+    with pa.ipc.new_stream(stdio_input, schema) as w:
+        w.write_table(table.replace_schema_metadata(schema.metadata))
+    stdio_bytes = stdio_input.getvalue().to_pybytes()
+
+    def spawn() -> pa.Table:
+        out = subprocess.run([str(RELEASE / "sweep-stdio")], input=stdio_bytes, capture_output=True, check=True).stdout
+        return pa.ipc.open_stream(out).read_all()
+
+    js = Proc(str(RELEASE / "json-sweep"), "127.0.0.1:0")
+    import http.client
+
+    host, port = js.addr.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port))
+
+    def json_service() -> dict:
+        body = json.dumps({"close": close.tolist(), "lengths": lengths})
+        conn.request("POST", "/sweep", body=body, headers={"content-type": "application/json"})
+        return json.loads(conn.getresponse().read())
+
+    paths: dict[str, tuple[Callable[[], object], Callable[[object], tuple]]] = {
+        "d-preloaded-chatty": (chatty_preloaded, lambda r: r),
+        "e-stateless-chunky": (lambda: exchange(lengths), lambda t: (t["pnl"].to_numpy(), t["trades"].to_numpy())),
+        "f-stateless-chatty": (stateless_chatty, lambda r: r),
+        "g-spawn-per-sweep": (spawn, lambda t: (t["pnl"].to_numpy(), t["trades"].to_numpy())),
+        "h-json-service": (json_service, lambda d: (d["pnl"], d["trades"])),
+    }
+    for name, (op, unpack) in paths.items():
+        fresh_dataset()
+        pnl, trades = unpack(op())
+        gate(np.asarray(pnl), np.asarray(trades), name)
+    samples = {k: Samples() for k in paths}
+    for r in range(runs):
+        for name, (op, _) in list(paths.items())[r % len(paths):] + list(paths.items())[: r % len(paths)]:
+            fresh_dataset()
+            t0 = time.perf_counter()
+            op()
+            samples[name].add(time.perf_counter() - t0)
+    conn.close()
+    js.stop()
+    srv.stop()
+    out = {
+        "a-numba-1t": kernel["numba-1t"],
+        "a-numba-prange": kernel["numba-prange"],
+        "b-rust-1t": kernel["rust-1t"],
+        "b-rust-all": kernel["rust-all"],
+        "c-preloaded-chunky-unix": preloaded["unix-cold"],
+        "c-preloaded-chunky-tcp": preloaded["tcp-cold"],
+    }
+    out.update({k: v.summary() for k, v in samples.items()})
+    return out
+
+
+def exp_echo_curve(tmp: pathlib.Path, quick: bool) -> dict:
+    """Payloads of 1 .. 150k float64 through DoAction echo, DoExchange echo and raw echo."""
+    raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / "raw-curve.sock"))
+    srv = flight_server(tmp, "unix")
+    c = flight.connect(srv.addr)
+    echo = raw_echo_client(raw.addr.removeprefix("unix://"))
+    sizes = [1, 10, 100, 1_000, 10_000, 100_000, 150_000]
+    out: dict = {}
+    for n in sizes:
+        payload = np.random.default_rng(n).random(n)
+        body = payload.tobytes()
+        batch = pa.record_batch({"x": payload})
+        count = 20 if quick else (1000 if n <= 10_000 else 300)
+
+        def action() -> None:
+            got = next(iter(c.do_action(flight.Action("echo", body)))).body
+            assert got.size == len(body)
+
+        def exchange() -> None:
+            writer, reader = c.do_exchange(flight.FlightDescriptor.for_command(b'{"op": "echo"}'))
+            writer.begin(batch.schema)
+            writer.write_batch(batch)
+            writer.done_writing()
+            got = reader.read_all()
+            writer.close()
+            assert got.num_rows == n
+
+        def rawcall() -> None:
+            assert len(echo(body)) == len(body)
+
+        res = interleaved(count, warmup=max(5, count // 20), ops={"do_action": action, "do_exchange": exchange, "raw_unix": rawcall})
+        out[str(n)] = {k: v.summary() for k, v in res.items()}
+    raw.stop()
+    srv.stop()
+    fits = {}
+    for transport in ("do_action", "do_exchange", "raw_unix"):
+        x = np.array([n * 8 for n in sizes], dtype=float)
+        y = np.array([out[str(n)][transport]["p50"] for n in sizes])
+        slope, floor = np.polyfit(x, y, 1)
+        fits[transport] = {"floor_us": floor * 1e6, "gb_per_s": (1 / slope) / 1e9 if slope > 0 else float("inf")}
+    return {"sizes": sizes, "points": out, "fits": fits}
+
+
+def exp_serialization(quick: bool) -> dict:
+    """Encode + decode of the 150k-float series in four formats."""
+    import pickle
+
+    arr = paper.series()
+    table = pa.table({"close": arr})
+
+    def arrow_roundtrip() -> None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        pa.ipc.open_stream(sink.getvalue()).read_all()
+
+    ops = {
+        "raw bytes": lambda: np.frombuffer(arr.tobytes(), dtype=np.float64),
+        "Arrow IPC stream": arrow_roundtrip,
+        "pickle": lambda: pickle.loads(pickle.dumps(arr, protocol=5)),
+        "JSON (tolist + json.dumps/loads)": lambda: np.array(json.loads(json.dumps(arr.tolist()))),
+    }
+    res = interleaved(3 if quick else 15, warmup=2, ops=ops)
+    raw = res["raw bytes"].median
+    return {k: {**v.summary(), "ratio_to_raw": v.median / raw} for k, v in res.items()}
+
+
+def exp_load(tmp: pathlib.Path, quick: bool) -> dict:
+    """Open-loop fixed-rate params-only calls from the Rust load generator, up to saturation."""
+    srv = flight_server(tmp, "tcp")
+    c = flight.connect(srv.addr)
+    put(c, "tiny", pa.table({"close": 100 + np.random.default_rng(1).random(64)}))
+    rates = [250, 1000] if quick else [500, 1000, 2000, 4000, 8000, 16000]
+    out = []
+    for rate in rates:
+        n = 500 if quick else max(10_000, rate * 3)
+        res = subprocess.run([str(RELEASE / "load-gen"), srv.addr, str(rate), str(n)], check=True, capture_output=True, text=True)
+        row = json.loads(res.stdout)
+        out.append(row)
+        if row["achieved_rate"] < 0.8 * rate:
+            break  # saturated: higher offered rates only queue
+    srv.stop()
+    return {"rows": out}
+
+
+def exp_upload(tmp: pathlib.Path, quick: bool) -> dict:
+    """DoPut of 1.2 MB, 80 MB and 800 MB series from the Python and Rust clients."""
+    import sweepflight
+
+    sizes = [1_200_000, 80_000_000] if quick else [1_200_000, 80_000_000, 800_000_000]
+    srv = flight_server(tmp, "unix")
+    raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / "raw-up.sock"))
+    echo = raw_echo_client(raw.addr.removeprefix("unix://"))
+    out: dict = {}
+    with sweepflight.connect(srv.addr) as sf:
+        for size in sizes:
+            runs = 2 if quick or size >= 800_000_000 else 5
+            arr = 100 + np.arange(size // 8) % 1000 * 0.01
+            py = Samples()
+            for r in range(runs + 1):
+                t0 = time.perf_counter()
+                summary = sf.put("upload", arr)
+                dt_ = time.perf_counter() - t0
+                assert summary.rows == len(arr)
+                if r:
+                    py.add(dt_)
+            rs = subprocess.run([str(RELEASE / "upload-timer"), srv.addr, str(size), str(runs)], check=True, capture_output=True, text=True)
+            rust = Samples(json.loads(rs.stdout)["secs"])
+            row = {"python": py.summary(), "rust": rust.summary()}
+            if size <= 1_200_000:
+                body = arr.tobytes()
+                rawt = interleaved(20 if quick else 200, 5, {"raw": lambda: echo(body)})["raw"]
+                row["raw_echo"] = rawt.summary()
+            out[str(size)] = row
+            sf.drop("upload")
+    raw.stop()
+    srv.stop()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # report
 
@@ -384,7 +595,171 @@ def render(res: dict) -> str:
         "the runtime flavour and worker count made no measurable difference (tried 1 and 2 workers).",
         "",
     ]
+
+    lines += render_architectures(res) + render_echo(res) + render_serialization(res) + render_load(res) + render_upload(res)
     return "\n".join(lines)
+
+
+def met(ok: bool) -> str:
+    return "**met**" if ok else "**NOT met**"
+
+
+def render_architectures(res: dict) -> list[str]:
+    a = res["architectures"]
+    base_a, base_b = a["a-numba-1t"]["median"], a["b-rust-all"]["median"]
+    lines = [
+        "## Architectures: every way across the boundary, 80-combo paper sweep",
+        "",
+        "(a) numba in-process; (b) the Rust kernel in-process; (c) Flight preloaded chunky: one",
+        "params-only call, server without WMA cache; (d) preloaded chatty: 80 single-combo calls",
+        "(the dataset re-put before each pass, so its cache starts cold and fills as the pass goes);",
+        "(e) stateless chunky: DoExchange shipping the series with the params; (f) stateless chatty:",
+        "80 DoExchange calls, each re-shipping the series; (g) spawn per sweep: `sweep-stdio` reads an",
+        "Arrow IPC stream (series + params) on stdin and writes the result on stdout; (h) a JSON",
+        "service: the series as a JSON array in an HTTP request body. (c)-(g) over a Unix socket,",
+        "(h) over TCP; Python drives every path.",
+        "",
+        "![architectures](img/architectures.png)",
+        "",
+        "| path | n | median | p99 | ratio to (a) numba 1t | ratio to (b) Rust all cores |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, s in a.items():
+        lines.append(f"| {name} | {s['n']} | {fmt_s(s['median'])} | {fmt_s(s['p99'])} | {s['median'] / base_a:.3f}x | {s['median'] / base_b:.3f}x |")
+    c = res["preloaded"]["unix-cold"]["median"] / res["preloaded"]["in-process"]["median"]
+    d = a["d-preloaded-chatty"]["median"] / base_b
+    lines += [
+        "",
+        f"Targets: (c) within 1.02x of (b) {met(c <= 1.02)} ({c:.3f}x, measured in the preloaded experiment above, "
+        f"alternating with the in-process run); (d) within 1.05x of (b) {met(d <= 1.05)} ({d:.3f}x).",
+        "",
+    ]
+    return lines
+
+
+def render_echo(res: dict) -> list[str]:
+    e = res["echo_curve"]
+    lines = [
+        "## Echo curve",
+        "",
+        "Payloads of n float64 (8n bytes) echoed by the server: DoAction `echo` (bytes in the action",
+        "body), DoExchange `echo` (one record batch of n rows), and the raw length-prefixed Unix-socket",
+        "echo. Unix socket, Python client, one call in flight, the three interleaved per round. The",
+        "study's marks: a 14 us floor and 2.04 ms for the full 1.2 MB payload (M2 Max).",
+        "",
+        "![echo curve](img/echo-curve.png)",
+        "",
+        "| n floats | bytes | DoAction p50 / p99 | DoExchange p50 / p99 | raw p50 / p99 | samples each |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n in e["sizes"]:
+        p = e["points"][str(n)]
+        cell = lambda k: f"{fmt_s(p[k]['p50'])} / {fmt_s(p[k]['p99'])}"  # noqa: E731
+        lines.append(f"| {n:,} | {n * 8:,} | {cell('do_action')} | {cell('do_exchange')} | {cell('raw_unix')} | {p['raw_unix']['n']} |")
+    lines += ["", "Least-squares fit of p50 = floor + bytes / throughput:", "", "| transport | floor | throughput |", "| --- | ---: | ---: |"]
+    for k, f in e["fits"].items():
+        lines.append(f"| {k} | {f['floor_us']:.0f} us | {f['gb_per_s']:.2f} GB/s |")
+    lines.append("")
+    return lines
+
+
+def render_serialization(res: dict) -> list[str]:
+    lines = [
+        "## Serialization tax: the 150,000-float series, encode + decode",
+        "",
+        "| format | n | median | ratio to raw bytes |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for k, s in res["serialization"].items():
+        lines.append(f"| {k} | {s['n']} | {fmt_s(s['median'])} | {s['ratio_to_raw']:.0f}x |")
+    lines += ["", "The study measured JSON at 1348x raw bytes.", ""]
+    return lines
+
+
+def render_load(res: dict) -> list[str]:
+    lines = [
+        "## Latency under load",
+        "",
+        "`load-gen` (Rust, one HTTP/2 connection, one task per request) sends 1-combo sweeps on a",
+        "64-bar dataset open-loop at a fixed rate; latency runs from each request's intended send",
+        "time (no coordinated omission), recorded in an HdrHistogram. The load generator and the",
+        "server share the machine's 2 cores. The last row is past saturation if achieved < offered.",
+        "",
+        "| offered /s | achieved /s | n | errors | p50 | p90 | p99 | p99.9 | max |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in res["load"]["rows"]:
+        us = lambda k: fmt_s(r[k] / 1e6)  # noqa: E731
+        lines.append(
+            f"| {r['offered_rate']:.0f} | {r['achieved_rate']:.0f} | {r['n']} | {r['errors']} | {us('p50_us')} | {us('p90_us')} | {us('p99_us')} | {us('p999_us')} | {us('max_us')} |"
+        )
+    lines.append("")
+    return lines
+
+
+def render_upload(res: dict) -> list[str]:
+    lines = [
+        "## Upload throughput (DoPut over a Unix socket)",
+        "",
+        "`sweepflight` Python client (`put` of a numpy array) and Rust client (`put_closes`), each",
+        "stored, validated and acknowledged; median of the runs after one warm-up.",
+        "",
+        "| series | Python median | Python GB/s | Rust median | Rust GB/s | n each |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    up = res["upload"]
+    for size, row in up.items():
+        b = int(size)
+        py, rs = row["python"]["median"], row["rust"]["median"]
+        lines.append(f"| {b / 1e6:.1f} MB | {fmt_s(py)} | {b / py / 1e9:.2f} | {fmt_s(rs)} | {b / rs / 1e9:.2f} | {row['python']['n']} |")
+    small = up["1200000"]
+    ratio = small["python"]["median"] / small["raw_echo"]["median"]
+    lines += ["", f"Target: a 1.2 MB DoPut within 1.5x of a raw 1.2 MB echo ({fmt_s(small['raw_echo']['median'])}): {met(ratio <= 1.5)} ({ratio:.2f}x)."]
+    if "800000000" in up:
+        g = 800e6 / max(up["800000000"]["python"]["median"], 1e-9) / 1e9
+        gr = 800e6 / max(up["800000000"]["rust"]["median"], 1e-9) / 1e9
+        lines.append(f"Target: >= 1 GB/s for the 800 MB series: Python {met(g >= 1)} ({g:.2f} GB/s), Rust {met(gr >= 1)} ({gr:.2f} GB/s).")
+    lines.append("")
+    return lines
+
+
+def plots(res: dict, outdir: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    e = res["echo_curve"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    x = [n * 8 for n in e["sizes"]]
+    for k, label in [("do_action", "DoAction echo"), ("do_exchange", "DoExchange echo"), ("raw_unix", "raw Unix-socket echo")]:
+        ax.plot(x, [e["points"][str(n)][k]["p50"] * 1e6 for n in e["sizes"]], marker="o", label=f"{label} (p50)")
+    ax.axhline(14, color="grey", linestyle=":", label="study: 14 us floor (M2 Max)")
+    ax.scatter([1.2e6], [2040], marker="*", s=160, color="black", zorder=5, label="study: 2.04 ms at 1.2 MB")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("payload bytes")
+    ax.set_ylabel("round trip, microseconds")
+    ax.set_title("Echo curve (Unix socket, Python client)")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(outdir / "echo-curve.png", dpi=110)
+    plt.close(fig)
+
+    a = res["architectures"]
+    names = list(a)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    ax.barh(names[::-1], [a[k]["median"] for k in names[::-1]], color=["tab:blue" if k[0] in "abc" else "tab:orange" for k in names[::-1]])
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds for the 80-combo paper sweep (median, log scale)")
+    ax.set_title("Crossing the process boundary: 80-combo sweep")
+    for i, k in enumerate(names[::-1]):
+        ax.text(a[k]["median"], i, f" {fmt_s(a[k]['median'])}", va="center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(outdir / "architectures.png", dpi=110)
+    plt.close(fig)
 
 
 def main() -> int:
@@ -405,12 +780,25 @@ def main() -> int:
         res["preloaded"] = exp_preloaded(tmp, runs)
         print("floor ...", flush=True)
         res["floor"] = exp_floor(tmp, rounds)
+        print("architectures ...", flush=True)
+        res["architectures"] = exp_architectures(tmp, runs, res["kernel"], res["preloaded"])
+        print("echo curve ...", flush=True)
+        res["echo_curve"] = exp_echo_curve(tmp, args.quick)
+        print("serialization ...", flush=True)
+        res["serialization"] = exp_serialization(args.quick)
+        print("load ...", flush=True)
+        res["load"] = exp_load(tmp, args.quick)
+        print("upload ...", flush=True)
+        res["upload"] = exp_upload(tmp, args.quick)
     name = "results-quick.json" if args.quick else "results.json"
     (OUT / name).write_text(json.dumps(res, indent=2))
     doc = render(res)
     print(doc)
     if not (args.quick or args.no_doc):
+        plots(res, DOC.parent / "img")
         DOC.write_text(doc)
+    else:
+        plots(res, OUT / "img")
     return 0
 
 

@@ -40,6 +40,9 @@ pub async fn serve(
         // wait on WINDOW_UPDATE round trips.
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(16 << 20))
+        // Uploads arrive as multi-megabyte messages; 16 KiB frames (the HTTP/2 default) cost
+        // a frame header and a parser pass each.
+        .max_frame_size(Some(1 << 20))
         .add_service(svc);
     match listener {
         Listener::Tcp(l) => {

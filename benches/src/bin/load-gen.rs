@@ -16,8 +16,18 @@ use futures::StreamExt;
 use hdrhistogram::Histogram;
 use tonic::transport::Channel;
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Requests run on a one-worker runtime; the schedule runs on this thread with
+    // `std::thread::sleep`, which wakes within tens of microseconds. tokio's timer has a
+    // 1 ms resolution, which would add up to a millisecond of fake latency to every request.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(rt.handle().clone()))
+}
+
+async fn run(handle: tokio::runtime::Handle) -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: load-gen URI RATE COUNT [DATASET]";
     let uri = args.get(1).context(usage)?.replace("grpc://", "http://");
@@ -35,13 +45,64 @@ async fn main() -> anyhow::Result<()> {
     let errors = Arc::new(Mutex::new(0u64));
     let interval = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now() + Duration::from_millis(50);
+    let shared = Shared {
+        client,
+        body,
+        hist: Arc::clone(&hist),
+        errors: Arc::clone(&errors),
+    };
+    let scheduler = std::thread::spawn(move || schedule(&handle, count, start, interval, &shared));
+    let tasks = tokio::task::spawn_blocking(move || scheduler.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("scheduler panicked"))?;
+    let mut last = start;
+    for t in tasks {
+        last = last.max(t.await?);
+    }
+    let h = hist.lock().expect("histogram");
+    let q = |p: f64| h.value_at_quantile(p);
+    let out = serde_json::json!({
+        "offered_rate": rate,
+        "achieved_rate": h.len() as f64 / last.duration_since(start).as_secs_f64(),
+        "n": h.len(),
+        "errors": *errors.lock().expect("errors"),
+        "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99), "p999_us": q(0.999), "max_us": h.max(),
+    });
+    println!("{out}");
+    Ok(())
+}
+
+/// What every request shares.
+#[derive(Clone)]
+struct Shared {
+    client: FlightServiceClient<Channel>,
+    body: String,
+    hist: Arc<Mutex<Histogram<u64>>>,
+    errors: Arc<Mutex<u64>>,
+}
+
+/// Sends request `i` at `start + i * interval`, each on its own task, and returns the tasks.
+fn schedule(
+    handle: &tokio::runtime::Handle,
+    count: u64,
+    start: Instant,
+    interval: Duration,
+    shared: &Shared,
+) -> Vec<tokio::task::JoinHandle<Instant>> {
     let mut tasks = Vec::with_capacity(count as usize);
     for i in 0..count {
         let intended = start + interval.mul_f64(i as f64);
-        tokio::time::sleep_until(intended.into()).await;
-        let (mut client, hist, errors) = (client.clone(), Arc::clone(&hist), Arc::clone(&errors));
-        let action = Action::new("sweep", body.clone());
-        tasks.push(tokio::spawn(async move {
+        if let Some(wait) = intended.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let Shared {
+            mut client,
+            body,
+            hist,
+            errors,
+        } = shared.clone();
+        let action = Action::new("sweep", body);
+        tasks.push(handle.spawn(async move {
             let ok = match client.do_action(action).await {
                 Ok(resp) => {
                     let mut stream = resp.into_inner();
@@ -63,19 +124,5 @@ async fn main() -> anyhow::Result<()> {
             done
         }));
     }
-    let mut last = start;
-    for t in tasks {
-        last = last.max(t.await?);
-    }
-    let h = hist.lock().expect("histogram");
-    let q = |p: f64| h.value_at_quantile(p);
-    let out = serde_json::json!({
-        "offered_rate": rate,
-        "achieved_rate": h.len() as f64 / last.duration_since(start).as_secs_f64(),
-        "n": h.len(),
-        "errors": *errors.lock().expect("errors"),
-        "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99), "p999_us": q(0.999), "max_us": h.max(),
-    });
-    println!("{out}");
-    Ok(())
+    tasks
 }

@@ -17,9 +17,11 @@ pub(super) async fn put(
         Error::invalid("DoPut needs a PATH descriptor [name] on its first message")
     })?;
     let name = dataset_path(descriptor)?;
+    let started = std::time::Instant::now();
     let series = read_series(data, upload_limits(state)).await?;
     let d = state.store.insert(&name, series);
-    tracing::info!(dataset = %name, rows = d.rows(), version = d.version, "stored");
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::info!(dataset = %name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
     let metadata = serde_json::json!({
         "dataset": d.name, "rows": d.rows(), "bytes": d.bytes, "version": d.version,
     });
