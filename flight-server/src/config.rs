@@ -1,7 +1,7 @@
 //! The library's configuration type, filled by the binary from its flags (or by tests).
 
 /// Everything the service needs to know at start.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// Largest gRPC message accepted or sent, in bytes.
     pub max_message_bytes: usize,
@@ -11,6 +11,25 @@ pub struct ServerConfig {
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
     pub max_dataset_bytes: u64,
+    /// When set, every call but Handshake must carry `authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// When set, serve grpc+tls with this certificate chain and key.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM contents of the server's certificate chain and private key.
+#[derive(Clone, PartialEq)]
+pub struct TlsFiles {
+    /// Certificate chain, PEM.
+    pub cert_pem: Vec<u8>,
+    /// Private key, PEM.
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsFiles").finish_non_exhaustive()
+    }
 }
 
 impl ServerConfig {
@@ -31,6 +50,22 @@ impl Default for ServerConfig {
             max_combos: Self::DEFAULT_MAX_COMBOS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
+            token: None,
+            tls: None,
         }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never log the token.
+        f.debug_struct("ServerConfig")
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("max_combos", &self.max_combos)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("max_dataset_bytes", &self.max_dataset_bytes)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("tls", &self.tls.is_some())
+            .finish()
     }
 }

@@ -28,6 +28,9 @@ pub enum Error {
     /// An action type the server does not know.
     #[error("unknown action `{0}`; ListActions lists the known ones")]
     UnknownAction(String),
+    /// Missing or wrong credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
     /// A limit of the server's configuration was hit.
     #[error("{0}")]
     ResourceExhausted(String),
@@ -87,6 +90,7 @@ impl From<Error> for tonic::Status {
             Error::DatasetNotFound(_) => Self::not_found(msg),
             Error::UnknownAction(_) | Error::Unimplemented(_) => Self::unimplemented(msg),
             Error::ResourceExhausted(_) => Self::resource_exhausted(msg),
+            Error::Unauthenticated(_) => Self::unauthenticated(msg),
             Error::Status(status) => *status,
             Error::Internal(_) => Self::internal(msg),
         }

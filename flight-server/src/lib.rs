@@ -8,6 +8,7 @@
 //! which runs it all on a listener until a shutdown future resolves ([`uds`] lets gRPC-core
 //! clients in over Unix sockets).
 
+pub mod auth;
 pub mod compute;
 pub mod config;
 mod error;
@@ -21,6 +22,6 @@ pub mod store;
 pub mod testing;
 pub mod uds;
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, TlsFiles};
 pub use error::{Error, Result};
 pub use serve::{Listener, serve};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use sweepflight_server::{Listener, ServerConfig, serve};
+use sweepflight_server::{Listener, ServerConfig, TlsFiles, serve};
 use tracing_subscriber::EnvFilter;
 
 /// Arrow Flight service for backtest parameter sweeps: push a series once, sweep it many times.
@@ -41,6 +41,18 @@ struct Cli {
     /// Keep datasets in memory only (currently the only mode: nothing is written to disk).
     #[arg(long)]
     in_memory: bool,
+
+    /// Require `authorization: Bearer TOKEN` on every call but Handshake.
+    #[arg(long, env = "SWEEPFLIGHT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+
+    /// Serve grpc+tls with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key", conflicts_with = "unix")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 impl TryFrom<&Cli> for ServerConfig {
@@ -52,7 +64,20 @@ impl TryFrom<&Cli> for ServerConfig {
             "--max-message-bytes must be at least 1 MiB"
         );
         anyhow::ensure!(cli.max_combos >= 1, "--max-combos must be at least 1");
+        if let Some(token) = &cli.token {
+            anyhow::ensure!(!token.is_empty(), "--token must not be empty");
+        }
+        let tls = match (&cli.tls_cert, &cli.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert_pem: std::fs::read(cert)
+                    .with_context(|| format!("read {}", cert.display()))?,
+                key_pem: std::fs::read(key).with_context(|| format!("read {}", key.display()))?,
+            }),
+            _ => None,
+        };
         Ok(Self {
+            token: cli.token.clone(),
+            tls,
             max_message_bytes: cli.max_message_bytes,
             max_combos: cli.max_combos,
             cache_bytes: cli.cache_bytes,
@@ -94,7 +119,12 @@ async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {
         .await
         .with_context(|| format!("bind {}", cli.listen))?;
     let addr = l.local_addr()?;
-    Ok((Listener::Tcp(l), format!("grpc://{addr}")))
+    let scheme = if cli.tls_cert.is_some() {
+        "grpc+tls"
+    } else {
+        "grpc"
+    };
+    Ok((Listener::Tcp(l), format!("{scheme}://{addr}")))
 }
 
 /// A socket file left by a previous run would make bind fail; anything else at that path is

@@ -5,7 +5,7 @@ use std::future::Future;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use futures::{StreamExt, TryStreamExt};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
-use tonic::transport::Server;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::ServerConfig;
 use crate::service::SweepFlightService;
@@ -35,7 +35,12 @@ pub async fn serve(
     let svc = FlightServiceServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);
-    let router = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &config.tls {
+        let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+        builder = builder.tls_config(ServerTlsConfig::new().identity(identity))?;
+    }
+    let router = builder
         // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
         // wait on WINDOW_UPDATE round trips.
         .initial_stream_window_size(Some(8 << 20))

@@ -24,6 +24,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::instrument;
 
+use crate::auth::Auth;
 use crate::compute::SweepCounters;
 use crate::store::DatasetStore;
 use crate::{Error, ServerConfig};
@@ -37,6 +38,8 @@ pub struct State {
     pub store: Arc<DatasetStore>,
     /// Running / finished sweep counts.
     pub sweeps: Arc<SweepCounters>,
+    /// Who may call.
+    pub auth: Auth,
 }
 
 /// The sweepflight Flight service.
@@ -51,6 +54,7 @@ impl SweepFlightService {
         let store = Arc::new(DatasetStore::new(config.cache_bytes));
         Self {
             state: Arc::new(State {
+                auth: config.token.as_deref().map_or_else(Auth::open, Auth::token),
                 config,
                 store,
                 sweeps: Arc::default(),
@@ -129,25 +133,34 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        // No authentication configured: answer the client's first message with its payload.
+        let bearer = self.state.auth.handshake(request.metadata())?;
         let mut inbound = request.into_inner();
         let payload = inbound
             .message()
             .await?
             .map(|m| m.payload)
             .unwrap_or_default();
+        // With a token: the bearer value, in the payload and the header. Without: an echo.
         let reply = HandshakeResponse {
             protocol_version: 0,
-            payload,
+            payload: bearer.clone().map_or(payload, bytes::Bytes::from),
         };
-        Ok(Response::new(futures::stream::iter([Ok(reply)]).boxed()))
+        let mut response = Response::new(futures::stream::iter([Ok(reply)]).boxed());
+        if let Some(bearer) = bearer {
+            let value = bearer
+                .parse()
+                .map_err(|_| Status::internal("token is not a valid header value"))?;
+            response.metadata_mut().insert("authorization", value);
+        }
+        Ok(response)
     }
 
     #[instrument(skip_all)]
     async fn list_flights(
         &self,
-        _request: Request<Criteria>,
+        request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         let infos = catalog::list(&self.state).map_err(Status::from)?;
         Ok(Response::new(
             futures::stream::iter(infos.into_iter().map(Ok)).boxed(),
@@ -159,6 +172,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        self.state.auth.check(request.metadata())?;
         Ok(Response::new(catalog::info(
             &self.state,
             request.get_ref(),
@@ -167,8 +181,9 @@ impl FlightService for SweepFlightService {
 
     async fn poll_flight_info(
         &self,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
+        self.state.auth.check(request.metadata())?;
         Err(Error::Unimplemented("PollFlightInfo").into())
     }
 
@@ -177,6 +192,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
+        self.state.auth.check(request.metadata())?;
         Ok(Response::new(catalog::schema(
             &self.state,
             request.get_ref(),
@@ -188,6 +204,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         let stream = catalog::rows(&self.state, &request.get_ref().ticket)?;
         Ok(Response::new(boxed(stream)))
     }
@@ -197,6 +214,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         let (descriptor, data) = split_descriptor(inbound(request.into_inner()), "DoPut").await?;
         let result = put::put(&self.state, descriptor.as_ref(), data).await?;
         Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
@@ -207,6 +225,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         let (descriptor, data) =
             split_descriptor(inbound(request.into_inner()), "DoExchange").await?;
         let stream = exchange::exchange(&self.state, descriptor.as_ref(), data).await?;
@@ -218,6 +237,7 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         let results = actions::run(&self.state, request.into_inner()).await?;
         Ok(Response::new(
             futures::stream::iter(results.into_iter().map(Ok)).boxed(),
@@ -227,8 +247,9 @@ impl FlightService for SweepFlightService {
     #[instrument(skip_all)]
     async fn list_actions(
         &self,
-        _request: Request<Empty>,
+        request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
+        self.state.auth.check(request.metadata())?;
         Ok(Response::new(
             futures::stream::iter(actions::list().into_iter().map(Ok)).boxed(),
         ))

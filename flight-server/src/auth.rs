@@ -1,0 +1,143 @@
+//! Token authentication: `--token T` makes every call but Handshake require the header
+//! `authorization: Bearer T`; Handshake trades HTTP Basic credentials whose password is `T`
+//! for that bearer value (in the response header and payload), which is what pyarrow's
+//! `authenticate_basic_token` and arrow-rs `FlightClient::handshake` expect.
+//!
+//! Comparisons are constant-time in the secret's contents (`subtle`), so response timing does
+//! not reveal how much of a guess was right.
+
+use base64::Engine;
+use subtle::ConstantTimeEq;
+use tonic::metadata::MetadataMap;
+
+use crate::{Error, Result};
+
+/// The server's secret, if one is configured.
+#[derive(Clone, Default)]
+pub struct Auth {
+    bearer: Option<String>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.bearer.is_some() {
+            "token"
+        } else {
+            "open"
+        };
+        f.debug_tuple("Auth").field(&state).finish()
+    }
+}
+
+impl Auth {
+    /// No authentication: every call is allowed.
+    pub fn open() -> Self {
+        Self::default()
+    }
+
+    /// Calls must present `token`.
+    pub fn token(token: &str) -> Self {
+        Self {
+            bearer: Some(format!("Bearer {token}")),
+        }
+    }
+
+    /// Whether a token is required.
+    pub fn enabled(&self) -> bool {
+        self.bearer.is_some()
+    }
+
+    /// Checks a call's `authorization` header.
+    ///
+    /// # Errors
+    /// [`Error::Unauthenticated`] when a token is configured and the header does not carry it.
+    pub fn check(&self, metadata: &MetadataMap) -> Result<()> {
+        let Some(bearer) = &self.bearer else {
+            return Ok(());
+        };
+        let presented = metadata
+            .get("authorization")
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        if bool::from(presented.ct_eq(bearer.as_bytes())) {
+            Ok(())
+        } else if presented.is_empty() {
+            Err(Error::Unauthenticated(
+                "this server requires `authorization: Bearer <token>`".into(),
+            ))
+        } else {
+            Err(Error::Unauthenticated("invalid token".into()))
+        }
+    }
+
+    /// The Handshake: Basic credentials (any user, the token as password) or the bearer value
+    /// itself, in exchange for the bearer value. `None` when no token is configured.
+    ///
+    /// # Errors
+    /// [`Error::Unauthenticated`] for missing or wrong credentials.
+    pub fn handshake(&self, metadata: &MetadataMap) -> Result<Option<String>> {
+        let Some(bearer) = &self.bearer else {
+            return Ok(None);
+        };
+        let header = metadata
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let password_ok = header
+            .strip_prefix("Basic ")
+            .and_then(|b64| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64.trim())
+                    .ok()
+            })
+            .and_then(|raw| {
+                let (_, password) = raw.split_at(raw.iter().position(|&b| b == b':')? + 1);
+                let token = &bearer.as_bytes()["Bearer ".len()..];
+                Some(bool::from(password.ct_eq(token)))
+            })
+            .unwrap_or(false);
+        if password_ok || bool::from(header.as_bytes().ct_eq(bearer.as_bytes())) {
+            Ok(Some(bearer.clone()))
+        } else {
+            Err(Error::Unauthenticated(
+                "handshake needs HTTP Basic credentials whose password is the server's token"
+                    .into(),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> MetadataMap {
+        let mut m = MetadataMap::new();
+        m.insert("authorization", value.parse().unwrap());
+        m
+    }
+
+    #[test]
+    fn bearer_and_basic() {
+        let auth = Auth::token("s3cret");
+        assert!(auth.check(&headers("Bearer s3cret")).is_ok());
+        assert!(auth.check(&headers("Bearer s3cre")).is_err());
+        assert!(auth.check(&MetadataMap::new()).is_err());
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("user:s3cret")
+        );
+        assert_eq!(
+            auth.handshake(&headers(&basic)).unwrap().as_deref(),
+            Some("Bearer s3cret")
+        );
+        let wrong = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("user:nope")
+        );
+        assert!(auth.handshake(&headers(&wrong)).is_err());
+        assert!(auth.handshake(&headers("Basic !!!")).is_err());
+        assert!(Auth::open().check(&MetadataMap::new()).is_ok());
+        assert_eq!(Auth::open().handshake(&MetadataMap::new()).unwrap(), None);
+    }
+}
