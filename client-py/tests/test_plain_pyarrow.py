@@ -103,3 +103,20 @@ def test_exchange_stateless_sweep_equals_preloaded(server) -> None:
     got = reader.read_all()
     writer.close()
     assert got.equals(want)
+
+
+def test_session_exchange(server) -> None:
+    client = flight.connect(server.uri)
+    close = np.random.default_rng(5).random(500) + 100
+    put(client, "sess", pa.table({"close": close}))
+    writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b'{"op": "session"}'))
+    assert reader.schema.names[:9] == ["combo", "half", "full", "sqrt", "p3", "p2", "p", "pnl", "trades"]
+    for lengths in ([6], [8, 30], [100]):
+        body = json.dumps({"dataset": "sess", "lengths": lengths}).encode()
+        writer.write_metadata(pa.py_buffer(body))
+        chunk = reader.read_chunk()
+        assert chunk.app_metadata.to_pybytes() == body
+        want = sweep(client, {"dataset": "sess", "lengths": lengths})
+        assert pa.Table.from_batches([chunk.data]).equals(want)
+    writer.done_writing()
+    writer.close()

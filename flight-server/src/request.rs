@@ -38,6 +38,9 @@ pub enum ExchangeCommand {
     Echo,
     /// Sweep the series streamed in this exchange; nothing is stored.
     Sweep(SweepSpec),
+    /// Extension: a long-lived stream of params-only sweeps of stored datasets, one request
+    /// per inbound message (a `sweep` body in its app_metadata), one result batch back each.
+    Session,
 }
 
 /// The JSON fields shared by a sweep action and a DoExchange sweep.
@@ -105,9 +108,17 @@ pub fn exchange_command(
             Ok(ExchangeCommand::Echo)
         }
         Some("echo") => Err(Error::invalid("`echo` takes no other fields")),
+        Some("session")
+            if body.lengths.is_none() && body.params.is_none() && body.fee.is_none() =>
+        {
+            Ok(ExchangeCommand::Session)
+        }
+        Some("session") => Err(Error::invalid(
+            "`session` takes no other fields; each message's app_metadata is a sweep body",
+        )),
         Some("sweep") => Ok(ExchangeCommand::Sweep(sweep_spec(body, max_combos)?)),
         Some(other) => Err(Error::invalid(format!(
-            "unknown op {other:?}; expected \"echo\" or \"sweep\""
+            "unknown op {other:?}; expected \"echo\", \"sweep\" or \"session\""
         ))),
         None => Err(Error::invalid(
             "DoExchange command needs `op`: \"echo\" or \"sweep\"",

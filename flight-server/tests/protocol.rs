@@ -324,3 +324,50 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
         .unwrap();
     assert_eq!(i64s(&b, "trades"), [57_029]);
 }
+
+#[tokio::test]
+async fn session_exchange_answers_each_request_in_order() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    let close = series(2_000);
+    put(&mut c, "s", vec![close_batch(&close)]).await.unwrap();
+    let bodies = [
+        json!({"dataset": "s", "lengths": [6]}),
+        json!({"dataset": "s", "lengths": [10, 20], "fee": 0.0}),
+    ];
+    let first = arrow_flight::FlightData::new()
+        .with_descriptor(FlightDescriptor::new_cmd(r#"{"op": "session"}"#));
+    let requests = bodies
+        .iter()
+        .map(|b| arrow_flight::FlightData::new().with_app_metadata(b.to_string()))
+        .collect::<Vec<_>>();
+    let inbound = futures::stream::iter(std::iter::once(first).chain(requests).map(Ok));
+    let replies: Vec<RecordBatch> = c
+        .do_exchange(inbound)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 2);
+    let want: Vec<f64> = [(6u32, 0.0009), (10, 0.0), (20, 0.0)]
+        .iter()
+        .map(|&(l, fee)| {
+            kernel_sweep(&close, &[Combo::from_length(l).unwrap()], fee).unwrap()[0].pnl
+        })
+        .collect();
+    let got: Vec<f64> = replies.iter().flat_map(|b| f64s(b, "pnl")).collect();
+    assert_eq!(got, want);
+
+    // A bad request ends the session with its code.
+    let first = arrow_flight::FlightData::new()
+        .with_descriptor(FlightDescriptor::new_cmd(r#"{"op": "session"}"#));
+    let bad = arrow_flight::FlightData::new()
+        .with_app_metadata(json!({"dataset": "nope", "lengths": [6]}).to_string());
+    let stream = c
+        .do_exchange(futures::stream::iter([Ok(first), Ok(bad)]))
+        .await
+        .unwrap();
+    let err = stream.try_collect::<Vec<_>>().await.unwrap_err();
+    assert_eq!(code(&err), tonic::Code::NotFound);
+}

@@ -1,10 +1,13 @@
-//! DoExchange: `echo` (every message back unchanged) and the stateless `sweep` (the series
-//! travels with the parameters; nothing is stored).
+//! DoExchange: `echo` (every message back unchanged), the stateless `sweep` (the series
+//! travels with the parameters; nothing is stored) and the `session` extension (many
+//! params-only sweeps on one open stream, without a gRPC call each).
 
 use std::sync::Arc;
 
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::{FlightData, FlightDescriptor};
+use arrow_flight::utils::batches_to_flight_data;
+use arrow_flight::{FlightData, FlightDescriptor, SchemaAsIpc};
+use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
@@ -12,8 +15,8 @@ use super::put::upload_limits;
 use super::{Inbound, State};
 use crate::compute::{self, Series};
 use crate::ingest::read_series;
-use crate::request::{ExchangeCommand, exchange_command};
-use crate::results::to_batch;
+use crate::request::{ExchangeCommand, exchange_command, sweep_request};
+use crate::results::{SCHEMA, to_batch};
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
@@ -24,6 +27,7 @@ pub(super) async fn exchange(
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     match exchange_command(descriptor, state.config.max_combos)? {
         ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
+        ExchangeCommand::Session => Ok(session(state, data)),
         ExchangeCommand::Sweep(spec) => {
             let series = read_series(data, upload_limits(state)).await?;
             let results = compute::run(
@@ -40,4 +44,36 @@ pub(super) async fn exchange(
             Ok(out.boxed())
         }
     }
+}
+
+/// The `session` exchange: the result schema first, then for each inbound message (its
+/// app_metadata a `sweep` body) one result batch, in order, carrying the same app_metadata so
+/// a client can match replies. A bad request ends the session with its error status.
+///
+/// The point is latency: a params-only call on an open stream costs one message each way,
+/// where a DoAction costs a whole gRPC call (headers, trailers, a new HTTP/2 stream).
+fn session(state: &State, data: Inbound) -> BoxStream<'static, Result<FlightData>> {
+    let schema = SchemaAsIpc::new(&SCHEMA, &IpcWriteOptions::default()).into();
+    let (store, sweeps, max_combos) = (
+        Arc::clone(&state.store),
+        Arc::clone(&state.sweeps),
+        state.config.max_combos,
+    );
+    let replies = data.map_err(Error::from).and_then(move |msg| {
+        let (store, sweeps) = (Arc::clone(&store), Arc::clone(&sweeps));
+        async move {
+            let req = sweep_request(&msg.app_metadata, max_combos)?;
+            let dataset = store.get(&req.dataset)?;
+            let results = compute::run(&sweeps, Series::Stored(store, dataset), &req.spec).await?;
+            let batch = to_batch(&req.spec.combos, &results)?;
+            let mut encoded = batches_to_flight_data(&SCHEMA, [&batch])?;
+            // [schema, batch]: the schema went out once, at the start of the session.
+            let mut reply = encoded
+                .pop()
+                .ok_or_else(|| Error::Internal("no batch encoded".into()))?;
+            reply.app_metadata = msg.app_metadata;
+            Ok(reply)
+        }
+    });
+    futures::stream::iter([Ok(schema)]).chain(replies).boxed()
 }
