@@ -25,6 +25,9 @@ step "fixture drift check"
 step "pytest"
 "$py" -m pytest -q client-py/tests
 
+step "docs/benchmarks.md is the rendering of docs/benchmarks.json"
+"$py" benches/study.py --check-doc
+
 step "benchmark smoke test (benches/study.py --quick: builds release, gates every result)"
 "$py" benches/study.py --quick > target/study-quick.log 2>&1 || { cat target/study-quick.log; exit 1; }
 tail -n 4 target/study-quick.log

@@ -31,7 +31,14 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let service = SweepFlightService::new(config.clone());
+    // Shutdown flows: the caller's future resolves -> the watch turns true -> open sessions
+    // end, and tonic stops accepting and waits for the calls in flight.
+    let (down_tx, down_rx) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = down_tx.send(true);
+    };
+    let service = SweepFlightService::with_shutdown(config.clone(), down_rx);
     let svc = FlightServiceServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);

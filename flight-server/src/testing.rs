@@ -91,6 +91,30 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Sends SIGTERM and waits up to `limit` for the process to exit; its status, or `None`
+    /// if it is still running (it is then killed on drop).
+    ///
+    /// # Panics
+    /// If `kill` cannot be run.
+    pub fn terminate(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -371,3 +371,45 @@ async fn session_exchange_answers_each_request_in_order() {
     let err = stream.try_collect::<Vec<_>>().await.unwrap_err();
     assert_eq!(code(&err), tonic::Code::NotFound);
 }
+
+#[tokio::test]
+async fn sigterm_ends_open_sessions_and_the_server_exits() {
+    let mut server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    put(&mut c, "s", vec![close_batch(&series(100))])
+        .await
+        .unwrap();
+    // The client keeps its side of the session open: requests come from a channel.
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tx.unbounded_send(Ok(arrow_flight::FlightData::new()
+        .with_descriptor(FlightDescriptor::new_cmd(r#"{"op": "session"}"#))))
+        .unwrap();
+    tx.unbounded_send(Ok(arrow_flight::FlightData::new()
+        .with_app_metadata(json!({"dataset": "s", "lengths": [6]}).to_string())))
+        .unwrap();
+    let mut replies = c.do_exchange(rx).await.unwrap();
+    let first = futures::StreamExt::next(&mut replies)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.num_rows(), 1);
+
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server
+            .process()
+            .terminate(std::time::Duration::from_secs(20));
+        drop(server);
+        status
+    })
+    .await
+    .unwrap();
+    let status = status.expect("the server exits on SIGTERM although a session is open");
+    assert!(status.success(), "{status:?}");
+    // The session ended cleanly from the client's side too.
+    assert!(
+        futures::StreamExt::next(&mut replies)
+            .await
+            .is_none_or(|r| r.is_err())
+    );
+    drop(tx);
+}

@@ -75,5 +75,8 @@ fn session(state: &State, data: Inbound) -> BoxStream<'static, Result<FlightData
             Ok(reply)
         }
     });
+    // A session could stay open forever; graceful shutdown waits for open streams, so a
+    // session ends (after its current request) when the server starts shutting down.
+    let replies = replies.take_until(state.shutting_down());
     futures::stream::iter([Ok(schema)]).chain(replies).boxed()
 }

@@ -40,6 +40,18 @@ pub struct State {
     pub sweeps: Arc<SweepCounters>,
     /// Who may call.
     pub auth: Auth,
+    /// Turns true when the server starts shutting down; long-lived streams end on it.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl State {
+    /// Resolves once shutdown has begun (never, if the server outlives the sender).
+    pub fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.clone();
+        async move {
+            let _ = rx.wait_for(|&down| down).await;
+        }
+    }
 }
 
 /// The sweepflight Flight service.
@@ -49,8 +61,16 @@ pub struct SweepFlightService {
 }
 
 impl SweepFlightService {
-    /// A service with an empty in-memory store.
+    /// A service with an empty in-memory store that never shuts down its long-lived streams.
     pub fn new(config: ServerConfig) -> Self {
+        Self::with_shutdown(config, tokio::sync::watch::channel(false).1)
+    }
+
+    /// A service whose long-lived streams (DoExchange sessions) end when `shutdown` turns true.
+    pub fn with_shutdown(
+        config: ServerConfig,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
         let store = Arc::new(DatasetStore::new(config.cache_bytes));
         Self {
             state: Arc::new(State {
@@ -58,6 +78,7 @@ impl SweepFlightService {
                 config,
                 store,
                 sweeps: Arc::default(),
+                shutdown,
             }),
         }
     }

@@ -27,6 +27,11 @@ impl TestServer {
         ))
     }
 
+    /// The process, for signals.
+    pub fn process(&mut self) -> &mut Process {
+        &mut self.0
+    }
+
     /// `grpc://127.0.0.1:PORT`.
     pub fn uri(&self) -> &str {
         &self.0.uri
