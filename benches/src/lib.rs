@@ -5,7 +5,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, ensure};
-use arrow_array::{Array, Float64Array};
+use arrow_array::{Array, Float64Array, RecordBatch};
+use arrow_schema::ArrowError;
 
 /// The committed paper series fixture (`kernel/testdata/paper-close.arrow`).
 pub fn paper_fixture_path() -> PathBuf {
@@ -18,9 +19,18 @@ pub fn paper_fixture_path() -> PathBuf {
 /// If the file cannot be read or has no float64 `close` column.
 pub fn read_close(path: &Path) -> anyhow::Result<Vec<f64>> {
     let file = File::open(path).with_context(|| format!("open {}", path.display()))?;
-    let reader = arrow_ipc::reader::FileReader::try_new(file, None)?;
+    closes(arrow_ipc::reader::FileReader::try_new(file, None)?)
+}
+
+/// The `close` column of a sequence of record batches, concatenated.
+///
+/// # Errors
+/// If a batch fails to read or has no non-null float64 `close` column.
+pub fn closes(
+    batches: impl IntoIterator<Item = Result<RecordBatch, ArrowError>>,
+) -> anyhow::Result<Vec<f64>> {
     let mut close = Vec::new();
-    for batch in reader {
+    for batch in batches {
         let batch = batch?;
         let col = batch.column_by_name("close").context("no `close` column")?;
         let col = col

@@ -84,35 +84,22 @@ async fn tls_with_a_token() {
     assert!(failed, "plain text must not talk to a TLS server");
 
     // The CLI with --tls-ca and the token from the environment.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweepflight"))
-        .args([
-            "--uri",
-            &server.uri,
-            "--tls-ca",
-            dir.path().join("ca.pem").to_str().unwrap(),
-            "ls",
-            "--output",
-            "csv",
-        ])
-        .env("SWEEPFLIGHT_TOKEN", "s3cret")
-        .output()
-        .unwrap();
+    let ca_path = dir.path().join("ca.pem");
+    let cli = |token: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sweepflight"))
+            .args(["--uri", &server.uri, "--tls-ca", ca_path.to_str().unwrap()])
+            .args(args)
+            .env("SWEEPFLIGHT_TOKEN", token)
+            .output()
+            .unwrap()
+    };
+    let out = cli("s3cret", &["ls", "--output", "csv"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("x,4,"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweepflight"))
-        .args([
-            "--uri",
-            &server.uri,
-            "--tls-ca",
-            dir.path().join("ca.pem").to_str().unwrap(),
-            "ls",
-        ])
-        .env("SWEEPFLIGHT_TOKEN", "wrong")
-        .output()
-        .unwrap();
+    let out = cli("wrong", &["ls"]);
     assert_eq!(out.status.code(), Some(5), "unauthenticated exit code");
 }

@@ -6,7 +6,6 @@
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use arrow_array::{Array, Float64Array};
 use arrow_flight::FlightDescriptor;
 use sweepflight_server::request::{ExchangeCommand, exchange_command};
 use sweepflight_server::results::to_batch;
@@ -27,17 +26,7 @@ fn main() -> anyhow::Result<()> {
     let ExchangeCommand::Sweep(spec) = exchange_command(Some(&descriptor), usize::MAX)? else {
         anyhow::bail!("not a sweep");
     };
-    let mut close = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        let col = batch.column_by_name("close").context("no close column")?;
-        let col = col
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .context("close is not float64")?;
-        anyhow::ensure!(col.null_count() == 0, "close has nulls");
-        close.extend_from_slice(col.values());
-    }
+    let close = sweepflight_benches::closes(reader)?;
     let results = sweepflight_kernel::sweep(&close, &spec.combos, spec.fee)?;
     let out = to_batch(&spec.combos, &results)?;
     let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
