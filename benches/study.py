@@ -124,7 +124,8 @@ class Proc:
 
 def flight_server(tmp: pathlib.Path, transport: str, *flags: str) -> Proc:
     where = ["--unix", str(tmp / f"sf-{time.monotonic_ns()}.sock")] if transport == "unix" else ["--listen", "127.0.0.1:0"]
-    return Proc(str(RELEASE / "sweepflight-server"), *where, *flags)
+    storage = [] if "--data-dir" in flags else ["--in-memory"]
+    return Proc(str(RELEASE / "sweepflight-server"), *where, *storage, *flags)
 
 
 def put(client: flight.FlightClient, name: str, table: pa.Table) -> dict:

@@ -47,7 +47,8 @@ def main() -> int:
         put = json.loads(reader.read().to_pybytes())
         writer.close()
         t_put = time.perf_counter() - t0
-        print(f"push: {put['rows']:,} bars ({put['bytes'] / 1e6:.1f} MB) in {t_put * 1e3:.1f} ms")
+        print(f"push: {put['rows']:,} bars ({put['bytes'] / 1e6:.1f} MB) in {t_put * 1e3:.1f} ms, "
+              f"stored durably as version {put['version']} (./sweepflight-data)")
 
         body = json.dumps({"dataset": "paper", "lengths": paper.lengths().tolist()}).encode()
         timings = []

@@ -28,8 +28,10 @@ class Server:
     """A running server process; `uri` is what it printed on its first stdout line."""
 
     def __init__(self, *args: str) -> None:
+        # Tests that do not ask for a data directory must not write one into the cwd.
+        storage = [] if "--data-dir" in args else ["--in-memory"]
         self.proc = subprocess.Popen(
-            [str(server_binary()), *args],
+            [str(server_binary()), *args, *storage],
             stdout=subprocess.PIPE,
             env={**os.environ, "RUST_LOG": "warn"},
             text=True,

@@ -1,5 +1,7 @@
 //! The library's configuration type, filled by the binary from its flags (or by tests).
 
+use std::path::PathBuf;
+
 /// Everything the service needs to know at start.
 #[derive(Clone, PartialEq)]
 pub struct ServerConfig {
@@ -11,6 +13,10 @@ pub struct ServerConfig {
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
     pub max_dataset_bytes: u64,
+    /// Most bytes all stored datasets together may hold.
+    pub max_total_bytes: u64,
+    /// Where datasets persist; `None` keeps them in memory only.
+    pub data_dir: Option<PathBuf>,
     /// When set, every call but Handshake must carry `authorization: Bearer <token>`.
     pub token: Option<String>,
     /// When set, serve grpc+tls with this certificate chain and key.
@@ -41,6 +47,10 @@ impl ServerConfig {
     pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
     /// 16 GiB per dataset.
     pub const DEFAULT_MAX_DATASET_BYTES: u64 = 16 << 30;
+    /// No limit on all datasets together beyond the machine's memory.
+    pub const DEFAULT_MAX_TOTAL_BYTES: u64 = u64::MAX;
+    /// Where the binary keeps datasets unless told otherwise.
+    pub const DEFAULT_DATA_DIR: &str = "sweepflight-data";
 }
 
 impl Default for ServerConfig {
@@ -50,6 +60,8 @@ impl Default for ServerConfig {
             max_combos: Self::DEFAULT_MAX_COMBOS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
+            max_total_bytes: Self::DEFAULT_MAX_TOTAL_BYTES,
+            data_dir: None,
             token: None,
             tls: None,
         }
@@ -64,6 +76,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_combos", &self.max_combos)
             .field("cache_bytes", &self.cache_bytes)
             .field("max_dataset_bytes", &self.max_dataset_bytes)
+            .field("max_total_bytes", &self.max_total_bytes)
+            .field("data_dir", &self.data_dir)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("tls", &self.tls.is_some())
             .finish()

@@ -46,6 +46,14 @@ pub enum Error {
     /// A verb this server does not implement.
     #[error("{0} is not supported by sweepflight")]
     Unimplemented(&'static str),
+    /// The data directory could not be read or written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the server was doing.
+        context: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A bug or an environment failure on the server side.
     #[error("internal error: {0}")]
     Internal(String),
@@ -55,6 +63,14 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Shorthand for [`Error::Io`].
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
     /// Shorthand for [`Error::InvalidArgument`].
     pub fn invalid(msg: impl Into<String>) -> Self {
         Self::InvalidArgument(msg.into())
@@ -92,7 +108,12 @@ impl From<Error> for tonic::Status {
             Error::ResourceExhausted(_) => Self::resource_exhausted(msg),
             Error::Unauthenticated(_) => Self::unauthenticated(msg),
             Error::Status(status) => *status,
-            Error::Internal(_) => Self::internal(msg),
+            // A full disk is a limit the caller can act on (drop datasets); other I/O
+            // failures are the server's.
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                Self::resource_exhausted(msg)
+            }
+            Error::Internal(_) | Error::Io { .. } => Self::internal(msg),
         }
     }
 }

@@ -47,6 +47,32 @@ where
     series.finish(&schema)
 }
 
+/// Builds a dataset from batches already in memory (a file read back at start), with the same
+/// checks as an upload.
+///
+/// # Errors
+/// As [`read_series`].
+pub fn assemble(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<NewDataset> {
+    let mut series = SeriesBuilder::new(UploadLimits {
+        max_bytes: u64::MAX,
+    });
+    for batch in batches {
+        series.push(batch)?;
+    }
+    series.finish(schema)
+}
+
+/// Bytes of Arrow data a batch holds. Counts only the rows it covers: a decoded message's
+/// columns share one body buffer, and stored batches share one close buffer, so per-array
+/// capacities would count the same memory many times over.
+pub fn batch_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+        .sum()
+}
+
 /// Accumulates validated batches and the contiguous close column.
 struct SeriesBuilder {
     limits: UploadLimits,
@@ -70,7 +96,7 @@ impl SeriesBuilder {
     }
 
     fn push(&mut self, batch: RecordBatch) -> Result<()> {
-        self.bytes += batch.get_array_memory_size() as u64;
+        self.bytes += batch_bytes(&batch);
         if self.bytes > self.limits.max_bytes {
             return Err(Error::ResourceExhausted(format!(
                 "dataset exceeds the server's limit of {} bytes (--max-dataset-bytes)",
@@ -113,8 +139,9 @@ impl SeriesBuilder {
                 offset += b.num_rows();
                 RecordBatch::try_new(Arc::clone(&schema), columns).map_err(Error::from)
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<_>>>()?;
         Ok(NewDataset {
+            bytes: batches.iter().map(batch_bytes).sum(),
             schema,
             batches,
             close,

@@ -3,7 +3,7 @@
 //! Researchers push a price series once (DoPut), then run parameter sweeps on it with small
 //! JSON actions and get every combo's PnL back as Arrow. This crate owns the wire contract v1
 //! (`docs/protocol.md`): the [`service`] that implements it, the [`store`] of datasets and its
-//! WMA cache, upload validation ([`ingest`]), request decoding ([`request`]), running the
+//! WMA cache (written through to the data directory by [`persist`]), upload validation ([`ingest`]), request decoding ([`request`]), running the
 //! kernel off the async runtime ([`compute`]), the result table ([`results`]) and [`serve`],
 //! which runs it all on a listener until a shutdown future resolves ([`uds`] lets gRPC-core
 //! clients in over Unix sockets).
@@ -13,6 +13,7 @@ pub mod compute;
 pub mod config;
 mod error;
 pub mod ingest;
+pub mod persist;
 pub mod request;
 pub mod results;
 mod serve;

@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use sweepflight_server::store::DatasetStore;
 use sweepflight_server::{Listener, ServerConfig, TlsFiles, serve};
 use tracing_subscriber::EnvFilter;
 
@@ -38,7 +40,15 @@ struct Cli {
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_DATASET_BYTES)]
     max_dataset_bytes: u64,
 
-    /// Keep datasets in memory only (currently the only mode: nothing is written to disk).
+    /// Most bytes all datasets together may hold (puts past it: RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_TOTAL_BYTES)]
+    max_total_bytes: u64,
+
+    /// Directory where datasets persist (created if missing; one server per directory).
+    #[arg(long, default_value = ServerConfig::DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+
+    /// Keep datasets in memory only: nothing is read from or written to disk.
     #[arg(long)]
     in_memory: bool,
 
@@ -49,6 +59,11 @@ struct Cli {
     /// Serve grpc+tls with this PEM certificate chain (needs --tls-key).
     #[arg(long, requires = "tls_key", conflicts_with = "unix")]
     tls_cert: Option<PathBuf>,
+
+    /// After SIGTERM/SIGINT, how long in-flight calls and open connections may take to finish
+    /// before the server exits anyway, in seconds.
+    #[arg(long, default_value_t = 30)]
+    shutdown_grace_secs: u64,
 
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
@@ -82,6 +97,8 @@ impl TryFrom<&Cli> for ServerConfig {
             max_combos: cli.max_combos,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
+            max_total_bytes: cli.max_total_bytes,
+            data_dir: (!cli.in_memory).then(|| cli.data_dir.clone()),
         })
     }
 }
@@ -96,16 +113,48 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     let config = ServerConfig::try_from(&cli)?;
+    let store = Arc::new(open_store(&config)?);
     let (listener, uri) = bind(&cli).await?;
     // The first stdout line is the contract with scripts and tests that start us on port 0.
     println!("sweepflight-server listening on {uri}");
     tracing::info!(%uri, ?config, "serving");
-    serve(listener, config, shutdown_signal()).await?;
+    // Graceful shutdown waits for clients to close their connections; one that never does
+    // must not keep the server up, so the grace period starts with the signal.
+    let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown_signal().await;
+        let _ = signalled_tx.send(true);
+    };
+    let grace = std::time::Duration::from_secs(cli.shutdown_grace_secs);
+    let deadline = async move {
+        let _ = signalled.wait_for(|&s| s).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        served = serve(listener, config, store, shutdown) => served?,
+        () = deadline => tracing::warn!(?grace, "calls still open after the grace period; exiting"),
+    }
     if let Some(path) = &cli.unix {
         let _ = std::fs::remove_file(path);
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the data directory before binding, so "listening" means every dataset is served.
+fn open_store(config: &ServerConfig) -> anyhow::Result<DatasetStore> {
+    let started = std::time::Instant::now();
+    let store = DatasetStore::open(config).context("open the data directory")?;
+    if let Some(dir) = &config.data_dir {
+        tracing::info!(
+            dir = %dir.display(),
+            datasets = store.list().len(),
+            bytes = store.total_bytes(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "loaded"
+        );
+    }
+    Ok(store)
 }
 
 async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {

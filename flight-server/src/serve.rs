@@ -1,6 +1,7 @@
 //! Running the service on a TCP or Unix listener until a shutdown future resolves.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use futures::{StreamExt, TryStreamExt};
@@ -9,6 +10,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::ServerConfig;
 use crate::service::SweepFlightService;
+use crate::store::DatasetStore;
 use crate::uds::AuthorityFix;
 
 /// Where to accept connections. Bind it before calling [`serve`] so that a caller that binds
@@ -21,14 +23,15 @@ pub enum Listener {
     Unix(tokio::net::UnixListener),
 }
 
-/// Serves the Flight service on `listener` until `shutdown` resolves, then stops accepting,
-/// lets in-flight calls finish and returns.
+/// Serves the Flight service over `store` (see [`DatasetStore::open`]) on `listener` until
+/// `shutdown` resolves, then stops accepting, lets in-flight calls finish and returns.
 ///
 /// # Errors
 /// If the transport fails.
 pub async fn serve(
     listener: Listener,
     config: ServerConfig,
+    store: Arc<DatasetStore>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     // Shutdown flows: the caller's future resolves -> the watch turns true -> open sessions
@@ -38,7 +41,7 @@ pub async fn serve(
         shutdown.await;
         let _ = down_tx.send(true);
     };
-    let service = SweepFlightService::with_shutdown(config.clone(), down_rx);
+    let service = SweepFlightService::with_shutdown(config.clone(), store, down_rx);
     let svc = FlightServiceServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);

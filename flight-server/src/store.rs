@@ -1,13 +1,15 @@
-//! The dataset store: named price series held in memory, versioned, replaced atomically, and
-//! the cache of WMA arrays computed over them.
+//! The dataset store: named price series held in memory, versioned, replaced atomically,
+//! written through to the data directory when there is one, and the cache of WMA arrays
+//! computed over them.
 //!
 //! Handlers never touch the map: they [`DatasetStore::get`] an `Arc<Dataset>` (a snapshot that
 //! stays valid while a sweep runs, even if the name is replaced or dropped meanwhile) and
-//! [`DatasetStore::insert`] / [`DatasetStore::remove`] whole datasets.
+//! [`DatasetStore::put`] / [`DatasetStore::remove`] whole datasets.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -15,7 +17,8 @@ use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
 use sweepflight_kernel::WmaStore;
 
-use crate::{Error, Result};
+use crate::persist::{DataDir, Staged};
+use crate::{Error, Result, ServerConfig};
 
 /// Longest dataset name the contract allows.
 pub const MAX_NAME_LEN: usize = 128;
@@ -58,8 +61,10 @@ pub struct Dataset {
     pub batches: Vec<RecordBatch>,
     /// The close column, contiguous.
     pub close: arrow_array::Float64Array,
-    /// In-memory size of the batches, in bytes.
+    /// Bytes of Arrow data in the batches.
     pub bytes: u64,
+    /// Its committed file in the data directory, when there is one.
+    pub file: Option<PathBuf>,
 }
 
 impl Dataset {
@@ -82,6 +87,8 @@ pub struct NewDataset {
     pub batches: Vec<RecordBatch>,
     /// The close column, contiguous.
     pub close: arrow_array::Float64Array,
+    /// Bytes of Arrow data in the batches.
+    pub bytes: u64,
 }
 
 type WmaKey = (u64, u32);
@@ -92,6 +99,11 @@ pub struct DatasetStore {
     datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
     next_id: AtomicU64,
     wmas: Cache<WmaKey, Arc<[f64]>>,
+    disk: Option<DataDir>,
+    max_total_bytes: u64,
+    // Held while a put or drop changes the files and the map, so the two always agree and
+    // versions are handed out in commit order. Never held during a big write.
+    commits: Mutex<()>,
 }
 
 impl std::fmt::Debug for DatasetStore {
@@ -99,12 +111,14 @@ impl std::fmt::Debug for DatasetStore {
         f.debug_struct("DatasetStore")
             .field("datasets", &self.list().len())
             .field("cached_wmas", &self.wmas.entry_count())
+            .field("persistent", &self.disk.is_some())
             .finish()
     }
 }
 
 impl DatasetStore {
-    /// An empty store whose WMA cache holds at most `cache_bytes` (least recently used first out).
+    /// An empty in-memory store whose WMA cache holds at most `cache_bytes` (least recently
+    /// used first out).
     pub fn new(cache_bytes: u64) -> Self {
         let wmas = Cache::builder()
             .max_capacity(cache_bytes)
@@ -118,7 +132,33 @@ impl DatasetStore {
             datasets: RwLock::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             wmas,
+            disk: None,
+            max_total_bytes: u64::MAX,
+            commits: Mutex::new(()),
         }
+    }
+
+    /// The store `config` asks for: in memory, or backed by its data directory with every
+    /// dataset found there loaded (blocking; call it before serving).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the data directory cannot be opened or is in use.
+    pub fn open(config: &ServerConfig) -> Result<Self> {
+        let mut store = Self::new(config.cache_bytes);
+        store.max_total_bytes = config.max_total_bytes;
+        let Some(root) = &config.data_dir else {
+            return Ok(store);
+        };
+        let (disk, recovered) = DataDir::open(root)?;
+        {
+            let mut map = store.write();
+            for r in recovered {
+                let d = store.make_dataset(&r.name, r.version, r.dataset, Some(r.file));
+                map.insert(r.name, Arc::new(d));
+            }
+        }
+        store.disk = Some(disk);
+        Ok(store)
     }
 
     /// The dataset called `name`.
@@ -137,44 +177,120 @@ impl DatasetStore {
         self.read().values().cloned().collect()
     }
 
+    /// Bytes of Arrow data held by all datasets.
+    pub fn total_bytes(&self) -> u64 {
+        self.read().values().map(|d| d.bytes).sum()
+    }
+
     /// Stores `new` under `name`, replacing any dataset of that name in one step; returns it.
-    pub fn insert(&self, name: &str, new: NewDataset) -> Arc<Dataset> {
-        let bytes = new
-            .batches
-            .iter()
-            .map(|b| b.get_array_memory_size() as u64)
-            .sum();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.write();
-        let version = map.get(name).map_or(1, |old| old.version + 1);
-        let dataset = Arc::new(Dataset {
+    /// With a data directory the dataset is on disk (fsynced) before this returns.
+    ///
+    /// # Errors
+    /// [`Error::ResourceExhausted`] past `--max-total-bytes`, [`Error::Io`] if it cannot be
+    /// written; either way nothing is stored and the old version stays.
+    pub async fn put(self: &Arc<Self>, name: &str, new: NewDataset) -> Result<Arc<Dataset>> {
+        // Fail fast, before writing gigabytes that could not be kept anyway.
+        self.check_total(name, new.bytes)?;
+        if self.disk.is_none() {
+            return self.commit(name, new, None);
+        }
+        let this = Arc::clone(self);
+        let name = name.to_owned();
+        blocking(move || {
+            let staged = this.disk.as_ref().map(|d| d.stage(&new)).transpose()?;
+            this.commit(&name, new, staged)
+        })
+        .await
+    }
+
+    /// Removes `name` (and its file, durably). Sweeps already holding it finish on their
+    /// snapshot.
+    ///
+    /// # Errors
+    /// [`Error::DatasetNotFound`], or [`Error::Io`] if the file cannot be deleted (the
+    /// dataset then stays).
+    pub async fn remove(self: &Arc<Self>, name: &str) -> Result<Arc<Dataset>> {
+        let this = Arc::clone(self);
+        let name = name.to_owned();
+        let remove = move || {
+            let _commit = this.commit_lock();
+            let old = this.get(&name)?;
+            if let (Some(disk), Some(file)) = (&this.disk, &old.file) {
+                disk.delete(file)?;
+            }
+            this.write().remove(&name);
+            this.forget_wmas(old.id);
+            Ok(old)
+        };
+        if self.disk.is_none() {
+            return remove();
+        }
+        blocking(remove).await
+    }
+
+    fn commit(&self, name: &str, new: NewDataset, staged: Option<Staged>) -> Result<Arc<Dataset>> {
+        let _commit = self.commit_lock();
+        // Again under the lock: other puts may have committed while this one was writing.
+        self.check_total(name, new.bytes)?;
+        let version = self.read().get(name).map_or(1, |old| old.version + 1);
+        let file = match (&self.disk, staged) {
+            (Some(disk), Some(staged)) => Some(disk.commit(staged, name, version)?),
+            _ => None,
+        };
+        let dataset = Arc::new(self.make_dataset(name, version, new, file));
+        let old = self.write().insert(name.to_owned(), Arc::clone(&dataset));
+        if let Some(old) = old {
+            self.forget_wmas(old.id);
+            if let (Some(disk), Some(file)) = (&self.disk, &old.file)
+                && let Err(e) = disk.delete(file)
+            {
+                // Harmless: the next start keeps the newest version and removes this one.
+                tracing::warn!(error = %e, "cannot remove a replaced version");
+            }
+        }
+        Ok(dataset)
+    }
+
+    fn make_dataset(
+        &self,
+        name: &str,
+        version: u64,
+        new: NewDataset,
+        file: Option<PathBuf>,
+    ) -> Dataset {
+        Dataset {
             name: name.to_owned(),
             version,
-            id,
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
             schema: new.schema,
             batches: new.batches,
             close: new.close,
-            bytes,
-        });
-        let old = map.insert(name.to_owned(), Arc::clone(&dataset));
-        drop(map);
-        if let Some(old) = old {
-            self.forget_wmas(old.id);
+            bytes: new.bytes,
+            file,
         }
-        dataset
     }
 
-    /// Removes `name`. Sweeps already holding it finish on their snapshot.
-    ///
-    /// # Errors
-    /// [`Error::DatasetNotFound`].
-    pub fn remove(&self, name: &str) -> Result<Arc<Dataset>> {
-        let old = self
-            .write()
-            .remove(name)
-            .ok_or_else(|| Error::DatasetNotFound(name.to_owned()))?;
-        self.forget_wmas(old.id);
-        Ok(old)
+    fn check_total(&self, name: &str, bytes: u64) -> Result<()> {
+        let map = self.read();
+        let others: u64 = map
+            .iter()
+            .filter(|(n, _)| n.as_str() != name)
+            .map(|(_, d)| d.bytes)
+            .sum();
+        if others.saturating_add(bytes) > self.max_total_bytes {
+            return Err(Error::ResourceExhausted(format!(
+                "storing `{name}` ({bytes} bytes) next to the other datasets ({others} bytes) \
+                 would pass the server's limit of {} bytes (--max-total-bytes); drop a dataset \
+                 or raise the limit",
+                self.max_total_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn commit_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The guarded state lives in the map and on disk; a poisoned lock guards nothing.
+        self.commits.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The WMA cache view for one dataset, to hand to the kernel.
@@ -205,6 +321,13 @@ impl DatasetStore {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Dataset>>> {
         self.datasets.write().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Runs blocking file work on tokio's blocking pool (never on a runtime worker).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("storage task failed: {e}")))?
 }
 
 /// The slice of the WMA cache that belongs to one dataset upload.

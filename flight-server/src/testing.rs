@@ -1,5 +1,5 @@
 //! Test support (feature `testing`): the real `sweepflight-server` binary on 127.0.0.1 port 0
-//! or a Unix socket, killed when dropped. Used by this crate's and the clients' integration
+//! or a Unix socket (in memory unless the flags name a `--data-dir`), killed when dropped. Used by this crate's and the clients' integration
 //! tests, so every test talks to the same binary users run.
 
 use std::io::{BufRead, BufReader};
@@ -33,8 +33,15 @@ impl TestServer {
     }
 
     fn spawn(binary: &Path, args: &[&str]) -> Self {
+        // Tests that do not ask for a data directory must not write one into the cwd.
+        let storage: &[&str] = if args.contains(&"--data-dir") {
+            &[]
+        } else {
+            &["--in-memory"]
+        };
         let mut child = Command::new(binary)
             .args(args)
+            .args(storage)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -112,6 +119,17 @@ impl TestServer {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         None
+    }
+}
+
+impl TestServer {
+    /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
+    ///
+    /// # Panics
+    /// If the process cannot be signalled.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL the server");
+        let _ = self.child.wait();
     }
 }
 

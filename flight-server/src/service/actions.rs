@@ -42,7 +42,7 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
     let bodies = match action.r#type.as_str() {
         "sweep" => sweep(state, &action.body).await?,
         "echo" => vec![action.body],
-        "drop" => vec![drop(state, &action.body)?],
+        "drop" => vec![drop(state, &action.body).await?],
         "stats" => vec![stats(state)],
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
@@ -65,11 +65,11 @@ async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
     ipc_stream_bodies(&to_batch(&req.spec.combos, &results)?, MAX_RESULT_BODY)
 }
 
-fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
+async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
     let name = std::str::from_utf8(body)
         .map_err(|_| Error::invalid("drop body must be a UTF-8 dataset name"))?;
     validate_name(name)?;
-    let old = state.store.remove(name)?;
+    let old = state.store.remove(name).await?;
     tracing::info!(dataset = name, version = old.version, "dropped");
     Ok(serde_json::json!({"dataset": name, "version": old.version})
         .to_string()
@@ -80,7 +80,8 @@ fn stats(state: &State) -> Bytes {
     let datasets = state.store.list();
     serde_json::json!({
         "datasets": datasets.len(),
-        "dataset_bytes": datasets.iter().map(|d| d.bytes).sum::<u64>(),
+        "dataset_bytes": state.store.total_bytes(),
+        "persistent": state.config.data_dir.is_some(),
         "cache_bytes": state.store.cache_bytes(),
         "sweeps_running": state.sweeps.running(),
         "sweeps_completed": state.sweeps.completed(),

@@ -61,17 +61,18 @@ pub struct SweepFlightService {
 }
 
 impl SweepFlightService {
-    /// A service with an empty in-memory store that never shuts down its long-lived streams.
-    pub fn new(config: ServerConfig) -> Self {
-        Self::with_shutdown(config, tokio::sync::watch::channel(false).1)
+    /// A service over `store` that never shuts down its long-lived streams.
+    pub fn new(config: ServerConfig, store: Arc<DatasetStore>) -> Self {
+        Self::with_shutdown(config, store, tokio::sync::watch::channel(false).1)
     }
 
-    /// A service whose long-lived streams (DoExchange sessions) end when `shutdown` turns true.
+    /// A service over `store` whose long-lived streams (DoExchange sessions) end when
+    /// `shutdown` turns true.
     pub fn with_shutdown(
         config: ServerConfig,
+        store: Arc<DatasetStore>,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        let store = Arc::new(DatasetStore::new(config.cache_bytes));
         Self {
             state: Arc::new(State {
                 auth: config.token.as_deref().map_or_else(Auth::open, Auth::token),

@@ -19,7 +19,7 @@ pub(super) async fn put(
     let name = dataset_path(descriptor)?;
     let started = std::time::Instant::now();
     let series = read_series(data, upload_limits(state)).await?;
-    let d = state.store.insert(&name, series);
+    let d = state.store.put(&name, series).await?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(dataset = %name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
     let metadata = serde_json::json!({

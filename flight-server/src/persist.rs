@@ -1,0 +1,469 @@
+//! Durable datasets: one Arrow IPC file per dataset under `--data-dir`, written so that a crash
+//! at any instant leaves the old or the new version on disk, never a mix or a torn file.
+//!
+//! ```text
+//! DIR/LOCK                                   locked while a server uses DIR
+//! DIR/datasets/NAME.vVERSION.CRC.arrow       committed datasets (CRC: crc32c of the file, hex)
+//! DIR/tmp/                                   uploads being written; emptied at start
+//! DIR/quarantine/                            files that failed their checksum or decoding
+//! ```
+//!
+//! A put writes `tmp/ID.arrow` while computing its checksum, fsyncs it, renames it into
+//! `datasets/` under its final name and fsyncs that directory: the rename is the commit point,
+//! and it happens before the PutResult is sent. Because the checksum is part of the name, one
+//! rename publishes file and checksum together. The store then removes the version it
+//! replaced; a crash before that leaves two versions, and the next start keeps the newest.
+//!
+//! At start every file is read back, checked against its checksum and validated like an
+//! upload; one that fails is moved to `quarantine/` with a warning instead of stopping the
+//! server. Everything here is blocking I/O: callers run it off the async runtime.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::FileDecoder;
+use arrow_ipc::writer::FileWriter;
+use rayon::prelude::*;
+
+use crate::ingest::assemble;
+use crate::store::NewDataset;
+use crate::{Error, Result};
+
+const DATASETS: &str = "datasets";
+const TMP: &str = "tmp";
+const QUARANTINE: &str = "quarantine";
+const EXT: &str = ".arrow";
+
+/// A dataset read back from disk at start.
+#[derive(Debug)]
+pub struct Recovered {
+    /// Its name.
+    pub name: String,
+    /// The version it had when it was written.
+    pub version: u64,
+    /// Its file under `datasets/`.
+    pub file: PathBuf,
+    /// The data, validated.
+    pub dataset: NewDataset,
+}
+
+/// An upload written to `tmp/` and fsynced, not yet committed. Dropping it deletes the file.
+#[derive(Debug)]
+pub struct Staged {
+    path: PathBuf,
+    crc: u32,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        // Already renamed away on commit; otherwise the upload failed and its file must go.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// The data directory of a running server (held locked until dropped).
+#[derive(Debug)]
+pub struct DataDir {
+    datasets: PathBuf,
+    tmp: PathBuf,
+    quarantine: PathBuf,
+    next_tmp: AtomicU64,
+    _lock: File,
+}
+
+impl DataDir {
+    /// Opens (creating if needed) and locks `root`, empties its `tmp/`, and reads back every
+    /// committed dataset, quarantining the ones that fail their checks.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the directory cannot be created, locked or listed; a single bad
+    /// dataset file is not an error.
+    pub fn open(root: &Path) -> Result<(Self, Vec<Recovered>)> {
+        let dir = |name: &str| {
+            let p = root.join(name);
+            fs::create_dir_all(&p).map_err(|e| Error::io(format!("create {}", p.display()), e))?;
+            Ok::<_, Error>(p)
+        };
+        let (datasets, tmp, quarantine) = (dir(DATASETS)?, dir(TMP)?, dir(QUARANTINE)?);
+        let lock_path = root.join("LOCK");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(format!("open {}", lock_path.display()), e))?;
+        lock.try_lock().map_err(|e| match e {
+            fs::TryLockError::WouldBlock => Error::Io {
+                context: format!("{} is in use by another sweepflight-server", root.display()),
+                source: io::Error::from(io::ErrorKind::WouldBlock),
+            },
+            fs::TryLockError::Error(e) => Error::io(format!("lock {}", lock_path.display()), e),
+        })?;
+        sync_dir(root)?;
+        let me = Self {
+            datasets,
+            tmp,
+            quarantine,
+            next_tmp: AtomicU64::new(0),
+            _lock: lock,
+        };
+        me.clear_tmp()?;
+        let recovered = me.recover()?;
+        Ok((me, recovered))
+    }
+
+    /// Writes `dataset` to a new file in `tmp/` and fsyncs it. The expensive half of a put,
+    /// done before the store's commit lock is taken.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (disk full, permissions) or [`Error::Arrow`].
+    pub fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
+        let id = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        // The guard exists before the file does: any error below deletes it.
+        let mut staged = Staged {
+            path: self.tmp.join(format!("{id}{EXT}")),
+            crc: 0,
+        };
+        let file = File::create(&staged.path)
+            .map_err(|e| Error::io(format!("create {}", staged.path.display()), e))?;
+        let sink = BufWriter::with_capacity(
+            4 << 20,
+            CrcWriter {
+                inner: file,
+                crc: 0,
+            },
+        );
+        let mut writer = FileWriter::try_new(sink, &dataset.schema)?;
+        for batch in &dataset.batches {
+            writer.write(batch)?;
+        }
+        writer.finish()?;
+        let sink = writer
+            .into_inner()?
+            .into_inner()
+            .map_err(|e| Error::io("flush dataset file", e.into_error()))?;
+        sink.inner
+            .sync_all()
+            .map_err(|e| Error::io(format!("fsync {}", staged.path.display()), e))?;
+        staged.crc = sink.crc;
+        Ok(staged)
+    }
+
+    /// Renames `staged` to its final name for (`name`, `version`) and fsyncs `datasets/`:
+    /// from here on the dataset survives a crash. Returns the committed file's path.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; the staged file is then deleted and nothing is committed.
+    pub fn commit(&self, staged: Staged, name: &str, version: u64) -> Result<PathBuf> {
+        let path = self.datasets.join(file_name(name, version, staged.crc));
+        fs::rename(&staged.path, &path)
+            .map_err(|e| Error::io(format!("rename into {}", path.display()), e))?;
+        sync_dir(&self.datasets)?;
+        // Renamed away: the drop guard has nothing left to delete.
+        drop(staged);
+        Ok(path)
+    }
+
+    /// Deletes a committed file durably (a drop, or the version a put replaced).
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn delete(&self, file: &Path) -> Result<()> {
+        match fs::remove_file(file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("delete {}", file.display()), e)),
+        }
+        sync_dir(&self.datasets)
+    }
+
+    fn clear_tmp(&self) -> Result<()> {
+        for entry in read_dir(&self.tmp)? {
+            let path = entry.path();
+            tracing::info!(file = %path.display(), "removing an unfinished upload");
+            fs::remove_file(&path)
+                .map_err(|e| Error::io(format!("remove {}", path.display()), e))?;
+        }
+        Ok(())
+    }
+
+    /// Reads every committed file back. For each name the newest readable version wins; older
+    /// ones (left by a crash between commit and cleanup) are deleted, bad ones quarantined.
+    fn recover(&self) -> Result<Vec<Recovered>> {
+        let mut files: Vec<(String, u64, u32, PathBuf)> = Vec::new();
+        for entry in read_dir(&self.datasets)? {
+            let path = entry.path();
+            match path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(parse_file_name)
+            {
+                Some((name, version, crc)) => files.push((name.to_owned(), version, crc, path)),
+                None => self.quarantine(&path, "not a dataset file name"),
+            }
+        }
+        // Newest version of each name first.
+        files.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut by_name: Vec<Vec<(String, u64, u32, PathBuf)>> = Vec::new();
+        for f in files {
+            match by_name.last_mut() {
+                Some(group) if group[0].0 == f.0 => group.push(f),
+                _ => by_name.push(vec![f]),
+            }
+        }
+        let recovered = by_name
+            .into_par_iter()
+            .filter_map(|group| self.recover_name(group))
+            .collect::<Vec<_>>();
+        sync_dir(&self.datasets)?;
+        Ok(recovered)
+    }
+
+    fn recover_name(&self, versions: Vec<(String, u64, u32, PathBuf)>) -> Option<Recovered> {
+        let mut found = None;
+        for (name, version, crc, path) in versions {
+            if found.is_some() {
+                tracing::info!(file = %path.display(), "removing a replaced version");
+                if let Err(e) = fs::remove_file(&path) {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot remove");
+                }
+                continue;
+            }
+            match read_dataset(&path, crc) {
+                Ok(dataset) => {
+                    found = Some(Recovered {
+                        name,
+                        version,
+                        file: path,
+                        dataset,
+                    });
+                }
+                Err(e) => self.quarantine(&path, &e.to_string()),
+            }
+        }
+        found
+    }
+
+    fn quarantine(&self, path: &Path, why: &str) {
+        let Some(file) = path.file_name() else { return };
+        let to = self.quarantine.join(file);
+        tracing::warn!(file = %path.display(), to = %to.display(), reason = why, "quarantined");
+        if let Err(e) = fs::rename(path, &to) {
+            tracing::warn!(file = %path.display(), error = %e, "cannot quarantine; left in place");
+        }
+    }
+}
+
+/// `NAME.vVERSION.CRC.arrow`. Names may contain dots, so the fields are taken from the right.
+fn file_name(name: &str, version: u64, crc: u32) -> String {
+    format!("{name}.v{version}.{crc:08x}{EXT}")
+}
+
+fn parse_file_name(file: &str) -> Option<(&str, u64, u32)> {
+    let stem = file.strip_suffix(EXT)?;
+    let (rest, crc) = stem.rsplit_once('.')?;
+    let (name, version) = rest.rsplit_once(".v")?;
+    if crc.len() != 8 || version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    crate::store::validate_name(name).ok()?;
+    Some((
+        name,
+        version.parse().ok()?,
+        u32::from_str_radix(crc, 16).ok()?,
+    ))
+}
+
+/// Reads a committed file whole, checks its checksum, decodes it without copying and
+/// validates it like an upload.
+fn read_dataset(path: &Path, crc: u32) -> Result<NewDataset> {
+    let bytes = fs::read(path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+    let actual = crc32c::crc32c(&bytes);
+    if actual != crc {
+        return Err(Error::Internal(format!(
+            "checksum mismatch: file has crc32c {actual:08x}, its name says {crc:08x}"
+        )));
+    }
+    let (schema, batches) = decode_ipc_file(Buffer::from_vec(bytes))?;
+    assemble(&schema, batches)
+}
+
+fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBatch>)> {
+    let corrupt = |what: &str| Error::Internal(format!("not a complete Arrow IPC file: {what}"));
+    let trailer_start = buf
+        .len()
+        .checked_sub(10)
+        .ok_or_else(|| corrupt("too short"))?;
+    let trailer: [u8; 10] = buf[trailer_start..]
+        .try_into()
+        .map_err(|_| corrupt("trailer"))?;
+    let footer_len = arrow_ipc::reader::read_footer_length(trailer)?;
+    let footer_start = trailer_start
+        .checked_sub(footer_len)
+        .ok_or_else(|| corrupt("footer length"))?;
+    let footer = arrow_ipc::root_as_footer(&buf[footer_start..trailer_start])
+        .map_err(|e| corrupt(&format!("footer: {e}")))?;
+    let schema = Arc::new(arrow_ipc::convert::try_fb_to_schema(
+        footer.schema().ok_or_else(|| corrupt("no schema"))?,
+    )?);
+    let decoder = FileDecoder::new(Arc::clone(&schema), footer.version());
+    let mut batches = Vec::new();
+    for block in footer.recordBatches().iter().flatten() {
+        let start = usize::try_from(block.offset()).map_err(|_| corrupt("block offset"))?;
+        let len = usize::try_from(block.bodyLength())
+            .ok()
+            .zip(usize::try_from(block.metaDataLength()).ok())
+            .map(|(b, m)| b + m)
+            .filter(|&len| {
+                start
+                    .checked_add(len)
+                    .is_some_and(|end| end <= footer_start)
+            })
+            .ok_or_else(|| corrupt("block out of range"))?;
+        if let Some(batch) = decoder.read_record_batch(block, &buf.slice_with_length(start, len))? {
+            batches.push(batch);
+        }
+    }
+    Ok((schema, batches))
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    fs::read_dir(dir)
+        .and_then(|it| it.collect::<io::Result<Vec<_>>>())
+        .map_err(|e| Error::io(format!("list {}", dir.display()), e))
+}
+
+/// Makes a directory's entries (renames, deletions) durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("fsync {}", dir.display()), e))
+}
+
+/// Passes writes through, keeping the crc32c of everything written.
+struct CrcWriter<W> {
+    inner: W,
+    crc: u32,
+}
+
+impl<W: Write> Write for CrcWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, Float64Array, Int64Array};
+
+    fn series(closes: &[f64]) -> NewDataset {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "t",
+                Arc::new(Int64Array::from_iter_values(0..closes.len() as i64)) as ArrayRef,
+            ),
+            (
+                "close",
+                Arc::new(Float64Array::from(closes.to_vec())) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        assemble(
+            &batch.schema(),
+            vec![batch.slice(0, 1), batch.slice(1, closes.len() - 1)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn file_names_round_trip() {
+        for (name, v, crc) in [("paper", 1, 0xdead_beef), ("a.v3", 12, 0), ("..", 7, 1)] {
+            let f = file_name(name, v, crc);
+            assert_eq!(parse_file_name(&f), Some((name, v, crc)), "{f}");
+        }
+        for bad in [
+            "x.arrow",
+            "x.v1.arrow",
+            "x.vA.00000000.arrow",
+            "x.v1.0000.arrow",
+            "a b.v1.00000000.arrow",
+        ] {
+            assert_eq!(parse_file_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn write_commit_read_back() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, found) = DataDir::open(root.path()).unwrap();
+        assert!(found.is_empty());
+        let staged = dir.stage(&series(&[1.0, 2.0, 3.0])).unwrap();
+        let tmp = staged.path.clone();
+        let committed = dir.commit(staged, "p", 4).unwrap();
+        assert!(!tmp.exists());
+        // A newer version committed without the older one being cleaned up (a crash between).
+        let newer = dir.stage(&series(&[5.0, 6.0])).unwrap();
+        dir.commit(newer, "p", 5).unwrap();
+        // An upload that never committed.
+        let unfinished = dir.stage(&series(&[9.0, 9.0])).unwrap();
+        std::mem::forget(unfinished);
+        drop(dir);
+        let (_dir, found) = DataDir::open(root.path()).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].name.as_str(), found[0].version), ("p", 5));
+        assert_eq!(found[0].dataset.close.values().as_ref(), &[5.0, 6.0]);
+        assert!(!committed.exists(), "the replaced version is removed");
+        assert_eq!(read_dir(&root.path().join(TMP)).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn corrupt_and_foreign_files_are_quarantined() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, _) = DataDir::open(root.path()).unwrap();
+        let good = dir
+            .commit(dir.stage(&series(&[1.0, 2.0])).unwrap(), "good", 1)
+            .unwrap();
+        let bad = dir
+            .commit(dir.stage(&series(&[1.0, 2.0])).unwrap(), "bad", 1)
+            .unwrap();
+        let older = dir
+            .commit(dir.stage(&series(&[3.0, 4.0])).unwrap(), "bad", 0)
+            .unwrap();
+        let mut bytes = fs::read(&bad).unwrap();
+        bytes.truncate(bytes.len() / 2);
+        fs::write(&bad, bytes).unwrap();
+        fs::write(root.path().join(DATASETS).join("notes.txt"), "hi").unwrap();
+        drop(dir);
+        let (_dir, mut found) = DataDir::open(root.path()).unwrap();
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        let names: Vec<_> = found.iter().map(|r| (r.name.as_str(), r.version)).collect();
+        // The torn newest version is quarantined; the older intact one is served.
+        assert_eq!(names, [("bad", 0), ("good", 1)]);
+        assert!(good.exists() && older.exists() && !bad.exists());
+        let q: Vec<_> = read_dir(&root.path().join(QUARANTINE))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(q.len(), 2, "{q:?}");
+    }
+
+    #[test]
+    fn one_server_per_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let (_held, _) = DataDir::open(root.path()).unwrap();
+        let e = DataDir::open(root.path()).unwrap_err();
+        assert!(e.to_string().contains("in use"), "{e}");
+    }
+}
