@@ -73,6 +73,51 @@ pub fn batch_bytes(batch: &RecordBatch) -> u64 {
         .sum()
 }
 
+/// Checks that an inbound IPC message's body holds every buffer its header points at.
+///
+/// arrow-ipc's decoder trusts those offsets and panics on a body shorter than its header
+/// claims (a truncated or hostile message), so every inbound message passes here first.
+///
+/// # Errors
+/// [`FlightError::DecodeError`] naming what is out of bounds.
+pub fn check_ipc_bounds(msg: &FlightData) -> std::result::Result<(), FlightError> {
+    if msg.data_header.is_empty() {
+        return Ok(());
+    }
+    let bad = |what: String| FlightError::DecodeError(format!("malformed IPC message: {what}"));
+    let message = arrow_ipc::root_as_message(&msg.data_header).map_err(|e| bad(e.to_string()))?;
+    let batch = match message.header_type() {
+        arrow_ipc::MessageHeader::RecordBatch => message.header_as_record_batch(),
+        arrow_ipc::MessageHeader::DictionaryBatch => {
+            message.header_as_dictionary_batch().and_then(|d| d.data())
+        }
+        _ => return Ok(()),
+    }
+    .ok_or_else(|| bad("header without its record batch".into()))?;
+    let body = msg.data_body.len() as i64;
+    if !(0..=body).contains(&message.bodyLength()) {
+        return Err(bad(format!(
+            "the header announces a {}-byte body; {body} bytes arrived",
+            message.bodyLength()
+        )));
+    }
+    for (i, b) in batch.buffers().iter().flatten().enumerate() {
+        let fits = b.offset() >= 0
+            && b.length() >= 0
+            && b.offset()
+                .checked_add(b.length())
+                .is_some_and(|end| end <= body);
+        if !fits {
+            return Err(bad(format!(
+                "buffer {i} spans bytes {}..+{} of a {body}-byte body",
+                b.offset(),
+                b.length()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Accumulates validated batches and the contiguous close column.
 struct SeriesBuilder {
     limits: UploadLimits,

@@ -26,6 +26,7 @@ use tracing::instrument;
 
 use crate::auth::Auth;
 use crate::compute::SweepCounters;
+use crate::ingest::check_ipc_bounds;
 use crate::store::DatasetStore;
 use crate::{Error, ServerConfig};
 
@@ -95,7 +96,7 @@ type Stream_<T> = BoxStream<'static, Result<T, Status>>;
 /// A client's stream of Flight data, as arrow-flight's decoder wants it.
 type Inbound = BoxStream<'static, Result<FlightData, FlightError>>;
 
-/// Adapts tonic's inbound stream.
+/// Adapts tonic's inbound stream and bounds-checks each message before any decoder sees it.
 ///
 /// tonic reports an inbound message over `--max-message-bytes` as OUT_OF_RANGE; the gRPC
 /// convention (and our contract) for a size limit is RESOURCE_EXHAUSTED.
@@ -110,6 +111,7 @@ fn inbound(s: Streaming<FlightData>) -> Inbound {
         };
         FlightError::Tonic(Box::new(status))
     })
+    .and_then(|msg| futures::future::ready(check_ipc_bounds(&msg).map(|()| msg)))
     .boxed()
 }
 

@@ -1,0 +1,726 @@
+//! Bad input across every RPC, as one table: each malformed request gets its exact gRPC code
+//! and a message saying what is wrong, and afterwards the server still serves and the stored
+//! datasets, in memory and on disk, are exactly what they were.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::utils::batches_to_flight_data;
+use arrow_flight::{FlightClient, FlightData, FlightDescriptor, Ticket};
+use common::*;
+use futures::TryStreamExt;
+use serde_json::json;
+use tonic::Code;
+
+/// One request, as the client sends it.
+enum Call {
+    /// DoPut of batches, encoded by arrow-rs.
+    Put(FlightDescriptor, Vec<RecordBatch>),
+    /// DoPut of hand-made messages (truncated or garbled IPC).
+    PutRaw(Vec<FlightData>),
+    /// DoAction.
+    Action(&'static str, Vec<u8>),
+    /// DoExchange of batches under a descriptor.
+    Exchange(FlightDescriptor, Vec<RecordBatch>),
+    /// A `session` exchange whose messages carry these bodies.
+    Session(Vec<serde_json::Value>),
+    /// DoGet.
+    Get(Vec<u8>),
+    /// GetFlightInfo.
+    Info(FlightDescriptor),
+    /// GetSchema.
+    Schema(FlightDescriptor),
+    /// PollFlightInfo.
+    Poll(FlightDescriptor),
+}
+
+struct Case {
+    what: &'static str,
+    call: Call,
+    code: Code,
+    /// A fragment the status message must contain.
+    says: &'static str,
+}
+
+fn case(what: &'static str, call: Call, code: Code, says: &'static str) -> Case {
+    Case {
+        what,
+        call,
+        code,
+        says,
+    }
+}
+
+fn path(name: &str) -> FlightDescriptor {
+    FlightDescriptor::new_path(vec![name.into()])
+}
+
+fn cmd(json: &str) -> FlightDescriptor {
+    FlightDescriptor::new_cmd(json.to_owned())
+}
+
+fn column(name: &str, array: ArrayRef) -> RecordBatch {
+    RecordBatch::try_from_iter([(name, array)]).unwrap()
+}
+
+/// A nullable `close` column (every chunk of one upload must share the schema).
+fn closes(values: Vec<Option<f64>>) -> RecordBatch {
+    let array = Arc::new(Float64Array::from(values)) as ArrayRef;
+    RecordBatch::try_from_iter_with_nullable([("close", array, true)]).unwrap()
+}
+
+/// A valid upload of `rows` bars as raw Flight messages: [schema (with descriptor), batch].
+fn raw_put(rows: usize) -> Vec<FlightData> {
+    let batch = close_batch(&series(rows));
+    let mut msgs = batches_to_flight_data(&batch.schema(), [&batch]).unwrap();
+    msgs[0].flight_descriptor = Some(path("keep"));
+    msgs
+}
+
+fn sweep(body: serde_json::Value) -> Call {
+    Call::Action("sweep", body.to_string().into_bytes())
+}
+
+fn raw_sweep(body: &[u8]) -> Call {
+    Call::Action("sweep", body.to_vec())
+}
+
+fn cases() -> Vec<Case> {
+    use Call::*;
+    use Code::{
+        InvalidArgument as Invalid, NotFound, OutOfRange, ResourceExhausted, Unimplemented,
+    };
+    let ten = close_batch(&series(10));
+    let nullable_ten = closes(series(10).into_iter().map(Some).collect());
+    let truncated = {
+        let mut m = raw_put(1_000);
+        let body = m[1].data_body.slice(0..m[1].data_body.len() / 2);
+        m[1].data_body = body;
+        m
+    };
+    let garbled_header = {
+        let mut m = raw_put(10);
+        m[1].data_header = bytes::Bytes::from_static(b"not a flatbuffer message");
+        m
+    };
+    let batch_before_schema = {
+        let mut m = raw_put(10);
+        let mut batch = m.remove(1);
+        batch.flight_descriptor = Some(path("keep"));
+        vec![batch]
+    };
+    let schema_only = raw_put(10)[..1].to_vec();
+    let no_descriptor = {
+        let mut m = raw_put(10);
+        m[0].flight_descriptor = None;
+        m
+    };
+    let dictionary: DictionaryArray<Int32Type> = vec!["1.0", "2.0"].into_iter().collect();
+    vec![
+        // --- DoPut: descriptors and names
+        case(
+            "put: CMD descriptor",
+            Put(cmd("keep"), vec![ten.clone()]),
+            Invalid,
+            "PATH",
+        ),
+        case(
+            "put: two-part path",
+            Put(
+                FlightDescriptor::new_path(vec!["a".into(), "b".into()]),
+                vec![ten.clone()],
+            ),
+            Invalid,
+            "exactly one",
+        ),
+        case(
+            "put: empty name",
+            Put(path(""), vec![ten.clone()]),
+            Invalid,
+            "1-128",
+        ),
+        case(
+            "put: slash in name",
+            Put(path("a/b"), vec![ten.clone()]),
+            Invalid,
+            "character",
+        ),
+        case(
+            "put: dot-dot path",
+            Put(path("../etc"), vec![ten.clone()]),
+            Invalid,
+            "character",
+        ),
+        case(
+            "put: non-ASCII name",
+            Put(path("prix-é"), vec![ten.clone()]),
+            Invalid,
+            "character",
+        ),
+        case(
+            "put: 129-char name",
+            Put(path(&"x".repeat(129)), vec![ten.clone()]),
+            Invalid,
+            "1-128",
+        ),
+        case(
+            "put: no descriptor",
+            PutRaw(no_descriptor),
+            Invalid,
+            "PATH descriptor",
+        ),
+        // --- DoPut: schemas
+        case(
+            "put: no close column",
+            Put(
+                path("keep"),
+                vec![column("price", Arc::new(Float64Array::from(vec![1.0])))],
+            ),
+            Invalid,
+            "no column `close`",
+        ),
+        case(
+            "put: close is a string",
+            Put(
+                path("keep"),
+                vec![column("close", Arc::new(StringArray::from(vec!["1"])))],
+            ),
+            Invalid,
+            "type Utf8",
+        ),
+        case(
+            "put: close is a dictionary",
+            Put(path("keep"), vec![column("close", Arc::new(dictionary))]),
+            Invalid,
+            // arrow-rs sends dictionaries hydrated: the server sees the strings.
+            "expected float64",
+        ),
+        // --- DoPut: values, in the first or a later chunk
+        case(
+            "put: zero rows",
+            Put(path("keep"), vec![ten.slice(0, 0)]),
+            Invalid,
+            "at least 1 row",
+        ),
+        case(
+            "put: schema, no batches",
+            PutRaw(schema_only),
+            Invalid,
+            "at least 1 row",
+        ),
+        case(
+            "put: null",
+            Put(path("keep"), vec![closes(vec![Some(1.0), None])]),
+            Invalid,
+            "row 1: is null",
+        ),
+        case(
+            "put: null in 3rd chunk",
+            Put(
+                path("keep"),
+                vec![
+                    nullable_ten.clone(),
+                    nullable_ten.clone(),
+                    closes(vec![None]),
+                ],
+            ),
+            Invalid,
+            "row 20: is null",
+        ),
+        case(
+            "put: NaN in 2nd chunk",
+            Put(
+                path("keep"),
+                vec![
+                    nullable_ten.clone(),
+                    closes(vec![Some(1.0), Some(f64::NAN)]),
+                ],
+            ),
+            Invalid,
+            "row 11: is NaN",
+        ),
+        case(
+            "put: +inf",
+            Put(path("keep"), vec![closes(vec![Some(f64::INFINITY)])]),
+            Invalid,
+            "row 0: is infinite",
+        ),
+        case(
+            "put: -inf in 2nd chunk",
+            Put(
+                path("keep"),
+                vec![nullable_ten.clone(), closes(vec![Some(f64::NEG_INFINITY)])],
+            ),
+            Invalid,
+            "row 10: is infinite",
+        ),
+        case(
+            "put: zero",
+            Put(path("keep"), vec![closes(vec![Some(0.0)])]),
+            Invalid,
+            "row 0: is <= 0",
+        ),
+        case(
+            "put: negative",
+            Put(
+                path("keep"),
+                vec![closes(vec![Some(2.0), Some(3.0), Some(-1.0)])],
+            ),
+            Invalid,
+            "row 2: is <= 0",
+        ),
+        case(
+            "put: float32 NaN",
+            Put(
+                path("keep"),
+                vec![column(
+                    "close",
+                    Arc::new(Float32Array::from(vec![1.0, f32::NAN])),
+                )],
+            ),
+            Invalid,
+            "row 1: is NaN",
+        ),
+        case(
+            "put: integer zero",
+            Put(
+                path("keep"),
+                vec![column("close", Arc::new(Int64Array::from(vec![5, 0])))],
+            ),
+            Invalid,
+            "row 1: is <= 0",
+        ),
+        // --- DoPut: broken IPC
+        case("put: truncated IPC body", PutRaw(truncated), Invalid, ""),
+        case(
+            "put: garbled IPC header",
+            PutRaw(garbled_header),
+            Invalid,
+            "",
+        ),
+        case(
+            "put: batch before schema",
+            PutRaw(batch_before_schema),
+            Invalid,
+            "",
+        ),
+        // --- DoPut: limits
+        case(
+            "put: over --max-dataset-bytes",
+            Put(path("keep"), vec![close_batch(&series(20_000))]),
+            ResourceExhausted,
+            "--max-dataset-bytes",
+        ),
+        case(
+            "put: over --max-total-bytes",
+            Put(path("other"), vec![close_batch(&series(10_000))]),
+            ResourceExhausted,
+            "--max-total-bytes",
+        ),
+        case(
+            "put: one message over --max-message-bytes",
+            PutRaw(raw_put(300_000)),
+            ResourceExhausted,
+            "",
+        ),
+        // --- DoAction sweep: JSON bodies, tuples, fees, limits
+        case(
+            "sweep: unknown dataset",
+            sweep(json!({"dataset": "nope", "lengths": [6]})),
+            NotFound,
+            "`nope` not found",
+        ),
+        case(
+            "sweep: not UTF-8",
+            raw_sweep(&[0xff, 0xfe]),
+            Invalid,
+            "UTF-8",
+        ),
+        case("sweep: not JSON", raw_sweep(b"{dataset"), Invalid, ""),
+        case("sweep: empty body", raw_sweep(b""), Invalid, ""),
+        case("sweep: a JSON array", raw_sweep(b"[6, 8]"), Invalid, ""),
+        case(
+            "sweep: dataset not a string",
+            raw_sweep(br#"{"dataset": 1, "lengths": [6]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: bad dataset name",
+            sweep(json!({"dataset": "a b", "lengths": [6]})),
+            Invalid,
+            "character",
+        ),
+        case(
+            "sweep: neither lengths nor params",
+            raw_sweep(br#"{"dataset": "keep"}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: both lengths and params",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [6], "params": [[1,1,1,1,1,1]]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: 5-tuple",
+            raw_sweep(br#"{"dataset": "keep", "params": [[1,2,3,4,5]]}"#),
+            Invalid,
+            "has 5 values",
+        ),
+        case(
+            "sweep: tuple with a string",
+            raw_sweep(br#"{"dataset": "keep", "params": [[1,2,3,4,5,"6"]]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: zero window",
+            raw_sweep(br#"{"dataset": "keep", "params": [[1,2,3,4,5,0]]}"#),
+            Invalid,
+            "params[0][5]",
+        ),
+        case(
+            "sweep: negative window",
+            raw_sweep(br#"{"dataset": "keep", "params": [[-1,2,3,4,5,6]]}"#),
+            Invalid,
+            "params[0][0]",
+        ),
+        case(
+            "sweep: length 0",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [0]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: fractional length",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [6.5]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: length past i32",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [2147483648]}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: lengths not a list",
+            raw_sweep(br#"{"dataset": "keep", "lengths": 6}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: negative fee",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [6], "fee": -0.001}"#),
+            Invalid,
+            "fee",
+        ),
+        case(
+            "sweep: fee a string",
+            raw_sweep(br#"{"dataset": "keep", "lengths": [6], "fee": "low"}"#),
+            Invalid,
+            "",
+        ),
+        case(
+            "sweep: over --max-combos",
+            sweep(json!({"dataset": "keep", "lengths": vec![6; 101]})),
+            Invalid,
+            "101",
+        ),
+        case(
+            "sweep: body over --max-message-bytes",
+            Action("sweep", vec![b' '; 2 << 20]),
+            OutOfRange,
+            "",
+        ),
+        // --- other actions
+        case(
+            "drop: unknown dataset",
+            Action("drop", b"nope".to_vec()),
+            NotFound,
+            "`nope` not found",
+        ),
+        case(
+            "drop: path in name",
+            Action("drop", b"../x".to_vec()),
+            Invalid,
+            "character",
+        ),
+        case(
+            "drop: not UTF-8",
+            Action("drop", vec![0xff]),
+            Invalid,
+            "UTF-8",
+        ),
+        case(
+            "action: unknown type",
+            Action("explode", vec![]),
+            Unimplemented,
+            "explode",
+        ),
+        // --- DoGet tickets
+        case(
+            "get: not JSON",
+            Get(b"x".to_vec()),
+            Invalid,
+            "not a sweepflight ticket",
+        ),
+        case(
+            "get: empty ticket",
+            Get(vec![]),
+            Invalid,
+            "not a sweepflight ticket",
+        ),
+        case(
+            "get: ticket version 9",
+            Get(br#"{"kind":"dataset","v":9,"name":"keep"}"#.to_vec()),
+            Invalid,
+            "version 9",
+        ),
+        case(
+            "get: unknown kind",
+            Get(br#"{"kind":"table","v":1,"name":"keep"}"#.to_vec()),
+            Invalid,
+            "",
+        ),
+        case(
+            "get: extra field",
+            Get(br#"{"kind":"dataset","v":1,"name":"keep","x":1}"#.to_vec()),
+            Invalid,
+            "",
+        ),
+        case(
+            "get: bad name",
+            Get(br#"{"kind":"dataset","v":1,"name":"a/b"}"#.to_vec()),
+            Invalid,
+            "character",
+        ),
+        case(
+            "get: unknown dataset",
+            Get(br#"{"kind":"dataset","v":1,"name":"nope"}"#.to_vec()),
+            NotFound,
+            "`nope` not found",
+        ),
+        // --- descriptors: GetFlightInfo, GetSchema, PollFlightInfo
+        case(
+            "info: unknown dataset",
+            Info(path("nope")),
+            NotFound,
+            "`nope` not found",
+        ),
+        case("info: CMD descriptor", Info(cmd("keep")), Invalid, "PATH"),
+        case("info: bad name", Info(path("a b")), Invalid, "character"),
+        case(
+            "schema: unknown dataset",
+            Schema(path("nope")),
+            NotFound,
+            "`nope` not found",
+        ),
+        case(
+            "schema: two-part path",
+            Schema(FlightDescriptor::new_path(vec!["keep".into(), "x".into()])),
+            Invalid,
+            "exactly one",
+        ),
+        case("poll: not supported", Poll(path("keep")), Unimplemented, ""),
+        // --- DoExchange
+        case(
+            "exchange: PATH descriptor",
+            Exchange(path("keep"), vec![ten.clone()]),
+            Invalid,
+            "",
+        ),
+        case(
+            "exchange: unknown op",
+            Exchange(cmd(r#"{"op": "dance"}"#), vec![ten.clone()]),
+            Invalid,
+            "",
+        ),
+        case(
+            "exchange: no op",
+            Exchange(cmd(r#"{"lengths": [6]}"#), vec![ten.clone()]),
+            Invalid,
+            "",
+        ),
+        case(
+            "exchange: command not JSON",
+            Exchange(cmd("{"), vec![ten.clone()]),
+            Invalid,
+            "",
+        ),
+        case(
+            "exchange: bad close in the series",
+            Exchange(
+                cmd(r#"{"op": "sweep", "lengths": [6]}"#),
+                vec![closes(vec![Some(1.0), Some(-2.0)])],
+            ),
+            Invalid,
+            "row 1: is <= 0",
+        ),
+        case(
+            "exchange: zero length",
+            Exchange(cmd(r#"{"op": "sweep", "lengths": [0]}"#), vec![ten.clone()]),
+            Invalid,
+            "",
+        ),
+        case(
+            "session: bad request after a good one",
+            Session(vec![
+                json!({"dataset": "keep", "lengths": [6]}),
+                json!({"dataset": "keep", "lengths": [0]}),
+            ]),
+            Invalid,
+            "",
+        ),
+        case(
+            "session: unknown dataset",
+            Session(vec![json!({"dataset": "nope", "lengths": [6]})]),
+            NotFound,
+            "`nope` not found",
+        ),
+    ]
+}
+
+/// Sends `call` and returns its error; panics if it succeeded.
+async fn fail(c: &mut FlightClient, call: Call) -> FlightError {
+    match call {
+        Call::Put(descriptor, batches) => put_with(c, descriptor, batches).await.err(),
+        Call::PutRaw(msgs) => {
+            stream_error(
+                c.do_put(futures::stream::iter(msgs.into_iter().map(Ok)))
+                    .await,
+            )
+            .await
+        }
+        Call::Action(kind, body) => action(c, kind, body).await.err(),
+        Call::Exchange(descriptor, batches) => {
+            let req = FlightDataEncoderBuilder::new()
+                .with_flight_descriptor(Some(descriptor))
+                .build(futures::stream::iter(batches.into_iter().map(Ok)));
+            stream_error(c.do_exchange(req).await).await
+        }
+        Call::Session(bodies) => {
+            let first = FlightData::new().with_descriptor(cmd(r#"{"op": "session"}"#));
+            let msgs = bodies
+                .into_iter()
+                .map(|b| FlightData::new().with_app_metadata(b.to_string()));
+            let req = futures::stream::iter(std::iter::once(first).chain(msgs).map(Ok));
+            stream_error(c.do_exchange(req).await).await
+        }
+        Call::Get(ticket) => stream_error(c.do_get(Ticket::new(ticket)).await).await,
+        Call::Info(d) => c.get_flight_info(d).await.err(),
+        Call::Schema(d) => c.get_schema(d).await.err(),
+        Call::Poll(d) => c.poll_flight_info(d).await.err(),
+    }
+    .expect("the call should have failed")
+}
+
+/// The error of a streaming call, whether it failed at once or mid-stream; `None` if it
+/// succeeded.
+async fn stream_error<T, S>(call: Result<S, FlightError>) -> Option<FlightError>
+where
+    S: futures::Stream<Item = Result<T, FlightError>> + Unpin,
+{
+    match call {
+        Ok(s) => s.try_collect::<Vec<T>>().await.err(),
+        Err(e) => Some(e),
+    }
+}
+
+/// What is stored: per dataset its name, rows and metadata (version), plus the files on disk.
+async fn snapshot(c: &mut FlightClient, dir: &Path) -> (Vec<(String, i64, String)>, Vec<String>) {
+    let listed = infos(c)
+        .await
+        .into_iter()
+        .map(|i| {
+            let meta = String::from_utf8(i.app_metadata.to_vec()).unwrap();
+            (
+                i.flight_descriptor.unwrap().path[0].clone(),
+                i.total_records,
+                meta,
+            )
+        })
+        .collect();
+    let mut files: Vec<String> = ["datasets", "tmp"]
+        .iter()
+        .flat_map(|sub| std::fs::read_dir(dir.join(sub)).unwrap())
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    files.sort();
+    (listed, files)
+}
+
+#[tokio::test]
+async fn every_bad_request_gets_its_code_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(&[
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--max-dataset-bytes",
+        "100000",
+        "--max-total-bytes",
+        "60000",
+        "--max-combos",
+        "100",
+        "--max-message-bytes",
+        "1048576",
+    ]);
+    let mut c = server.client().await;
+    put(&mut c, "keep", vec![close_batch(&series(300))])
+        .await
+        .unwrap();
+    let before = snapshot(&mut c, dir.path()).await;
+    let cases = cases();
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    for Case {
+        what,
+        call,
+        code: want,
+        says,
+    } in cases
+    {
+        eprintln!("case: {what}");
+        let err = fail(&mut c, call).await;
+        assert_eq!(code(&err), want, "{what}: {err}");
+        assert!(
+            err.to_string().contains(says),
+            "{what}: {err} does not say {says:?}"
+        );
+        assert_eq!(
+            snapshot(&mut c, dir.path()).await,
+            before,
+            "{what}: stored datasets changed"
+        );
+        assert_eq!(
+            action(&mut c, "echo", "ping").await.unwrap(),
+            b"ping",
+            "{what}: server stopped serving"
+        );
+    }
+    // Still fully working: a sweep on the dataset that was there all along.
+    let batch = common::sweep(&mut c, json!({"dataset": "keep", "lengths": [6, 8]}))
+        .await
+        .unwrap();
+    assert_eq!(batch.num_rows(), 2);
+}
+
+#[tokio::test]
+async fn an_empty_put_stream_is_invalid() {
+    let server = TestServer::start(&[]);
+    let mut c = server.client().await;
+    let err = stream_error(c.do_put(futures::stream::empty()).await)
+        .await
+        .unwrap();
+    assert_eq!(code(&err), Code::InvalidArgument, "{err}");
+    assert_eq!(action(&mut c, "echo", "ping").await.unwrap(), b"ping");
+}
