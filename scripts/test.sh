@@ -14,10 +14,10 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 
 step "cargo test"
-cargo test --workspace
+cargo test --workspace --all-features
 
 step "fixture drift check"
 "$py" kernel/testdata/make_paper_fixture.py --check

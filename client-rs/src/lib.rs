@@ -3,8 +3,9 @@
 //! It owns the client side of the wire contract (`docs/protocol.md`): connecting over TCP, TLS
 //! or a Unix socket with an optional token ([`Client::connect`]), uploading series
 //! ([`Client::put`]), typed sweep requests and results ([`SweepRequest`], [`SweepResult`]) and
-//! the catalog calls. It sits on `arrow_flight::FlightClient`; anything it does, a plain Flight
-//! client can do too.
+//! the catalog calls. With the `polars` feature, [`Client::put_polars`] uploads a Polars
+//! `DataFrame` without copying its columns. It sits on `arrow_flight::FlightClient`; anything
+//! it does, a plain Flight client can do too.
 //!
 //! ```no_run
 //! # async fn example() -> sweepflight_client::Result<()> {
@@ -24,6 +25,8 @@
 mod client;
 mod connect;
 mod error;
+#[cfg(feature = "polars")]
+pub mod polars;
 mod types;
 
 pub use client::Client;
