@@ -12,6 +12,8 @@ pub mod auth;
 pub mod compute;
 pub mod config;
 mod error;
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 pub mod ingest;
 pub mod persist;
 pub mod request;

@@ -123,6 +123,11 @@ impl TestServer {
 }
 
 impl TestServer {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
     ///
     /// # Panics

@@ -1,0 +1,68 @@
+//! Entry points for the fuzz targets in `flight-server/fuzz` (feature `testing`), shared with
+//! the regression test that replays every input the fuzzer ever crashed on.
+//!
+//! Each takes arbitrary bytes and must return without panicking, whatever they hold.
+
+use arrow_flight::{FlightData, FlightDescriptor};
+use bytes::Bytes;
+
+use crate::ingest::{UploadLimits, check_ipc_bounds, read_series};
+use crate::request::{Ticket, dataset_path, exchange_command, sweep_request};
+use crate::store::validate_name;
+
+/// Everything that decodes a small request: `sweep` bodies, DoExchange commands, tickets,
+/// dataset names and PATH descriptors.
+pub fn requests(data: &[u8]) {
+    let _ = sweep_request(data, 10_000);
+    let _ = Ticket::decode(data);
+    let _ = exchange_command(Some(&FlightDescriptor::new_cmd(data.to_vec())), 10_000);
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = validate_name(text);
+        let path = text.split('/').map(str::to_owned).collect();
+        let _ = dataset_path(&FlightDescriptor::new_path(path));
+    }
+}
+
+/// An upload: `data` is cut into Flight messages (see [`frame`]) that go through the same
+/// bounds check, IPC decoder and dataset validation as a DoPut.
+pub fn put_stream(data: &[u8]) {
+    let messages = unframe(data)
+        .into_iter()
+        .map(|m| check_ipc_bounds(&m).map(|()| m));
+    let limits = UploadLimits {
+        max_bytes: 16 << 20,
+    };
+    let _ = futures::executor::block_on(read_series(futures::stream::iter(messages), limits));
+}
+
+/// Serialises messages as the fuzz input of [`put_stream`]: for each, the header length (u16
+/// LE), the body length (u32 LE), the header, the body.
+pub fn frame(messages: &[FlightData]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in messages {
+        out.extend_from_slice(&(m.data_header.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(m.data_body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&m.data_header);
+        out.extend_from_slice(&m.data_body);
+    }
+    out
+}
+
+/// The inverse of [`frame`]; lengths past the end take what is left.
+fn unframe(mut data: &[u8]) -> Vec<FlightData> {
+    let mut out = Vec::new();
+    while data.len() >= 6 {
+        let header = u16::from_le_bytes([data[0], data[1]]) as usize;
+        let body = u32::from_le_bytes([data[2], data[3], data[4], data[5]]) as usize;
+        data = &data[6..];
+        let (h, rest) = data.split_at(header.min(data.len()));
+        let (b, rest) = rest.split_at(body.min(rest.len()));
+        out.push(FlightData {
+            data_header: Bytes::copy_from_slice(h),
+            data_body: Bytes::copy_from_slice(b),
+            ..FlightData::default()
+        });
+        data = rest;
+    }
+    out
+}
