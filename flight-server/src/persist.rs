@@ -8,15 +8,20 @@
 //! DIR/quarantine/                            files that failed their checksum or decoding
 //! ```
 //!
-//! A put writes `tmp/ID.arrow` while computing its checksum, fsyncs it, renames it into
+//! A put writes the dataset as one record batch (so that at start its close column is one
+//! contiguous buffer straight from the file, with nothing to concatenate) to `tmp/ID.arrow`
+//! while computing its checksum, fsyncs it, renames it into
 //! `datasets/` under its final name and fsyncs that directory: the rename is the commit point,
 //! and it happens before the PutResult is sent. Because the checksum is part of the name, one
 //! rename publishes file and checksum together. The store then removes the version it
 //! replaced; a crash before that leaves two versions, and the next start keeps the newest.
 //!
-//! At start every file is read back, checked against its checksum and validated like an
-//! upload; one that fails is moved to `quarantine/` with a warning instead of stopping the
-//! server. Everything here is blocking I/O: callers run it off the async runtime.
+//! At start every file is mapped into memory, checked against its checksum and validated like
+//! an upload; one that fails is moved to `quarantine/` with a warning instead of stopping the
+//! server. The loaded dataset's buffers point into the mapping: no copy, and no fresh
+//! anonymous pages for the kernel to zero (which dominated start time when files were read
+//! into allocated memory). Everything here is blocking I/O: callers run it off the async
+//! runtime.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -139,9 +144,7 @@ impl DataDir {
             },
         );
         let mut writer = FileWriter::try_new(sink, &dataset.schema)?;
-        for batch in &dataset.batches {
-            writer.write(batch)?;
-        }
+        writer.write(&one_batch(dataset)?)?;
         writer.finish()?;
         let sink = writer
             .into_inner()?
@@ -259,6 +262,29 @@ impl DataDir {
     }
 }
 
+/// The dataset as one record batch: its contiguous close column as is, the other columns
+/// concatenated across the uploaded batches.
+fn one_batch(dataset: &NewDataset) -> Result<RecordBatch> {
+    if let [only] = dataset.batches.as_slice() {
+        return Ok(only.clone());
+    }
+    let close = dataset.schema.index_of(crate::ingest::CLOSE)?;
+    let columns = (0..dataset.schema.fields().len())
+        .map(|i| {
+            if i == close {
+                return Ok(Arc::new(dataset.close.clone()) as arrow_array::ArrayRef);
+            }
+            let parts: Vec<&dyn arrow_array::Array> = dataset
+                .batches
+                .iter()
+                .map(|b| b.column(i).as_ref())
+                .collect();
+            Ok(arrow_select::concat::concat(&parts)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(&dataset.schema), columns)?)
+}
+
 /// `NAME.vVERSION.CRC.arrow`. Names may contain dots, so the fields are taken from the right.
 fn file_name(name: &str, version: u64, crc: u32) -> String {
     format!("{name}.v{version}.{crc:08x}{EXT}")
@@ -279,18 +305,41 @@ fn parse_file_name(file: &str) -> Option<(&str, u64, u32)> {
     ))
 }
 
-/// Reads a committed file whole, checks its checksum, decodes it without copying and
-/// validates it like an upload.
+/// Maps a committed file, checks its checksum, decodes it without copying and validates it
+/// like an upload.
 fn read_dataset(path: &Path, crc: u32) -> Result<NewDataset> {
-    let bytes = fs::read(path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
-    let actual = crc32c::crc32c(&bytes);
+    let buffer = map(path)?;
+    let actual = crc32c::crc32c(&buffer);
     if actual != crc {
         return Err(Error::Internal(format!(
             "checksum mismatch: file has crc32c {actual:08x}, its name says {crc:08x}"
         )));
     }
-    let (schema, batches) = decode_ipc_file(Buffer::from_vec(bytes))?;
+    let (schema, batches) = decode_ipc_file(buffer)?;
     assemble(&schema, batches)
+}
+
+/// The whole file as an Arrow buffer backed by a read-only memory map.
+fn map(path: &Path) -> Result<Buffer> {
+    let file = File::open(path).map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+        .len();
+    if len == 0 {
+        return Ok(Buffer::from_vec(Vec::<u8>::new()));
+    }
+    // SAFETY: files under datasets/ are written once, fsynced and renamed in; nothing writes
+    // to them afterwards (a replace writes a new file, a drop unlinks, which leaves existing
+    // mappings intact). operations.md tells operators not to edit them while the server runs.
+    let mmap = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| Error::io(format!("map {}", path.display()), e))?;
+    let ptr = std::ptr::NonNull::new(mmap.as_ptr().cast_mut())
+        .ok_or_else(|| Error::Internal("empty mapping".into()))?;
+    let len = mmap.len();
+    // SAFETY: `ptr` is valid for `len` bytes for as long as the mapping lives, and the buffer
+    // owns the mapping (it is unmapped when the last slice of the buffer is dropped).
+    Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(mmap)) })
 }
 
 fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBatch>)> {
