@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from .errors import InvalidRequest, translated
+from .errors import Cancelled, InvalidRequest, ServerError, Unavailable, translated
 
 #: The paper's fee: 0.09% per round trip.
 DEFAULT_FEE = 0.0009
@@ -35,6 +36,9 @@ UPLOAD_MESSAGE_BYTES = 8 << 20
 DEFAULT_CHUNK_COMBOS = 50_000
 #: A sweep of more chunks than this shows a progress bar unless told otherwise.
 PROGRESS_MIN_CHUNKS = 4
+#: Sweeps of at most this many combos go as one message on an open ``session`` exchange: for
+#: small sweeps a DoAction's per-call setup costs more than the sweep (docs/benchmarks.md).
+SESSION_MAX_COMBOS = 4096
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class Client:
             self._flight = flight.FlightClient(uri, **kwargs)
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = flight.FlightCallOptions(headers=headers)
+        self._session: _Session | None = None
+        self._session_lock = threading.Lock()
 
     def __enter__(self) -> "Client":
         return self
@@ -100,6 +106,8 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection."""
+        with self._session_lock:
+            self._end_session()
         self._flight.close()
 
     def put(
@@ -180,11 +188,50 @@ class Client:
         return result if as_arrow else pl.from_arrow(result)
 
     def _sweep_call(self, body: dict) -> pa.Table:
-        action = flight.Action("sweep", json.dumps(body).encode())
+        encoded = json.dumps(body).encode()
+        combos = len(body.get("lengths") or body.get("params") or [])
+        if combos <= SESSION_MAX_COMBOS:
+            return self._session_sweep(encoded)
+        action = flight.Action("sweep", encoded)
         with translated():
             results = self._flight.do_action(action, options=self._options)
             stream = b"".join(r.body.to_pybytes() for r in results)
         return pa.ipc.open_stream(stream).read_all()
+
+    def _session_sweep(self, body: bytes) -> pa.Table:
+        """One sweep as a message on the open session, opening one if needed.
+
+        The server ends a session on a bad request (its status is raised here) and at shutdown
+        (the stream just ends); either way the next call opens a fresh one. A session found
+        ended before this request was answered is reopened once.
+        """
+        with self._session_lock:
+            for attempt in range(2):
+                reused = self._session is not None
+                if self._session is None:
+                    with translated():
+                        self._session = _Session(self._flight, self._options)
+                try:
+                    with translated():
+                        batch = self._session.sweep(body)
+                except (Unavailable, Cancelled):
+                    # A session left over from before a server restart; sweeps are idempotent.
+                    self._end_session()
+                    if reused and not attempt:
+                        continue
+                    raise
+                except BaseException:
+                    self._end_session()
+                    raise
+                if batch is not None:
+                    return pa.Table.from_batches([batch])
+                self._end_session()
+        raise ServerError("the server ended the sweep session without an answer")
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def datasets(self) -> list[DatasetInfo]:
         """Every stored dataset, by name."""
@@ -272,6 +319,33 @@ def _renamed(schema: pa.Schema, close: str) -> pa.Schema:
     if "close" in schema.names:
         raise InvalidRequest(f"the data has both {close!r} and 'close'; rename one")
     return schema.set(schema.get_field_index(close), schema.field(close).with_name("close"))
+
+
+class _Session:
+    """An open ``session`` exchange: each sweep body goes out as one message's app_metadata and
+    comes back as one record batch carrying the same app_metadata."""
+
+    def __init__(self, client: flight.FlightClient, options: flight.FlightCallOptions) -> None:
+        descriptor = flight.FlightDescriptor.for_command(b'{"op": "session"}')
+        self._writer, self._reader = client.do_exchange(descriptor, options=options)
+
+    def sweep(self, body: bytes) -> pa.RecordBatch | None:
+        """The reply to ``body``, or None if the server had ended the session."""
+        try:
+            self._writer.write_metadata(pa.py_buffer(body))
+            chunk = self._reader.read_chunk()
+        except StopIteration:
+            return None
+        if chunk.app_metadata is None or chunk.app_metadata.to_pybytes() != body:
+            raise ServerError("sweep session reply does not match its request")
+        return chunk.data
+
+    def close(self) -> None:
+        try:
+            self._writer.done_writing()
+            self._writer.close()
+        except (flight.FlightError, pa.ArrowException, OSError):
+            pass  # the server may already have ended it
 
 
 def _combos(lengths: Iterable[int] | None, params: Any) -> tuple[str, list]:

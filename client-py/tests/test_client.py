@@ -119,6 +119,29 @@ def test_error_classes(sf: sweepflight.Client) -> None:
     with pytest.raises(sweepflight.InvalidRequest, match="cannot upload"):
         sf.put("x", {"close": [1.0]})
     assert issubclass(sweepflight.InvalidRequest, sweepflight.SweepflightError)
+    # Small sweeps share one open session; a refused request ends it and the next call opens
+    # a fresh one.
+    assert sf.sweep("paper", lengths=[6]).height == 1
+
+
+def test_datasets_persist_and_sweeps_survive_a_server_restart(tmp_path) -> None:
+    sock, data = f"{tmp_path}/sf.sock", str(tmp_path / "data")
+    first = Server("--unix", sock, "--data-dir", data)
+    client = sweepflight.connect(f"grpc+unix://{sock}")
+    try:
+        client.put("kept", walk(3_000, seed=4))
+        before = client.sweep("kept", lengths=[6, 20])
+        first.stop()
+        second = Server("--unix", sock, "--data-dir", data)
+        try:
+            # Same client: its open session died with the first server; the sweep goes
+            # through on a new one, over the dataset the second server loaded from disk.
+            assert client.sweep("kept", lengths=[6, 20]).equals(before)
+            assert [(d.name, d.rows, d.version) for d in client.datasets()] == [("kept", 3_000, 1)]
+        finally:
+            second.stop()
+    finally:
+        client.close()
 
 
 def test_limits_and_unreachable_servers(tmp_path) -> None:
