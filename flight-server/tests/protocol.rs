@@ -12,6 +12,7 @@ use common::*;
 use futures::TryStreamExt;
 use serde_json::json;
 use sweepflight_kernel::{Combo, paper, sweep as kernel_sweep};
+use tonic::Code;
 
 #[tokio::test]
 async fn paper_sweep_over_flight_passes_the_equivalence_gate() {
@@ -279,6 +280,46 @@ async fn stats(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
     serde_json::from_slice(&action(c, "stats", "").await.unwrap()).unwrap()
 }
 
+/// Polls `stats` until no sweep is running (or gives up); the last stats.
+async fn settled(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
+    let mut s = stats(c).await;
+    for _ in 0..400 {
+        if s["sweeps_running"] == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        s = stats(c).await;
+    }
+    s
+}
+
+#[tokio::test]
+async fn a_sweep_past_its_deadline_stops_computing() {
+    let server = TestServer::start(&["--cache-bytes", "0"]);
+    let mut c = server.client().await;
+    put(&mut c, "paper", paper_batches()).await.unwrap();
+    let lengths: Vec<u32> = (0..200_000).map(|i| 150 + i % 50).collect();
+    let body = json!({"dataset": "paper", "lengths": lengths}).to_string();
+    // The channel sends `grpc-timeout: 300m` with each call.
+    let uri = server.uri().replace("grpc://", "http://");
+    let channel = tonic::transport::Channel::from_shared(uri)
+        .unwrap()
+        .timeout(std::time::Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let mut hurried = arrow_flight::FlightClient::new(channel);
+    let err = action(&mut hurried, "sweep", body).await.unwrap_err();
+    assert!(
+        matches!(code(&err), Code::DeadlineExceeded | Code::Cancelled),
+        "{err}"
+    );
+    let s = settled(&mut c).await;
+    assert_eq!(s["sweeps_running"], 0, "{s}");
+    assert_eq!(s["sweeps_cancelled"], 1, "{s}");
+    assert_eq!(s["sweeps_completed"], 0, "{s}");
+}
+
 #[tokio::test]
 async fn a_sweep_whose_caller_goes_away_stops_computing() {
     let server = TestServer::start(&["--cache-bytes", "0"]);
@@ -307,14 +348,7 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
     call.abort();
     let _ = call.await;
     // The kernel notices between combos and the pool is free again.
-    let mut s = stats(&mut c).await;
-    for _ in 0..400 {
-        if s["sweeps_running"] == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        s = stats(&mut c).await;
-    }
+    let s = settled(&mut c).await;
     assert_eq!(s["sweeps_running"], 0, "{s}");
     assert_eq!(s["sweeps_cancelled"], 1, "{s}");
     assert_eq!(s["sweeps_completed"], 0, "{s}");
