@@ -144,7 +144,16 @@ impl DataDir {
             },
         );
         let mut writer = FileWriter::try_new(sink, &dataset.schema)?;
-        writer.write(&one_batch(dataset)?)?;
+        match one_batch(dataset) {
+            Ok(batch) => writer.write(&batch)?,
+            // A column too large for one batch (over 2 GiB of 32-bit-offset strings): keep
+            // the uploaded batches; loading concatenates their closes instead.
+            Err(_) => {
+                for batch in &dataset.batches {
+                    writer.write(batch)?;
+                }
+            }
+        }
         writer.finish()?;
         let sink = writer
             .into_inner()?

@@ -6,7 +6,6 @@ mod common;
 use arrow_flight::{Action, FlightClient, FlightDescriptor, Ticket};
 use base64::Engine;
 use common::*;
-use futures::TryStreamExt;
 use tonic::Code;
 
 fn basic(password: &str) -> String {
@@ -66,15 +65,7 @@ async fn every_call_needs_the_token() {
         .get_flight_info(FlightDescriptor::new_path(vec!["x".into()]))
         .await
         .unwrap();
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let rows: Vec<_> = ok
-        .do_get(ticket)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    assert_eq!(rows.iter().map(|r| r.num_rows()).sum::<usize>(), 50);
+    assert_eq!(rows(&mut ok, &info).await.num_rows(), 50);
 }
 
 #[tokio::test]

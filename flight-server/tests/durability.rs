@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_flight::FlightClient;
-use common::{TestServer, action, infos, put};
-use futures::TryStreamExt;
+use common::{TestServer, action, infos, put, rows};
 
 fn start(dir: &Path) -> TestServer {
     TestServer::start(&["--data-dir", dir.to_str().unwrap()])
@@ -40,16 +39,7 @@ async fn stored(client: &mut FlightClient) -> Vec<(String, RecordBatch)> {
     let mut out = Vec::new();
     for info in infos(client).await {
         let name = info.flight_descriptor.as_ref().unwrap().path[0].clone();
-        let ticket = info.endpoint[0].ticket.clone().unwrap();
-        let batches: Vec<RecordBatch> = client
-            .do_get(ticket)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
-        let all = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
-        out.push((name, all));
+        out.push((name, rows(client, &info).await));
     }
     out
 }

@@ -293,13 +293,20 @@ async fn settled(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
     s
 }
 
-#[tokio::test]
-async fn a_sweep_past_its_deadline_stops_computing() {
+/// A server holding the paper series, and a sweep body of ~200,000 long combos: minutes of
+/// work if it ran to the end.
+async fn server_with_a_long_sweep() -> (TestServer, arrow_flight::FlightClient, String) {
     let server = TestServer::start(&["--cache-bytes", "0"]);
     let mut c = server.client().await;
     put(&mut c, "paper", paper_batches()).await.unwrap();
     let lengths: Vec<u32> = (0..200_000).map(|i| 150 + i % 50).collect();
     let body = json!({"dataset": "paper", "lengths": lengths}).to_string();
+    (server, c, body)
+}
+
+#[tokio::test]
+async fn a_sweep_past_its_deadline_stops_computing() {
+    let (server, mut c, body) = server_with_a_long_sweep().await;
     // The channel sends `grpc-timeout: 300m` with each call.
     let uri = server.uri().replace("grpc://", "http://");
     let channel = tonic::transport::Channel::from_shared(uri)
@@ -322,12 +329,7 @@ async fn a_sweep_past_its_deadline_stops_computing() {
 
 #[tokio::test]
 async fn a_sweep_whose_caller_goes_away_stops_computing() {
-    let server = TestServer::start(&["--cache-bytes", "0"]);
-    let mut c = server.client().await;
-    put(&mut c, "paper", paper_batches()).await.unwrap();
-    // ~200,000 long combos: minutes of work if it ran to the end.
-    let lengths: Vec<u32> = (0..200_000).map(|i| 150 + i % 50).collect();
-    let body = json!({"dataset": "paper", "lengths": lengths}).to_string();
+    let (server, mut c, body) = server_with_a_long_sweep().await;
     let mut caller = server.client().await;
     let call = tokio::spawn(async move {
         let stream = caller

@@ -161,6 +161,19 @@ pub async fn infos(client: &mut FlightClient) -> Vec<arrow_flight::FlightInfo> {
     stream.try_collect().await.unwrap()
 }
 
+/// The rows a FlightInfo's ticket serves (DoGet), concatenated into one batch.
+pub async fn rows(client: &mut FlightClient, info: &arrow_flight::FlightInfo) -> RecordBatch {
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let batches: Vec<RecordBatch> = client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
 /// Names of the stored datasets.
 pub async fn names(client: &mut FlightClient) -> Vec<String> {
     infos(client)
