@@ -408,6 +408,48 @@ async fn session_exchange_answers_each_request_in_order() {
     assert_eq!(code(&err), tonic::Code::NotFound);
 }
 
+// Multi-threaded: the sweep's client keeps running while a blocking thread waits for the exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
+    let mut server = TestServer::start(&["--cache-bytes", "0"]);
+    let mut c = server.client().await;
+    put(&mut c, "paper", paper_batches()).await.unwrap();
+    // 2,000 long combos: seconds of work, so SIGTERM lands while it runs.
+    let lengths: Vec<u32> = (0..2_000).map(|i| 150 + i % 50).collect();
+    let body = json!({"dataset": "paper", "lengths": lengths});
+    let mut caller = server.client().await;
+    let call = tokio::spawn(async move { sweep(&mut caller, body).await });
+    let mut running = false;
+    for _ in 0..200 {
+        if stats(&mut c).await["sweeps_running"] == 1 {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(running, "the sweep never started");
+    drop(c);
+    let uri = server.uri().replace("grpc://", "http://");
+    let exited = tokio::task::spawn_blocking(move || {
+        let status = server
+            .process()
+            .terminate(std::time::Duration::from_secs(60));
+        drop(server);
+        status
+    });
+    // The call in flight completes, whole.
+    let result = call.await.unwrap().expect("the running sweep finishes");
+    assert_eq!(result.num_rows(), 2_000);
+    let status = exited.await.unwrap().expect("the server exits");
+    assert!(status.success(), "{status:?}");
+    // And nothing listens any more.
+    let refused = tonic::transport::Channel::from_shared(uri)
+        .unwrap()
+        .connect()
+        .await;
+    assert!(refused.is_err());
+}
+
 #[tokio::test]
 async fn sigterm_ends_open_sessions_and_the_server_exits() {
     let mut server = TestServer::start(&[]);
