@@ -280,6 +280,17 @@ async fn stats(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
     serde_json::from_slice(&action(c, "stats", "").await.unwrap()).unwrap()
 }
 
+/// Polls `stats` until a sweep is running; panics if none starts within 10 s.
+async fn wait_until_running(c: &mut arrow_flight::FlightClient) {
+    for _ in 0..500 {
+        if stats(c).await["sweeps_running"] == 1 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the sweep never started");
+}
+
 /// Polls `stats` until no sweep is running (or gives up); the last stats.
 async fn settled(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
     let mut s = stats(c).await;
@@ -338,15 +349,7 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
         stream.map(|_| ()).map_err(|e| e.to_string())
     });
     // Wait until the kernel is running, then hang up.
-    let mut running = false;
-    for _ in 0..200 {
-        if stats(&mut c).await["sweeps_running"] == 1 {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(running, "the sweep never started");
+    wait_until_running(&mut c).await;
     call.abort();
     let _ = call.await;
     // The kernel notices between combos and the pool is free again.
@@ -419,15 +422,7 @@ async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
     let body = json!({"dataset": "paper", "lengths": lengths});
     let mut caller = server.client().await;
     let call = tokio::spawn(async move { sweep(&mut caller, body).await });
-    let mut running = false;
-    for _ in 0..200 {
-        if stats(&mut c).await["sweeps_running"] == 1 {
-            running = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(running, "the sweep never started");
+    wait_until_running(&mut c).await;
     drop(c);
     let uri = server.uri().replace("grpc://", "http://");
     let exited = tokio::task::spawn_blocking(move || {
