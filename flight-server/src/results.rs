@@ -1,10 +1,13 @@
 //! The sweep result table: its schema, building it from kernel results, and encoding it as
-//! one Arrow IPC stream split over DoAction `Result` bodies.
+//! one Arrow IPC stream split over DoAction `Result` bodies or as `session` reply messages.
 
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow_ipc::writer::StreamWriter;
+use arrow_flight::FlightData;
+use arrow_ipc::writer::{
+    DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, StreamWriter,
+};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use sweepflight_kernel::{Combo, ComboResult};
@@ -72,10 +75,80 @@ pub fn ipc_stream_bodies(batch: &RecordBatch, max_body: usize) -> Result<Vec<Byt
         .collect())
 }
 
+/// Encodes result batches as the record-batch messages of one open stream whose schema was
+/// already sent ([`SCHEMA`]): a `session` reply. Keeps its flatbuffer builder and scratch
+/// buffers between messages, so a reply costs no schema encoding and few allocations.
+#[derive(Debug)]
+pub struct SessionEncoder {
+    generator: IpcDataGenerator,
+    dictionaries: DictionaryTracker,
+    options: IpcWriteOptions,
+    context: IpcWriteContext,
+}
+
+impl Default for SessionEncoder {
+    fn default() -> Self {
+        Self {
+            generator: IpcDataGenerator::default(),
+            // The result schema has no dictionaries; a tracker that errs on replacement would
+            // only matter if it did.
+            dictionaries: DictionaryTracker::new(false),
+            options: IpcWriteOptions::default(),
+            context: IpcWriteContext::default(),
+        }
+    }
+}
+
+impl SessionEncoder {
+    /// `batch` as one Flight message (header and body, no app_metadata).
+    ///
+    /// # Errors
+    /// If IPC encoding fails.
+    pub fn encode(&mut self, batch: &RecordBatch) -> Result<FlightData> {
+        let (dictionaries, encoded) = self.generator.encode(
+            batch,
+            &mut self.dictionaries,
+            &self.options,
+            &mut self.context,
+        )?;
+        debug_assert!(
+            dictionaries.is_empty(),
+            "the result schema has no dictionaries"
+        );
+        Ok(encoded.into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use arrow_array::Array;
+
+    #[test]
+    fn one_session_encoder_encodes_reply_after_reply() {
+        let mut encoder = SessionEncoder::default();
+        for n in [1u32, 80, 3] {
+            let combos: Vec<Combo> = (1..=n).map(|l| Combo::from_length(l).unwrap()).collect();
+            let results: Vec<ComboResult> = (0..combos.len())
+                .map(|i| ComboResult {
+                    pnl: -(i as f64),
+                    trades: 2 * i as u64,
+                    wins: i as u64,
+                    max_drawdown: 0.25,
+                })
+                .collect();
+            let batch = to_batch(&combos, &results).unwrap();
+            let msg = encoder.encode(&batch).unwrap();
+            assert!(msg.app_metadata.is_empty() && msg.flight_descriptor.is_none());
+            let back = arrow_flight::utils::flight_data_to_arrow_batch(
+                &msg,
+                Arc::clone(&SCHEMA),
+                &Default::default(),
+            )
+            .unwrap();
+            assert_eq!(back, batch, "reply of {n} rows");
+        }
+    }
 
     #[test]
     fn bodies_reassemble_into_the_stream() {

@@ -49,7 +49,7 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())
 }
 
-#[tracing::instrument(skip_all, fields(dataset, combos))]
+#[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
 async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
     let req = sweep_request(body, state.config.max_combos)?;
     let span = tracing::Span::current();

@@ -2,10 +2,9 @@
 //! travels with the parameters; nothing is stored) and the `session` extension (many
 //! params-only sweeps on one open stream, without a gRPC call each).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::utils::batches_to_flight_data;
 use arrow_flight::{FlightData, FlightDescriptor, SchemaAsIpc};
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
@@ -16,7 +15,7 @@ use super::{Inbound, State};
 use crate::compute::{self, Series};
 use crate::ingest::read_series;
 use crate::request::{ExchangeCommand, exchange_command, sweep_request};
-use crate::results::{SCHEMA, to_batch};
+use crate::results::{SCHEMA, SessionEncoder, to_batch};
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
@@ -59,18 +58,23 @@ fn session(state: &State, data: Inbound) -> BoxStream<'static, Result<FlightData
         Arc::clone(&state.sweeps),
         state.config.max_combos,
     );
+    // Requests are answered one at a time and in order, so one encoder serves the session.
+    let encoder = Arc::new(Mutex::new(SessionEncoder::default()));
     let replies = data.map_err(Error::from).and_then(move |msg| {
-        let (store, sweeps) = (Arc::clone(&store), Arc::clone(&sweeps));
+        let (store, sweeps, encoder) = (
+            Arc::clone(&store),
+            Arc::clone(&sweeps),
+            Arc::clone(&encoder),
+        );
         async move {
             let req = sweep_request(&msg.app_metadata, max_combos)?;
             let dataset = store.get(&req.dataset)?;
             let results = compute::run(&sweeps, Series::Stored(store, dataset), &req.spec).await?;
             let batch = to_batch(&req.spec.combos, &results)?;
-            let mut encoded = batches_to_flight_data(&SCHEMA, [&batch])?;
-            // [schema, batch]: the schema went out once, at the start of the session.
-            let mut reply = encoded
-                .pop()
-                .ok_or_else(|| Error::Internal("no batch encoded".into()))?;
+            let mut reply = encoder
+                .lock()
+                .map_err(|_| Error::Internal("session encoder poisoned".into()))?
+                .encode(&batch)?;
             reply.app_metadata = msg.app_metadata;
             Ok(reply)
         }

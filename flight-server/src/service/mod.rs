@@ -152,7 +152,7 @@ impl FlightService for SweepFlightService {
     type DoActionStream = Stream_<arrow_flight::Result>;
     type ListActionsStream = Stream_<ActionType>;
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn handshake(
         &self,
         request: Request<Streaming<HandshakeRequest>>,
@@ -179,7 +179,7 @@ impl FlightService for SweepFlightService {
         Ok(response)
     }
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn list_flights(
         &self,
         request: Request<Criteria>,
@@ -191,7 +191,7 @@ impl FlightService for SweepFlightService {
         ))
     }
 
-    #[instrument(skip_all, fields(path = ?request.get_ref().path))]
+    #[instrument(level = "debug", skip_all, fields(path = ?request.get_ref().path))]
     async fn get_flight_info(
         &self,
         request: Request<FlightDescriptor>,
@@ -211,7 +211,7 @@ impl FlightService for SweepFlightService {
         Err(Error::Unimplemented("PollFlightInfo").into())
     }
 
-    #[instrument(skip_all, fields(path = ?request.get_ref().path))]
+    #[instrument(level = "debug", skip_all, fields(path = ?request.get_ref().path))]
     async fn get_schema(
         &self,
         request: Request<FlightDescriptor>,
@@ -223,7 +223,7 @@ impl FlightService for SweepFlightService {
         )?))
     }
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn do_get(
         &self,
         request: Request<Ticket>,
@@ -233,7 +233,7 @@ impl FlightService for SweepFlightService {
         Ok(Response::new(boxed(stream)))
     }
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn do_put(
         &self,
         request: Request<Streaming<FlightData>>,
@@ -244,7 +244,7 @@ impl FlightService for SweepFlightService {
         Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
     }
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn do_exchange(
         &self,
         request: Request<Streaming<FlightData>>,
@@ -256,7 +256,7 @@ impl FlightService for SweepFlightService {
         Ok(Response::new(boxed(stream)))
     }
 
-    #[instrument(skip_all, fields(action = %request.get_ref().r#type))]
+    #[instrument(level = "debug", skip_all, fields(action = %request.get_ref().r#type))]
     async fn do_action(
         &self,
         request: Request<Action>,
@@ -268,7 +268,7 @@ impl FlightService for SweepFlightService {
         ))
     }
 
-    #[instrument(skip_all)]
+    #[instrument(level = "debug", skip_all)]
     async fn list_actions(
         &self,
         request: Request<Empty>,

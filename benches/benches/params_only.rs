@@ -1,0 +1,80 @@
+//! Criterion benches of the server's own work for one params-only call: a 1-combo sweep of a
+//! stored 64-bar dataset (the params-only floor of docs/benchmarks.md), stage by stage.
+//!
+//! Inside the timer: decoding the JSON body, the store lookup and the sweep with a warm WMA
+//! cache (`compute::run`, which runs a sweep this small inline), building the result table,
+//! and encoding it for each reply shape (the `sweep` action's IPC stream, a `session`
+//! message). Outside: the store and dataset, made once. Everything but the network and
+//! gRPC: what the server adds to an echo. The session reply is checked against the action's
+//! result before timing.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use criterion::{Criterion, criterion_group, criterion_main};
+use sweepflight_server::compute::{self, Series, SweepCounters};
+use sweepflight_server::ingest::assemble;
+use sweepflight_server::request::sweep_request;
+use sweepflight_server::results::{MAX_RESULT_BODY, SessionEncoder, ipc_stream_bodies, to_batch};
+use sweepflight_server::store::DatasetStore;
+
+const BODY: &[u8] = br#"{"dataset": "tiny", "lengths": [6]}"#;
+
+fn store(rt: &tokio::runtime::Runtime) -> Arc<DatasetStore> {
+    let close: Float64Array = (0..64).map(|i| 100.0 + f64::from(i).sin()).collect();
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "close",
+        DataType::Float64,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
+    let store = Arc::new(DatasetStore::new(1 << 30));
+    let new = assemble(&schema, vec![batch]).expect("valid series");
+    rt.block_on(store.put("tiny", new)).expect("stored");
+    store
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let store = store(&rt);
+    let counters = Arc::new(SweepCounters::default());
+    let sweep = |body: &[u8]| -> RecordBatch {
+        let req = sweep_request(body, 1_000_000).expect("valid body");
+        let dataset = store.get(&req.dataset).expect("stored");
+        let series = Series::Stored(Arc::clone(&store), dataset);
+        let results = rt
+            .block_on(compute::run(&counters, series, &req.spec))
+            .expect("sweep");
+        to_batch(&req.spec.combos, &results).expect("table")
+    };
+    let batch = sweep(BODY);
+    let mut session = SessionEncoder::default();
+    let reply = session.encode(&batch).expect("session reply");
+    let decoded = arrow_flight::utils::flight_data_to_arrow_batch(
+        &reply,
+        Arc::clone(batch.schema_ref()),
+        &Default::default(),
+    )
+    .expect("decodes");
+    assert_eq!(decoded, batch, "session reply round trip");
+
+    let mut group = c.benchmark_group("params_only");
+    group.bench_function("parse_body", |b| {
+        b.iter(|| sweep_request(black_box(BODY), 1_000_000))
+    });
+    group.bench_function("parse_sweep_table", |b| b.iter(|| sweep(black_box(BODY))));
+    group.bench_function("encode_action_stream", |b| {
+        b.iter(|| ipc_stream_bodies(black_box(&batch), MAX_RESULT_BODY))
+    });
+    group.bench_function("encode_session_message", |b| {
+        b.iter(|| session.encode(black_box(&batch)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
