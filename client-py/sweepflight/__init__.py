@@ -8,11 +8,20 @@
 - ``sweepflight.paper``: the paper's price series and length grid.
 - ``sweepflight.reference``: the numba reference kernel (needs numba).
 - ``sweepflight.plot_sweep(df, path=None)``: PnL and trades against L (needs matplotlib).
+
+Importing the package sets ``GRPC_EXPERIMENTS=-event_engine_client`` for this process unless
+``GRPC_EXPERIMENTS`` is already set: gRPC's client then reads replies on the calling thread,
+which halves the round trip of small calls (see ``sweepflight._grpc``).
 """
 
-from . import paper
-from .client import DEFAULT_FEE, DEFAULT_URI, Client, DatasetInfo, PutSummary, connect
-from .errors import (
+from . import _grpc
+
+# Before pyarrow.flight creates any channel: gRPC reads its configuration once.
+_grpc.apply_defaults()
+
+from . import paper  # noqa: E402
+from .client import DEFAULT_FEE, DEFAULT_URI, Client, DatasetInfo, PutSummary, connect  # noqa: E402
+from .errors import (  # noqa: E402
     Cancelled,
     InvalidRequest,
     NotFound,
@@ -23,7 +32,7 @@ from .errors import (
     Unavailable,
     Unimplemented,
 )
-from .plot import plot_sweep
+from .plot import plot_sweep  # noqa: E402
 
 __version__ = "0.1.0"
 
