@@ -4,12 +4,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::ServerConfig;
-use crate::conn::ReadWake;
 use crate::service::SweepFlightService;
 use crate::store::DatasetStore;
 use crate::uds::AuthorityFix;
@@ -63,10 +62,9 @@ pub async fn serve(
     match listener {
         Listener::Tcp(l) => {
             let incoming = TcpListenerStream::new(l).map(|conn| {
-                conn.and_then(|s| {
+                conn.inspect(|s| {
                     // Small request/response pairs must not wait for Nagle's delayed ACK dance.
                     let _ = s.set_nodelay(true);
-                    ReadWake::new(s)
                 })
             });
             router
@@ -74,8 +72,7 @@ pub async fn serve(
                 .await
         }
         Listener::Unix(l) => {
-            let incoming = UnixListenerStream::new(l)
-                .map(|conn| conn.and_then(ReadWake::new).map(AuthorityFix::new));
+            let incoming = UnixListenerStream::new(l).map_ok(AuthorityFix::new);
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
