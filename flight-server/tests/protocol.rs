@@ -414,7 +414,7 @@ async fn session_exchange_answers_each_request_in_order() {
 // Multi-threaded: the sweep's client keeps running while a blocking thread waits for the exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
-    let mut server = TestServer::start(&["--cache-bytes", "0"]);
+    let server = TestServer::start(&["--cache-bytes", "0"]);
     let mut c = server.client().await;
     put(&mut c, "paper", paper_batches()).await.unwrap();
     // 2,000 long combos: seconds of work, so SIGTERM lands while it runs.
@@ -425,13 +425,7 @@ async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
     wait_until_running(&mut c).await;
     drop(c);
     let uri = server.uri().replace("grpc://", "http://");
-    let exited = tokio::task::spawn_blocking(move || {
-        let status = server
-            .process()
-            .terminate(std::time::Duration::from_secs(60));
-        drop(server);
-        status
-    });
+    let exited = server.terminate_in_background(std::time::Duration::from_secs(60));
     // The call in flight completes, whole.
     let result = call.await.unwrap().expect("the running sweep finishes");
     assert_eq!(result.num_rows(), 2_000);
@@ -447,7 +441,7 @@ async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
 
 #[tokio::test]
 async fn sigterm_ends_open_sessions_and_the_server_exits() {
-    let mut server = TestServer::start(&[]);
+    let server = TestServer::start(&[]);
     let mut c = server.client().await;
     put(&mut c, "s", vec![close_batch(&series(100))])
         .await
@@ -467,15 +461,10 @@ async fn sigterm_ends_open_sessions_and_the_server_exits() {
         .unwrap();
     assert_eq!(first.num_rows(), 1);
 
-    let status = tokio::task::spawn_blocking(move || {
-        let status = server
-            .process()
-            .terminate(std::time::Duration::from_secs(20));
-        drop(server);
-        status
-    })
-    .await
-    .unwrap();
+    let status = server
+        .terminate_in_background(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
     let status = status.expect("the server exits on SIGTERM although a session is open");
     assert!(status.success(), "{status:?}");
     // The session ended cleanly from the client's side too.

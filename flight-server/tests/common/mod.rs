@@ -37,6 +37,16 @@ impl TestServer {
         &self.0.uri
     }
 
+    /// Sends SIGTERM on a blocking thread and waits up to `limit` for the exit, so the async
+    /// test can keep driving its clients meanwhile. The handle yields the exit status, or
+    /// `None` if the server was still running at `limit` (it is then killed).
+    pub fn terminate_in_background(
+        mut self,
+        limit: std::time::Duration,
+    ) -> tokio::task::JoinHandle<Option<std::process::ExitStatus>> {
+        tokio::task::spawn_blocking(move || self.0.terminate(limit))
+    }
+
     /// A fresh client on a new connection.
     pub async fn client(&self) -> FlightClient {
         let uri = self.0.uri.replace("grpc://", "http://");
