@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 from typing import Iterator
 
@@ -45,6 +46,22 @@ class Server:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=30)
+
+
+def run_fresh_python(code: str, *args: str, grpc_experiments: str | None, timeout: float) -> str:
+    """Runs `code` in a fresh interpreter (gRPC reads its configuration once per process) with
+    GRPC_EXPERIMENTS set to `grpc_experiments` (None: unset, so the package picks); returns its
+    stdout and fails the test if it fails or outlives `timeout` seconds."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    if grpc_experiments is not None:
+        env["GRPC_EXPERIMENTS"] = grpc_experiments
+    env["PYTHONPATH"] = str(ROOT / "client-py")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"still running after {timeout} s; stdout: {e.stdout!r}")
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,8 @@ Each case runs in a fresh interpreter: gRPC reads its configuration once per pro
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-from .conftest import ROOT, Server
+from .conftest import Server, run_fresh_python
 
 # Small sweeps through the client; then the CPU time each kind of thread spent on them.
 PROBE = """
@@ -45,13 +42,7 @@ print(json.dumps({
 
 
 def run_probe(uri: str, experiments: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
-    if experiments is not None:
-        env["GRPC_EXPERIMENTS"] = experiments
-    env["PYTHONPATH"] = str(ROOT / "client-py")
-    out = subprocess.run([sys.executable, "-c", PROBE, uri], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return json.loads(run_fresh_python(PROBE, uri, grpc_experiments=experiments, timeout=300))
 
 
 def test_the_setting_moves_reply_reading_to_the_calling_thread(unix_server: Server) -> None:

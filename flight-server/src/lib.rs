@@ -5,12 +5,13 @@
 //! (`docs/protocol.md`): the [`service`] that implements it, the [`store`] of datasets and its
 //! WMA cache (written through to the data directory by [`persist`]), upload validation ([`ingest`]), request decoding ([`request`]), running the
 //! kernel off the async runtime ([`compute`]), the result table ([`results`]) and [`serve`],
-//! which runs it all on a listener until a shutdown future resolves ([`uds`] lets gRPC-core
-//! clients in over Unix sockets).
+//! which runs it all on a listener until a shutdown future resolves ([`conn`] keeps idle
+//! connections from waking the server, [`uds`] lets gRPC-core clients in over Unix sockets).
 
 pub mod auth;
 pub mod compute;
 pub mod config;
+pub mod conn;
 mod error;
 #[cfg(feature = "testing")]
 pub mod fuzzing;

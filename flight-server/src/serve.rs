@@ -4,11 +4,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::ServerConfig;
+use crate::conn::ReadWake;
 use crate::service::SweepFlightService;
 use crate::store::DatasetStore;
 use crate::uds::AuthorityFix;
@@ -62,9 +63,10 @@ pub async fn serve(
     match listener {
         Listener::Tcp(l) => {
             let incoming = TcpListenerStream::new(l).map(|conn| {
-                conn.inspect(|s| {
+                conn.and_then(|s| {
                     // Small request/response pairs must not wait for Nagle's delayed ACK dance.
                     let _ = s.set_nodelay(true);
+                    ReadWake::new(s)
                 })
             });
             router
@@ -72,7 +74,8 @@ pub async fn serve(
                 .await
         }
         Listener::Unix(l) => {
-            let incoming = UnixListenerStream::new(l).map_ok(AuthorityFix::new);
+            let incoming = UnixListenerStream::new(l)
+                .map(|conn| conn.and_then(ReadWake::new).map(AuthorityFix::new));
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await

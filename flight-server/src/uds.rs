@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tonic::transport::server::{Connected, UdsConnectInfo};
+use tonic::transport::server::Connected;
 
 /// The HTTP/2 client connection preface, passed through unchanged.
 const PREFACE_LEN: usize = 24;
@@ -278,8 +278,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for AuthorityFix<S> {
     }
 }
 
-impl Connected for AuthorityFix<tokio::net::UnixStream> {
-    type ConnectInfo = UdsConnectInfo;
+impl<S: Connected> Connected for AuthorityFix<S> {
+    type ConnectInfo = S::ConnectInfo;
     fn connect_info(&self) -> Self::ConnectInfo {
         self.inner.connect_info()
     }
