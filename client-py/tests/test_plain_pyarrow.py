@@ -124,7 +124,6 @@ def test_session_exchange(server) -> None:
     writer.close()
 
 
-
 # Megabyte echoes both ways, alternating DoAction and DoExchange, as any pyarrow user might.
 ECHOES = """
 import sys
