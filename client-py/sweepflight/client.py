@@ -168,14 +168,26 @@ class Client:
         """
         key, items = _combos(lengths, params)
         chunk_combos = max(1, int(chunk_combos))
+        if len(items) <= chunk_combos and not progress:
+            # The common case, kept short: for a params-only sweep the client's own Python is
+            # a fair share of the round trip.
+            result = self._sweep_call({"dataset": name, key: items, "fee": fee}, len(items))
+        else:
+            result = self._sweep_chunks(name, key, items, fee, chunk_combos, progress)
+        return result if as_arrow else pl.from_arrow(result)
+
+    def _sweep_chunks(
+        self, name: str, key: str, items: list, fee: float, chunk_combos: int, progress: bool | None
+    ) -> pa.Table:
+        """A grid as calls of ``chunk_combos`` each, stitched into one table."""
         starts = range(0, len(items), chunk_combos)
         show = progress if progress is not None else len(starts) > PROGRESS_MIN_CHUNKS
         bar = _progress(len(items), name) if show else None
         tables = []
         try:
             for start in starts or [0]:
-                body = {"dataset": name, key: items[start : start + chunk_combos], "fee": fee}
-                table = self._sweep_call(body)
+                chunk = items[start : start + chunk_combos]
+                table = self._sweep_call({"dataset": name, key: chunk, "fee": fee}, len(chunk))
                 if start:
                     table = table.set_column(0, table.schema.field(0), pc.add(table["combo"], start))
                 tables.append(table)
@@ -184,12 +196,10 @@ class Client:
         finally:
             if bar is not None:
                 bar.close()
-        result = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        return result if as_arrow else pl.from_arrow(result)
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def _sweep_call(self, body: dict) -> pa.Table:
+    def _sweep_call(self, body: dict, combos: int) -> pa.Table:
         encoded = json.dumps(body).encode()
-        combos = len(body.get("lengths") or body.get("params") or [])
         if combos <= SESSION_MAX_COMBOS:
             return self._session_sweep(encoded)
         action = flight.Action("sweep", encoded)

@@ -98,6 +98,8 @@ def test_error_classes(sf: sweepflight.Client) -> None:
     with pytest.raises(sweepflight.NotFound, match="`nope` not found") as e:
         sf.sweep("nope", lengths=[6])
     assert e.value.code == "NOT_FOUND" and isinstance(e.value, KeyError)
+    # The pyarrow exception stays reachable for callers who want gRPC's full text.
+    assert isinstance(e.value.__cause__, KeyError) and not isinstance(e.value.__cause__, sweepflight.SweepflightError)
     with pytest.raises(sweepflight.NotFound):
         sf.info("nope")
     with pytest.raises(sweepflight.NotFound):
