@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import platform
+import random
 import socket
 import statistics
 import struct
@@ -143,11 +144,19 @@ def sweep_call(client: flight.FlightClient, body: bytes) -> pa.Table:
 
 
 def interleaved(rounds: int, warmup: int, ops: dict[str, Callable[[], None]]) -> dict[str, Samples]:
-    """Times each op once per round, in a rotating order, after `warmup` untimed rounds."""
+    """Times each op once per round, in a fresh random order each round, after `warmup` untimed
+    rounds.
+
+    Random rather than rotated: rotating a fixed list keeps each op behind the same neighbour
+    in almost every round, and a call right after another kind of call (say a DoAction on a
+    different connection) can pay for it (+90 us for a small sweep on this VM); a fixed
+    neighbour would charge that to one row only.
+    """
     out = {k: Samples() for k in ops}
-    names = list(ops)
+    order = list(ops)
+    shuffle = random.Random(0).shuffle
     for r in range(warmup + rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        shuffle(order)
         for k in order:
             t0 = time.perf_counter()
             ops[k]()
@@ -265,66 +274,49 @@ FLOOR_PARTS = 2
 CPU_CALLS = 2000
 
 
+#: Where the floor's processes run, for the product setting, besides wherever the scheduler
+#: puts them: indexes into this process's allowed CPUs, (servers, Python client). Unpinned, the
+#: raw echo and the Flight calls each land on one CPU or two by chance, and the two costs differ
+#: ~5x on this VM (docs/benchmarks.md), so only a placement held fixed for every row of a process
+#: compares like with like.
+FLOOR_PLACEMENTS = {"one CPU": (0, 0), "two CPUs": (0, 1)}
+
+
 def exp_floor(tmp: pathlib.Path, rounds: int) -> dict:
-    """The params-only floor under each gRPC client setting, plus a Rust client's view."""
-    samples: dict[str, dict[str, Samples]] = {s: {} for s in FLOOR_SETTINGS}
+    """The params-only floor under each gRPC client setting, unpinned; the product setting under
+    each fixed placement; plus a Rust client's view."""
+    product = next(iter(FLOOR_SETTINGS))
+    placements = FLOOR_PLACEMENTS if len(os.sched_getaffinity(0)) >= 2 else {}
+    runs = [(s, None) for s in FLOOR_SETTINGS] + [(product, p) for p in placements]
+    samples: dict[tuple, dict[str, Samples]] = {r: {} for r in runs}
     cpu: dict[str, list[dict]] = {s: [] for s in FLOOR_SETTINGS}
     for part in range(FLOOR_PARTS):
-        for setting, experiments in FLOOR_SETTINGS.items():
-            out = tmp / f"floor-{setting}-{part}.json"
+        for setting, placement in runs:
+            out = tmp / f"floor-{part}.json"
             subprocess.run(
-                [sys.executable, __file__, "--floor-child", str(max(1, rounds // FLOOR_PARTS)), str(out)],
-                env={**os.environ, "GRPC_EXPERIMENTS": experiments},
+                [sys.executable, __file__, "--floor-child", str(max(1, rounds // FLOOR_PARTS)), str(out), placement or ""],
+                env={**os.environ, "GRPC_EXPERIMENTS": FLOOR_SETTINGS[setting]},
                 check=True,
             )
             got = json.loads(out.read_text())
             for op, xs in got["samples"].items():
-                samples[setting].setdefault(op, Samples()).xs.extend(xs)
-            cpu[setting].append(got["cpu"])
+                samples[setting, placement].setdefault(op, Samples()).xs.extend(xs)
+            if placement is None:
+                cpu[setting].append(got["cpu"])
+    summary = {r: {op: v.summary() for op, v in ops.items()} for r, ops in samples.items()}
     return {
         "grpc_experiments": FLOOR_SETTINGS,
-        "calls": {s: {op: v.summary() for op, v in ops.items()} for s, ops in samples.items()},
+        "calls": {s: summary[s, None] for s in FLOOR_SETTINGS},
+        "placed": {p: summary[product, p] for p in placements},
         "cpu_us_per_call": {s: mean_dicts(parts) for s, parts in cpu.items()},
         "rust_client": rust_floor(tmp, rounds),
-        "wakeup": wakeup_cost(tmp, rounds),
     }
 
 
 def pin(pid: int, cpu: int) -> None:
-    """Pins every thread of process `pid` to `cpu`."""
+    """Pins every thread of process `pid` to `cpu` (threads started later inherit it)."""
     for tid in os.listdir(f"/proc/{pid}/task"):
         os.sched_setaffinity(int(tid), {cpu})
-
-
-def wakeup_cost(tmp: pathlib.Path, rounds: int) -> dict:
-    """The raw echo with client and server pinned to one CPU, and to two different CPUs.
-
-    Alternates placements every 100 calls. Shows what a cross-CPU wake-up costs here, which is
-    what every row of the floor pays at least twice per call.
-    """
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        return {}
-    raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / "raw-wakeup.sock"))
-    echo = raw_echo_client(raw.addr.removeprefix("unix://"))
-    echo(b"x" * 8)  # the connection's thread exists from here on
-    placements = {"both on one CPU": (cpus[0], cpus[0]), "on different CPUs": (cpus[0], cpus[1])}
-    samples = {k: Samples() for k in placements}
-    mine = os.sched_getaffinity(0)
-    try:
-        for _ in range(max(1, rounds // 100)):
-            for k, (server_cpu, client_cpu) in placements.items():
-                pin(raw.p.pid, server_cpu)
-                os.sched_setaffinity(0, {client_cpu})
-                for i in range(110):
-                    t0 = time.perf_counter()
-                    echo(b"x" * 8)
-                    if i >= 10:
-                        samples[k].add(time.perf_counter() - t0)
-    finally:
-        os.sched_setaffinity(0, mine)
-    raw.stop()
-    return {k: v.summary() for k, v in samples.items()}
 
 
 def mean_dicts(parts: list[dict]) -> dict:
@@ -332,17 +324,27 @@ def mean_dicts(parts: list[dict]) -> dict:
     return {op: {k: statistics.mean(p[op][k] for p in parts) for k in parts[0][op]} for op in parts[0]}
 
 
-def floor_child(tmp: pathlib.Path, rounds: int) -> dict:
-    """One process's share of the floor: raw echo and Flight calls interleaved, then CPU time.
+def floor_child(tmp: pathlib.Path, rounds: int, placement: str | None) -> dict:
+    """One process's share of the floor: raw echo and Flight calls interleaved, then (unpinned
+    only) CPU time.
 
-    Runs in a process whose GRPC_EXPERIMENTS the parent chose; returns raw samples (seconds).
+    Runs in a process whose GRPC_EXPERIMENTS the parent chose; with a `placement` (a key of
+    FLOOR_PLACEMENTS) every server and this whole process are pinned before the first call.
+    Returns raw samples (seconds).
     """
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = (cpus[i] for i in FLOOR_PLACEMENTS[placement]) if placement else (None, None)
+    if placement:
+        pin(os.getpid(), client_cpu)
     raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / f"raw-{os.getpid()}.sock"))
     servers = {t: flight_server(tmp, t) for t in ("unix", "tcp")}
+    if placement:
+        for proc in (raw, *servers.values()):
+            pin(proc.p.pid, server_cpu)
     tiny = pa.table({"close": 100 + np.random.default_rng(1).random(64)})
     body = json.dumps({"dataset": "tiny", "lengths": [6]}).encode()
     echo = raw_echo_client(raw.addr.removeprefix("unix://"))
-    ops: dict[str, Callable[[], None]] = {"raw-unix-echo-8B": lambda: echo(b"x" * 8)}
+    ops: dict[str, Callable[[], None]] = {FLOOR_RAW: lambda: echo(b"x" * 8)}
     for t, s in servers.items():
         c = flight.connect(s.addr)
         put(c, "tiny", tiny)
@@ -359,10 +361,7 @@ def floor_child(tmp: pathlib.Path, rounds: int) -> dict:
     ops["unix-client-sweep-1combo-64bars"] = lambda: sf.sweep("tiny", lengths=[6], as_arrow=True)
     out = interleaved(rounds, warmup=max(50, rounds // 20), ops=ops)
     server_pid = servers["unix"].p.pid
-    cpu = {
-        op: cpu_per_call(ops[op], server_pid)
-        for op in ("unix-sweep-1combo-64bars", "unix-session-sweep-1combo-64bars", "unix-client-sweep-1combo-64bars")
-    }
+    cpu = {} if placement else {op: cpu_per_call(ops[op], server_pid) for op in FLOOR_SWEEPS}
     sf.close()
     raw.stop()
     for s in servers.values():
@@ -670,7 +669,7 @@ def environment() -> dict:
         "pyarrow": pa.__version__,
         "numpy": np.__version__,
         "numba": numba.__version__,
-        "git": cmd("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"),
+        "git": cmd("git", "-C", str(ROOT), "describe", "--always", "--dirty"),
         # Set by importing sweepflight (client-py/sweepflight/_grpc.py) unless already set; the
         # floor section also measures gRPC's defaults.
         "GRPC_EXPERIMENTS (Python)": os.environ.get("GRPC_EXPERIMENTS", "(unset)") or "(empty)",
@@ -738,6 +737,7 @@ def render(res: dict) -> str:
 
 
 FLOOR_TARGET = 5.0
+FLOOR_RAW = "raw-unix-echo-8B"
 FLOOR_SWEEPS = {
     "unix-sweep-1combo-64bars": "a `sweep` DoAction",
     "unix-session-sweep-1combo-64bars": "a message on an open `session` exchange",
@@ -745,10 +745,36 @@ FLOOR_SWEEPS = {
 }
 
 
+def floor_table(columns: dict[str, dict]) -> list[str]:
+    """One row per call, a `n | p50 | p99 | p50 / raw` group per column (a run's calls)."""
+    lines = [
+        "| call | " + " | ".join(f"{col}: n | p50 | p99 | p50 / raw" for col in columns) + " |",
+        "| --- |" + " ---: | ---: | ---: | ---: |" * len(columns),
+    ]
+    for op in next(iter(columns.values())):
+        cells = []
+        for calls in columns.values():
+            c, raw = calls[op], calls[FLOOR_RAW]["p50"]
+            cells.append(f"{c['n']} | {fmt_s(c['p50'])} | {fmt_s(c['p99'])} | {c['p50'] / raw:.2f}x")
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def floor_verdict(label: str, calls: dict) -> str:
+    """The target, judged for each way of making a params-only sweep, in one run's calls."""
+    raw = calls[FLOOR_RAW]["p50"]
+    verdicts = "; ".join(
+        f"{what} {met((r := calls[op]['p50'] / raw) <= FLOOR_TARGET)} ({r:.2f}x)" for op, what in FLOOR_SWEEPS.items()
+    )
+    return f"- {label}: {verdicts}."
+
+
 def render_floor(res: dict) -> list[str]:
     f = res["floor"]
     settings = list(f["calls"])
-    raw = {s: f["calls"][s]["raw-unix-echo-8B"]["p50"] for s in settings}
+    product, default = settings[0], settings[1]
+    raw = {s: f["calls"][s][FLOOR_RAW]["p50"] for s in settings}
+    session = "unix-session-sweep-1combo-64bars"
     lines = [
         "",
         "## The params-only floor",
@@ -763,41 +789,42 @@ def render_floor(res: dict) -> list[str]:
           "calling thread)" if e else " (gRPC's defaults: a pool thread reads each reply, then wakes the caller)")
           for s, e in f["grpc_experiments"].items()],
         "",
-        "| call | " + " | ".join(f"{s}: n | p50 | p99 | p50 / raw" for s in settings) + " |",
-        "| --- |" + " ---: | ---: | ---: | ---: |" * len(settings),
-    ]
-    for op in f["calls"][settings[0]]:
-        cells = []
-        for s in settings:
-            c = f["calls"][s][op]
-            cells.append(f"{c['n']} | {fmt_s(c['p50'])} | {fmt_s(c['p99'])} | {c['p50'] / raw[s]:.2f}x")
-        lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    product, default = settings[0], settings[1]
-    session = "unix-session-sweep-1combo-64bars"
-    lines += [
+        "Processes where the scheduler puts them:",
+        "",
+        *floor_table(f["calls"]),
         "",
         f"Read the ratios with care: the raw echo is measured in the same process as the Flight calls, and with "
         f"gRPC's defaults it is itself slower or faster ({fmt_s(raw[default])} vs {fmt_s(raw[product])} here). Our "
         f"reading, not measured directly: gRPC's pool threads are often still running when the echo starts, so its "
-        f"wake-ups cross CPUs more often (the last table shows what crossing costs). "
+        f"wake-ups cross CPUs more often (the next table shows what crossing costs). "
         f"In absolute terms the `{product}` setting is faster on the session row ({fmt_s(f['calls'][product][session]['p50'])} "
         f"vs {fmt_s(f['calls'][default][session]['p50'])}). The target is judged on `{product}`, what users of the "
         "client get; the other line is for reference.",
+    ]
+    placed = f.get("placed") or {}
+    if placed:
+        one, two = (placed[p][FLOOR_RAW]["p50"] for p in FLOOR_PLACEMENTS)
+        lines += [
+            "",
+            f"The `{product}` setting again, with the placement held fixed: every server pinned to one CPU, the Python",
+            f"process to the same CPU or to the other one ({FLOOR_PARTS} processes each, alternating with the ones above).",
+            "Unpinned, the raw echo and the Flight calls each land on one CPU or two as the scheduler's wake-up",
+            f"heuristics happen to decide, and here the two cost very differently (raw echo {fmt_s(one)} on one CPU,",
+            f"{fmt_s(two)} across two), so an unpinned ratio can set a raw echo of one placement against Flight calls",
+            "of the other. With the placement fixed every row pays the same kind of wake-up:",
+            "",
+            *floor_table(placed),
+        ]
+    lines += [
         "",
         f"Target: a params-only 1-combo sweep p50 within {FLOOR_TARGET:.0f}x of the raw echo p50 (Unix socket):",
         "",
-    ]
-    for s in settings:
-        verdicts = "; ".join(
-            f"{what} {met((r := f['calls'][s][op]['p50'] / raw[s]) <= FLOOR_TARGET)} ({r:.2f}x)"
-            for op, what in FLOOR_SWEEPS.items()
-        )
-        lines.append(f"- `{s}`: {verdicts}.")
-    lines += [
+        *[floor_verdict(f"`{s}`, unpinned", f["calls"][s]) for s in settings],
+        *[floor_verdict(f"`{product}`, {p}", calls) for p, calls in placed.items()],
         "",
-        f"CPU time per call, {CPU_CALLS} calls back to back after the interleaved rounds (schedstat, mean of the",
-        "processes): the Python process's calling thread, its other threads (gRPC's), and the whole server. This is",
-        "time the guest kernel saw each thread on a CPU, which on this VM includes the cost of waking idle vCPUs.",
+        f"CPU time per call, {CPU_CALLS} calls back to back after the interleaved rounds (schedstat, unpinned, mean of",
+        "the processes): the Python process's calling thread, its other threads (gRPC's), and the whole server. This",
+        "is time the guest kernel saw each thread on a CPU, which on this VM includes the cost of waking idle vCPUs.",
         "",
         "| call | setting | wall | caller thread | client's other threads | server |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
@@ -817,17 +844,6 @@ def render_floor(res: dict) -> list[str]:
         "| --- | ---: | ---: | ---: |",
         *[f"| {op} | {c['n']} | {fmt_s(c['p50'])} | {fmt_s(c['p99'])} |" for op, c in rust.items()],
     ]
-    wake = f.get("wakeup")
-    if wake:
-        lines += [
-            "",
-            "Why the raw echo moves so much between runs: the raw echo with both processes pinned to one CPU",
-            "and to different CPUs, same run (n per row in the table):",
-            "",
-            "| placement | n | p50 | p99 |",
-            "| --- | ---: | ---: | ---: |",
-            *[f"| {k} | {c['n']} | {fmt_s(c['p50'])} | {fmt_s(c['p99'])} |" for k, c in wake.items()],
-        ]
     return [*lines, ""]
 
 
@@ -1004,12 +1020,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small counts; does not rewrite docs/benchmarks.md")
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     ap.add_argument("--check-doc", action="store_true", help="only check docs/benchmarks.md is the rendering of docs/benchmarks.json")
-    ap.add_argument("--floor-child", nargs=2, metavar=("ROUNDS", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--floor-child", nargs=3, metavar=("ROUNDS", "OUT", "PLACEMENT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.floor_child:
         rounds, out = int(args.floor_child[0]), pathlib.Path(args.floor_child[1])
         with tempfile.TemporaryDirectory() as d:
-            out.write_text(json.dumps(floor_child(pathlib.Path(d), rounds)))
+            out.write_text(json.dumps(floor_child(pathlib.Path(d), rounds, args.floor_child[2] or None)))
         return 0
     if args.check_doc:
         if render(json.loads(RAW.read_text())) != DOC.read_text():
