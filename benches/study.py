@@ -197,6 +197,10 @@ def exp_kernel(runs: int) -> dict:
     return {k: v.summary() for k, v in samples.items()}
 
 
+#: Runs of the preloaded experiment per run of the kernel experiment.
+PRELOADED_RUNS_PER_RUN = 3
+
+
 def exp_preloaded(tmp: pathlib.Path, runs: int) -> dict:
     """The 80-combo sweep as one params-only call vs the in-process kernel (all threads).
 
@@ -1043,7 +1047,9 @@ def main() -> int:
         print("kernel ...", flush=True)
         res["kernel"] = exp_kernel(runs)
         print("preloaded ...", flush=True)
-        res["preloaded"] = exp_preloaded(tmp, runs)
+        # The preloaded target is 2%, and with 7 runs the ratio of medians moved by +-5% from
+        # one run of this script to the next; the calls are ~0.2 s, so take more.
+        res["preloaded"] = exp_preloaded(tmp, PRELOADED_RUNS_PER_RUN * runs)
         print("floor ...", flush=True)
         res["floor"] = exp_floor(tmp, rounds)
         print("architectures ...", flush=True)
