@@ -11,7 +11,7 @@
 
 Importing the package sets ``GRPC_EXPERIMENTS=-event_engine_client`` for this process unless
 ``GRPC_EXPERIMENTS`` is already set: gRPC's client then reads replies on the calling thread,
-which halves the round trip of small calls (see ``sweepflight._grpc``).
+which makes small calls faster (see ``sweepflight._grpc``).
 """
 
 from . import _grpc

@@ -4,9 +4,10 @@ pyarrow.flight runs on gRPC's C++ core, which reads its configuration once, when
 channel is created. By default its client reads each reply on an EventEngine pool thread and
 then wakes the calling thread, so every message pays two thread hand-offs and the pool's own
 bookkeeping. With the ``event_engine_client`` experiment off, the thread that waits for a reply
-polls the socket itself. For the small params-only calls this client is built for, that takes
-about a third off the round trip and half off the client's CPU per call on the 2-core VM the
-project benchmarks on (docs/benchmarks.md, "The params-only floor"); uploads are unaffected.
+polls the socket itself. For the small params-only calls this client is built for, that
+shortens the round trip and saves client CPU on the 2-core VM the project benchmarks on (by how
+much varies from run to run: docs/benchmarks.md, "The params-only floor"); uploads are
+unaffected.
 
 Only a process that has not chosen: if ``GRPC_EXPERIMENTS`` is set (to anything, even empty),
 it is left alone, so ``GRPC_EXPERIMENTS= python ...`` runs with gRPC's own defaults. The setting
