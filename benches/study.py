@@ -13,6 +13,7 @@ count. Raw numbers go to docs/benchmarks.json; docs/benchmarks.md is generated f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -286,32 +287,69 @@ CPU_CALLS = 2000
 FLOOR_PLACEMENTS = {"one CPU": (0, 0), "two CPUs": (0, 1)}
 
 
-def exp_floor(tmp: pathlib.Path, rounds: int) -> dict:
+#: The guest kernel's halt-polling time (cpuidle-haltpoll): how long an idle vCPU keeps
+#: polling for work before it halts. Waking a halted vCPU is a trip through the hypervisor,
+#: which the floor's calls pay several times each.
+HALTPOLL = pathlib.Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+#: The halt-polling time the floor is also measured with, where the knob can be set.
+FLOOR_HALTPOLL_NS = 200_000
+
+
+def halt_poll_ns() -> int | None:
+    """The guest's halt-polling time, or None if this kernel has no such knob."""
+    try:
+        return int(HALTPOLL.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def halt_polling(ns: int | None) -> Iterator[None]:
+    """Sets the guest's halt-polling time for the block (None: leaves it), then restores it."""
+    old = halt_poll_ns()
+    if ns is None or old is None:
+        yield
+        return
+    HALTPOLL.write_text(str(ns))
+    try:
+        yield
+    finally:
+        HALTPOLL.write_text(str(old))
+
+
+def exp_floor(tmp: pathlib.Path, rounds: int, tune_vm: bool) -> dict:
     """The params-only floor under each gRPC client setting, unpinned; the product setting under
-    each fixed placement; plus a Rust client's view."""
+    each fixed placement and (if `tune_vm` and the knob is writable) unpinned with the guest's
+    halt polling on; plus a Rust client's view."""
     product = next(iter(FLOOR_SETTINGS))
     placements = FLOOR_PLACEMENTS if len(os.sched_getaffinity(0)) >= 2 else {}
-    runs = [(s, None) for s in FLOOR_SETTINGS] + [(product, p) for p in placements]
+    poll = FLOOR_HALTPOLL_NS if tune_vm and halt_poll_ns() is not None and os.access(HALTPOLL, os.W_OK) else None
+    # (gRPC setting, placement, halt-polling time to set)
+    runs = [(s, None, None) for s in FLOOR_SETTINGS] + [(product, p, None) for p in placements]
+    runs += [(product, None, poll)] if poll is not None else []
     samples: dict[tuple, dict[str, Samples]] = {r: {} for r in runs}
     cpu: dict[str, list[dict]] = {s: [] for s in FLOOR_SETTINGS}
     for part in range(FLOOR_PARTS):
-        for setting, placement in runs:
+        for run in runs:
+            setting, placement, ns = run
             out = tmp / f"floor-{part}.json"
-            subprocess.run(
-                [sys.executable, __file__, "--floor-child", str(max(1, rounds // FLOOR_PARTS)), str(out), placement or ""],
-                env={**os.environ, "GRPC_EXPERIMENTS": FLOOR_SETTINGS[setting]},
-                check=True,
-            )
+            with halt_polling(ns):
+                subprocess.run(
+                    [sys.executable, __file__, "--floor-child", str(max(1, rounds // FLOOR_PARTS)), str(out), placement or ""],
+                    env={**os.environ, "GRPC_EXPERIMENTS": FLOOR_SETTINGS[setting]},
+                    check=True,
+                )
             got = json.loads(out.read_text())
             for op, xs in got["samples"].items():
-                samples[setting, placement].setdefault(op, Samples()).xs.extend(xs)
-            if placement is None:
+                samples[run].setdefault(op, Samples()).xs.extend(xs)
+            if placement is None and ns is None:
                 cpu[setting].append(got["cpu"])
     summary = {r: {op: v.summary() for op, v in ops.items()} for r, ops in samples.items()}
     return {
         "grpc_experiments": FLOOR_SETTINGS,
-        "calls": {s: summary[s, None] for s in FLOOR_SETTINGS},
-        "placed": {p: summary[product, p] for p in placements},
+        "calls": {s: summary[s, None, None] for s in FLOOR_SETTINGS},
+        "placed": {p: summary[product, p, None] for p in placements},
+        "halt_polling": {"ns": poll, "calls": summary[product, None, poll]} if poll is not None else None,
         "cpu_us_per_call": {s: mean_dicts(parts) for s, parts in cpu.items()},
         "rust_client": rust_floor(tmp, rounds),
     }
@@ -674,6 +712,7 @@ def environment() -> dict:
         "numpy": np.__version__,
         "numba": numba.__version__,
         "git": cmd("git", "-C", str(ROOT), "describe", "--always", "--dirty"),
+        "guest halt polling (cpuidle-haltpoll)": "n/a" if (ns := halt_poll_ns()) is None else f"{ns} ns",
         # Set by importing sweepflight (client-py/sweepflight/_grpc.py) unless already set; the
         # floor section also measures gRPC's defaults.
         "GRPC_EXPERIMENTS (Python)": os.environ.get("GRPC_EXPERIMENTS", "(unset)") or "(empty)",
@@ -819,12 +858,26 @@ def render_floor(res: dict) -> list[str]:
             "",
             *floor_table(placed),
         ]
+    hp = f.get("halt_polling")
+    polled = f"halt polling {hp['ns'] // 1000} us" if hp else ""
+    if hp:
+        default = res["environment"].get("guest halt polling (cpuidle-haltpoll)", "?")
+        lines += [
+            "",
+            f"The `{product}` setting unpinned again, with the guest kernel's halt polling on. This VM ships with",
+            f"`guest_halt_poll_ns` at {default} (environment table): an idle vCPU halts at once, and waking it is a trip",
+            f"through the hypervisor. For these processes ({FLOOR_PARTS}, alternating with the ones above) it was set to",
+            f"{hp['ns'] // 1000} us, so an idle vCPU polls that long for work before halting, and restored afterwards:",
+            "",
+            *floor_table({polled: hp["calls"]}),
+        ]
     lines += [
         "",
         f"Target: a params-only 1-combo sweep p50 within {FLOOR_TARGET:.0f}x of the raw echo p50 (Unix socket):",
         "",
         *[floor_verdict(f"`{s}`, unpinned", f["calls"][s]) for s in settings],
         *[floor_verdict(f"`{product}`, {p}", calls) for p, calls in placed.items()],
+        *([floor_verdict(f"`{product}`, unpinned, {polled}", hp["calls"])] if hp else []),
         "",
         f"CPU time per call, {CPU_CALLS} calls back to back after the interleaved rounds (schedstat, unpinned, mean of",
         "the processes): the Python process's calling thread, its other threads (gRPC's), and the whole server. This",
@@ -1051,7 +1104,9 @@ def main() -> int:
         # one run of this script to the next; the calls are ~0.2 s, so take more.
         res["preloaded"] = exp_preloaded(tmp, PRELOADED_RUNS_PER_RUN * runs)
         print("floor ...", flush=True)
-        res["floor"] = exp_floor(tmp, rounds)
+        # The full run also measures the floor with the VM's halt polling on (set, then restored);
+        # the quick smoke test leaves the machine's settings alone.
+        res["floor"] = exp_floor(tmp, rounds, tune_vm=not args.quick)
         print("architectures ...", flush=True)
         res["architectures"] = exp_architectures(tmp, runs, res["kernel"], res["preloaded"])
         print("echo curve ...", flush=True)
