@@ -282,8 +282,8 @@ CPU_CALLS = 2000
 #: Where the floor's processes run, for the product setting, besides wherever the scheduler
 #: puts them: indexes into this process's allowed CPUs, (servers, Python client). Unpinned, the
 #: raw echo and the Flight calls each land on one CPU or two by chance, and the two costs differ
-#: ~5x on this VM (docs/benchmarks.md), so only a placement held fixed for every row of a process
-#: compares like with like.
+#: 3-4x on this VM (docs/benchmarks.md), so only a placement held fixed for every row of a
+#: process compares like with like.
 FLOOR_PLACEMENTS = {"one CPU": (0, 0), "two CPUs": (0, 1)}
 
 
@@ -869,11 +869,11 @@ def render_floor(res: dict) -> list[str]:
     hp = f.get("halt_polling")
     polled = f"halt polling {hp['ns'] // 1000} us" if hp else ""
     if hp:
-        default = res["environment"].get("guest halt polling (cpuidle-haltpoll)", "?")
+        shipped = res["environment"].get("guest halt polling (cpuidle-haltpoll)", "?")
         lines += [
             "",
             f"The `{product}` setting unpinned again, with the guest kernel's halt polling on. This VM ships with",
-            f"`guest_halt_poll_ns` at {default} (environment table): an idle vCPU halts at once, and waking it is a trip",
+            f"`guest_halt_poll_ns` at {shipped} (environment table): an idle vCPU halts at once, and waking it is a trip",
             f"through the hypervisor. For these processes ({FLOOR_PARTS}, alternating with the ones above) it was set to",
             f"{hp['ns'] // 1000} us, so an idle vCPU polls that long for work before halting, and restored afterwards:",
             "",
