@@ -171,7 +171,7 @@ class Client:
         if len(items) <= chunk_combos and not progress:
             # The common case, kept short: for a params-only sweep the client's own Python is
             # a fair share of the round trip.
-            result = self._sweep_call({"dataset": name, key: items, "fee": fee}, len(items))
+            result = self._sweep_call(name, key, items, fee)
         else:
             result = self._sweep_chunks(name, key, items, fee, chunk_combos, progress)
         return result if as_arrow else pl.from_arrow(result)
@@ -186,8 +186,7 @@ class Client:
         tables = []
         try:
             for start in starts or [0]:
-                chunk = items[start : start + chunk_combos]
-                table = self._sweep_call({"dataset": name, key: chunk, "fee": fee}, len(chunk))
+                table = self._sweep_call(name, key, items[start : start + chunk_combos], fee)
                 if start:
                     table = table.set_column(0, table.schema.field(0), pc.add(table["combo"], start))
                 tables.append(table)
@@ -198,9 +197,10 @@ class Client:
                 bar.close()
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def _sweep_call(self, body: dict, combos: int) -> pa.Table:
-        encoded = json.dumps(body).encode()
-        if combos <= SESSION_MAX_COMBOS:
+    def _sweep_call(self, name: str, key: str, items: list, fee: float) -> pa.Table:
+        """One sweep call: ``items`` are the ``lengths`` or ``params`` (``key``) of its combos."""
+        encoded = json.dumps({"dataset": name, key: items, "fee": fee}).encode()
+        if len(items) <= SESSION_MAX_COMBOS:
             return self._session_sweep(encoded)
         action = flight.Action("sweep", encoded)
         with translated():
