@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
 use crate::connect::{ConnectOptions, channel};
+use crate::session::Session;
 use crate::types::{DatasetInfo, PutSummary, SweepRequest, SweepResult};
 use crate::{Error, Result};
 
@@ -108,6 +109,15 @@ impl Client {
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
         SweepResult::check(arrow_select::concat::concat_batches(&schema, &batches)?)
+    }
+
+    /// Opens a `session`: many sweeps on one open stream, for tight loops of small
+    /// params-only sweeps. Each sweep is then a message each way instead of a gRPC call.
+    ///
+    /// # Errors
+    /// [`Error::Status`] if the server refuses the exchange (UNAUTHENTICATED, for one).
+    pub async fn session(&mut self) -> Result<Session> {
+        Session::open(&mut self.flight).await
     }
 
     /// Runs a large sweep as calls of at most `chunk` combos, in sequence; `progress` is told

@@ -31,6 +31,9 @@ pub enum Error {
     /// The request was refused before sending (for example both or neither of lengths/params).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The server had ended the `session` (at shutdown, or after an error it reported).
+    #[error("the sweep session has ended; open a new one")]
+    SessionEnded,
     /// The server's reply did not follow the contract.
     #[error("unexpected reply from the server: {0}")]
     Protocol(String),

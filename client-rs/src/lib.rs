@@ -3,7 +3,8 @@
 //! It owns the client side of the wire contract (`docs/protocol.md`): connecting over TCP, TLS
 //! or a Unix socket with an optional token ([`Client::connect`]), uploading series
 //! ([`Client::put`]), typed sweep requests and results ([`SweepRequest`], [`SweepResult`]) and
-//! the catalog calls. With the `polars` feature, [`Client::put_polars`] uploads a Polars
+//! the catalog calls. [`Client::session`] opens the `session` extension for many small sweeps
+//! in a row, a message each instead of a gRPC call each. With the `polars` feature, [`Client::put_polars`] uploads a Polars
 //! `DataFrame` without copying its columns. It sits on `arrow_flight::FlightClient`; anything
 //! it does, a plain Flight client can do too.
 //!
@@ -27,9 +28,11 @@ mod connect;
 mod error;
 #[cfg(feature = "polars")]
 pub mod polars;
+mod session;
 mod types;
 
 pub use client::Client;
 pub use connect::ConnectOptions;
 pub use error::{Error, Result};
+pub use session::Session;
 pub use types::{ComboRow, DatasetInfo, PutSummary, SweepRequest, SweepResult};

@@ -2,6 +2,7 @@
 //! sweeps, errors with their codes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use sweepflight_client::{Client, Error, SweepRequest};
@@ -13,6 +14,14 @@ fn series(n: usize) -> Vec<f64> {
     (0..n)
         .map(|i| 100.0 + (i as f64 * 0.21).sin() * 3.0 + (i as f64 * 0.013).cos() * 4.0)
         .collect()
+}
+
+/// A request with neither lengths nor params, which the client refuses before sending.
+fn neither() -> SweepRequest {
+    SweepRequest {
+        lengths: None,
+        ..SweepRequest::lengths("s", [1])
+    }
 }
 
 fn server(extra: &[&str]) -> TestServer {
@@ -144,12 +153,8 @@ async fn errors_carry_codes_and_messages() {
     assert!(err.to_string().contains("row 1: is NaN"), "{err}");
     let err = c.put_closes("big", &series(1_000)).await.unwrap_err();
     assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
-    let neither = SweepRequest {
-        lengths: None,
-        ..SweepRequest::lengths("x", [1])
-    };
     assert!(matches!(
-        c.sweep(&neither).await,
+        c.sweep(&neither()).await,
         Err(Error::InvalidRequest(_))
     ));
     assert!(matches!(
@@ -160,4 +165,55 @@ async fn errors_carry_codes_and_messages() {
         Client::connect("http://x").await,
         Err(Error::BadUri { .. })
     ));
+}
+
+#[tokio::test]
+async fn session_sweeps_equal_action_sweeps_until_an_error_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start_unix(
+        &TestServer::binary_beside_current_exe(),
+        &dir.path().join("sf.sock"),
+        &[],
+    );
+    let mut c = Client::connect(&s.uri).await.unwrap();
+    c.put_closes("s", &series(3_000)).await.unwrap();
+    let mut session = c.session().await.unwrap();
+    for lengths in [vec![6], vec![6, 50, 120], (2..40).collect()] {
+        let request = SweepRequest::lengths("s", lengths).with_fee(0.002);
+        let on_session = session.sweep(&request).await.unwrap();
+        assert_eq!(on_session, c.sweep(&request).await.unwrap());
+    }
+    // A client-side refusal sends nothing, so the session goes on.
+    assert!(matches!(
+        session.sweep(&neither()).await,
+        Err(Error::InvalidRequest(_))
+    ));
+    session
+        .sweep(&SweepRequest::lengths("s", [8]))
+        .await
+        .unwrap();
+    session.close().await.unwrap();
+
+    let mut session = c.session().await.unwrap();
+    let err = session
+        .sweep(&SweepRequest::lengths("nope", [6]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(Code::NotFound), "{err}");
+    let after = session.sweep(&SweepRequest::lengths("s", [6])).await;
+    assert!(matches!(after, Err(Error::SessionEnded)), "{after:?}");
+
+    // Shutdown ends an open session (after its current request) instead of waiting on it.
+    let mut session = c.session().await.unwrap();
+    session
+        .sweep(&SweepRequest::lengths("s", [6]))
+        .await
+        .unwrap();
+    // Waited for off the runtime: the client's connection must keep running meanwhile.
+    let status = tokio::task::spawn_blocking(move || s.terminate(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(status.is_some_and(|st| st.success()), "{status:?}");
+    let after = session.sweep(&SweepRequest::lengths("s", [6])).await;
+    assert!(matches!(after, Err(Error::SessionEnded)), "{after:?}");
 }

@@ -1,4 +1,4 @@
-//! grpc+tls and `--token` from the Rust client and the CLI, against the real server with a
+//! grpc+tls and `--token` from the Rust client (calls and a session) and the CLI, against the real server with a
 //! certificate made here (a test CA and a leaf for 127.0.0.1 / localhost).
 
 use std::path::Path;
@@ -63,6 +63,9 @@ async fn tls_with_a_token() {
             .num_rows(),
         2
     );
+    let mut session = c.session().await.unwrap();
+    let on_session = session.sweep(&SweepRequest::lengths("x", [1, 2])).await;
+    assert_eq!(on_session.unwrap().batch.num_rows(), 2);
 
     // Right certificate, no token: refused by the service, not the transport.
     let no_token = ConnectOptions {
@@ -72,6 +75,10 @@ async fn tls_with_a_token() {
     let mut anon = Client::connect_with(&server.uri, &no_token).await.unwrap();
     assert_eq!(
         anon.list().await.unwrap_err().code(),
+        Some(Code::Unauthenticated)
+    );
+    assert_eq!(
+        anon.session().await.unwrap_err().code(),
         Some(Code::Unauthenticated)
     );
 

@@ -1,0 +1,97 @@
+//! [`Session`]: the `session` DoExchange extension, many params-only sweeps on one open stream.
+//!
+//! A `sweep` action is a whole gRPC call (a new HTTP/2 stream, headers, trailers); on an open
+//! session a sweep is one message each way, which for tiny sweeps is most of the round trip
+//! (docs/benchmarks.md, "The params-only floor"). The contract (docs/protocol.md): the server
+//! sends the result schema first, then answers each inbound message, whose `app_metadata` is a
+//! `sweep` body, with one record batch carrying that same `app_metadata`; a bad request ends the
+//! session with its error status.
+
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::error::FlightError;
+use arrow_flight::{FlightClient, FlightData, FlightDescriptor};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::channel::mpsc;
+
+use crate::types::{SweepRequest, SweepResult};
+use crate::{Error, Result};
+
+/// The exchange command that opens a session.
+const SESSION_COMMAND: &[u8] = br#"{"op": "session"}"#;
+
+/// An open `session` exchange; see [`Client::session`](crate::Client::session).
+///
+/// Sweeps are answered one at a time, in order. Once a call returns an error the session is
+/// over (the server ends it on a bad request, and at shutdown); open a new one to go on.
+#[derive(Debug)]
+pub struct Session {
+    requests: mpsc::UnboundedSender<Result<FlightData, FlightError>>,
+    replies: FlightDataDecoder,
+}
+
+impl Session {
+    /// Opens a session on `flight` and reads the schema the server sends first.
+    pub(crate) async fn open(flight: &mut FlightClient) -> Result<Self> {
+        let (requests, outbound) = mpsc::unbounded();
+        // The server reads the descriptor before it answers with headers, so it must be queued
+        // before the call is awaited.
+        let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(
+            Bytes::from_static(SESSION_COMMAND),
+        ));
+        requests
+            .unbounded_send(Ok(open))
+            .map_err(|_| Error::Protocol("session request queue closed".into()))?;
+        let mut replies = flight.do_exchange(outbound).await?.into_inner();
+        match next_payload(&mut replies).await? {
+            (DecodedPayload::Schema(_), _) => Ok(Self { requests, replies }),
+            _ => Err(Error::Protocol(
+                "a session must start with the result schema".into(),
+            )),
+        }
+    }
+
+    /// Runs one sweep on the session.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] before sending; [`Error::Status`] with NOT_FOUND or
+    /// INVALID_ARGUMENT (the session is then over); [`Error::SessionEnded`] if the server had
+    /// ended the session (at shutdown, or after an earlier error).
+    pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
+        let body = Bytes::from(request.to_body()?);
+        let message = FlightData::new().with_app_metadata(body.clone());
+        self.requests
+            .unbounded_send(Ok(message))
+            .map_err(|_| Error::SessionEnded)?;
+        match next_payload(&mut self.replies).await? {
+            (DecodedPayload::RecordBatch(batch), metadata) if metadata == body => {
+                SweepResult::check(batch)
+            }
+            (DecodedPayload::RecordBatch(_), _) => Err(Error::Protocol(
+                "session reply does not carry its request".into(),
+            )),
+            _ => Err(Error::Protocol(
+                "a session reply must be one record batch".into(),
+            )),
+        }
+    }
+
+    /// Ends the session: says so to the server and waits for it to close its side.
+    ///
+    /// # Errors
+    /// [`Error::Status`] if the server ends the stream with an error.
+    pub async fn close(mut self) -> Result<()> {
+        self.requests.close_channel();
+        while let Some(reply) = self.replies.next().await {
+            reply?;
+        }
+        Ok(())
+    }
+}
+
+/// The next decoded message and its app_metadata; the end of the stream is
+/// [`Error::SessionEnded`].
+async fn next_payload(replies: &mut FlightDataDecoder) -> Result<(DecodedPayload, Bytes)> {
+    let decoded = replies.next().await.ok_or(Error::SessionEnded)??;
+    Ok((decoded.payload, decoded.inner.app_metadata))
+}
