@@ -105,8 +105,8 @@ def build() -> None:
 class Proc:
     """A server process; its first stdout line ends with the address it serves."""
 
-    def __init__(self, *cmd: str) -> None:
-        env = {**os.environ, "RUST_LOG": "warn"}
+    def __init__(self, *cmd: str, env: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "RUST_LOG": "warn", **(env or {})}
         self.p = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, env=env)
         assert self.p.stdout is not None
         line = self.p.stdout.readline()
@@ -124,10 +124,10 @@ class Proc:
             raise SystemExit(f"{self.p.args[0]} did not stop within 30 s of SIGTERM")
 
 
-def flight_server(tmp: pathlib.Path, transport: str, *flags: str) -> Proc:
+def flight_server(tmp: pathlib.Path, transport: str, *flags: str, env: dict[str, str] | None = None) -> Proc:
     where = ["--unix", str(tmp / f"sf-{time.monotonic_ns()}.sock")] if transport == "unix" else ["--listen", "127.0.0.1:0"]
     storage = [] if "--data-dir" in flags else ["--in-memory"]
-    return Proc(str(RELEASE / "sweepflight-server"), *where, *storage, *flags)
+    return Proc(str(RELEASE / "sweepflight-server"), *where, *storage, *flags, env=env)
 
 
 def put(client: flight.FlightClient, name: str, table: pa.Table) -> dict:
@@ -443,19 +443,38 @@ def cpu_per_call(op: Callable[[], None], server_pid: int) -> dict:
 
 
 def rust_floor(tmp: pathlib.Path, rounds: int) -> dict:
-    """The same small calls from a Rust client (arrow-flight over tonic), to split server from client."""
-    server = flight_server(tmp, "tcp")
-    c = flight.connect(server.addr)
-    put(c, "tiny", pa.table({"close": 100 + np.random.default_rng(1).random(64)}))
-    probe = subprocess.run(
-        [str(RELEASE / "flight-probe"), server.addr, str(rounds)],
-        check=True, capture_output=True, text=True,
-    )
-    server.stop()
+    """The same small calls from the Rust client (`sweepflight-client`), with a raw echo from the
+    same process: unpinned over each transport, then over Unix with the placements of the Python
+    tables. Splits the server's share of the floor from pyarrow's."""
+    cpus = sorted(os.sched_getaffinity(0))
+    placements = FLOOR_PLACEMENTS if len(cpus) >= 2 else {}
+    # (transport, placement, tokio workers: None for the default, one per CPU)
+    runs = [("unix", None, None), ("tcp", None, None), *(("unix", p, None) for p in placements)]
+    # One CPU again with a single tokio worker: the default's second worker is woken each call.
+    runs += [("unix", p, 1) for p in list(placements)[:1]]
     out = {}
-    for name, s in json.loads(probe.stdout).items():
-        p50, p99 = s["p50_us"] / 1e6, s["p99_us"] / 1e6
-        out[f"tcp-{name}"] = {"n": s["n"], "median": p50, "p50": p50, "p99": p99, "min": None}
+    for transport, placement, workers in runs:
+        server_cpu, probe_cpu = (cpus[i] for i in FLOOR_PLACEMENTS[placement]) if placement else (None, None)
+        raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / "raw-rust.sock"))
+        server = flight_server(tmp, transport, env={"TOKIO_WORKER_THREADS": str(workers)} if workers else None)
+        put(flight.connect(server.addr), "tiny", pa.table({"close": 100 + np.random.default_rng(1).random(64)}))
+        if placement:
+            for proc in (raw, server):
+                pin(proc.p.pid, server_cpu)
+        probe = subprocess.run(
+            [str(RELEASE / "flight-probe"), server.addr, str(rounds), raw.addr.removeprefix("unix://")],
+            check=True, capture_output=True, text=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, {probe_cpu})) if placement else None,
+        )
+        server.stop()
+        raw.stop()
+        calls = {}
+        for name, r in json.loads(probe.stdout).items():
+            p50, p99 = r["p50_us"] / 1e6, r["p99_us"] / 1e6
+            calls[name] = {"n": r["n"], "median": p50, "p50": p50, "p99": p99, "min": None}
+        # The yardstick first, as in the Python tables.
+        label = ", ".join([transport, placement or "unpinned", *([f"{workers} tokio worker"] if workers else [])])
+        out[label] = {FLOOR_RAW: calls.pop(FLOOR_RAW), **calls}
     return out
 
 
@@ -900,14 +919,15 @@ def render_floor(res: dict) -> list[str]:
             lines.append(
                 f"| {op} | {s} | {c['wall']:.0f} us | {c['caller']:.0f} us | {c['client_other_threads']:.0f} us | {c['server']:.0f} us |"
             )
-    rust = f["rust_client"]
     lines += [
         "",
-        "The same calls from a Rust client (arrow-flight over tonic, `benches/src/bin/flight-probe.rs`, TCP):",
+        "The same calls from the Rust client (`sweepflight-client` on a current-thread tokio runtime,",
+        "`benches/src/bin/flight-probe.rs`), interleaved round by round with a raw echo from the same",
+        "process; a session sweep is `Client::session` then `Session::sweep`. Pinned as above (the",
+        "server and the raw echo on one CPU, the probe on the same or the other); the last column is",
+        "a server with one tokio worker instead of one per CPU (`TOKIO_WORKER_THREADS=1`):",
         "",
-        "| call | n | p50 | p99 |",
-        "| --- | ---: | ---: | ---: |",
-        *[f"| {op} | {c['n']} | {fmt_s(c['p50'])} | {fmt_s(c['p99'])} |" for op, c in rust.items()],
+        *floor_table(f["rust_client"]),
     ]
     return [*lines, ""]
 
