@@ -23,11 +23,15 @@ const SESSION_COMMAND: &[u8] = br#"{"op": "session"}"#;
 /// An open `session` exchange; see [`Client::session`](crate::Client::session).
 ///
 /// Sweeps are answered one at a time, in order. Once a call returns an error the session is
-/// over (the server ends it on a bad request, and at shutdown); open a new one to go on.
+/// over (the server ends it on a bad request, and at shutdown); open a new one to go on. A
+/// sweep whose future is dropped after sending (a timeout, say) leaves its reply behind; the
+/// next sweep skips it.
 #[derive(Debug)]
 pub struct Session {
     requests: mpsc::UnboundedSender<Result<FlightData, FlightError>>,
     replies: FlightDataDecoder,
+    /// Requests sent whose replies have not been read.
+    unanswered: usize,
 }
 
 impl Session {
@@ -44,7 +48,11 @@ impl Session {
             .map_err(|_| Error::Protocol("session request queue closed".into()))?;
         let mut replies = flight.do_exchange(outbound).await?.into_inner();
         match next_payload(&mut replies).await? {
-            (DecodedPayload::Schema(_), _) => Ok(Self { requests, replies }),
+            (DecodedPayload::Schema(_), _) => Ok(Self {
+                requests,
+                replies,
+                unanswered: 0,
+            }),
             _ => Err(Error::Protocol(
                 "a session must start with the result schema".into(),
             )),
@@ -63,7 +71,15 @@ impl Session {
         self.requests
             .unbounded_send(Ok(message))
             .map_err(|_| Error::SessionEnded)?;
-        match next_payload(&mut self.replies).await? {
+        self.unanswered += 1;
+        // Replies owed to dropped sweeps come first.
+        while self.unanswered > 1 {
+            next_payload(&mut self.replies).await?;
+            self.unanswered -= 1;
+        }
+        let reply = next_payload(&mut self.replies).await?;
+        self.unanswered -= 1;
+        match reply {
             (DecodedPayload::RecordBatch(batch), metadata) if metadata == body => {
                 SweepResult::check(batch)
             }

@@ -188,10 +188,15 @@ async fn session_sweeps_equal_action_sweeps_until_an_error_ends_it() {
         session.sweep(&neither()).await,
         Err(Error::InvalidRequest(_))
     ));
-    session
-        .sweep(&SweepRequest::lengths("s", [8]))
-        .await
-        .unwrap();
+    // A sweep given up after it was sent (polled once, then dropped) leaves its reply behind;
+    // the next sweep gets its own.
+    let dropped = SweepRequest::lengths("s", [30]);
+    let _ = tokio::time::timeout(Duration::ZERO, session.sweep(&dropped)).await;
+    let next = SweepRequest::lengths("s", [8]);
+    assert_eq!(
+        session.sweep(&next).await.unwrap(),
+        c.sweep(&next).await.unwrap()
+    );
     session.close().await.unwrap();
 
     let mut session = c.session().await.unwrap();
