@@ -472,8 +472,8 @@ def rust_floor(tmp: pathlib.Path, rounds: int) -> dict:
         for name, r in json.loads(probe.stdout).items():
             p50, p99 = r["p50_us"] / 1e6, r["p99_us"] / 1e6
             calls[name] = {"n": r["n"], "median": p50, "p50": p50, "p99": p99, "min": None}
-        # The yardstick first, as in the Python tables.
         label = ", ".join([transport, placement or "unpinned", *([f"{workers} tokio worker"] if workers else [])])
+        # The yardstick first, as in the Python tables.
         out[label] = {FLOOR_RAW: calls.pop(FLOOR_RAW), **calls}
     return out
 

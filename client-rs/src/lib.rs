@@ -4,9 +4,9 @@
 //! or a Unix socket with an optional token ([`Client::connect`]), uploading series
 //! ([`Client::put`]), typed sweep requests and results ([`SweepRequest`], [`SweepResult`]) and
 //! the catalog calls. [`Client::session`] opens the `session` extension for many small sweeps
-//! in a row, a message each instead of a gRPC call each. With the `polars` feature, [`Client::put_polars`] uploads a Polars
-//! `DataFrame` without copying its columns. It sits on `arrow_flight::FlightClient`; anything
-//! it does, a plain Flight client can do too.
+//! in a row, a message each instead of a gRPC call each. With the `polars` feature,
+//! [`Client::put_polars`] uploads a Polars `DataFrame` without copying its columns. It sits on
+//! `arrow_flight::FlightClient`; anything it does, a plain Flight client can do too.
 //!
 //! ```no_run
 //! # async fn example() -> sweepflight_client::Result<()> {

@@ -1,5 +1,5 @@
 //! The typed client against the real server binary: every method, TCP and Unix socket, chunked
-//! sweeps, errors with their codes.
+//! sweeps, sessions, errors with their codes.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! grpc+tls and `--token` from the Rust client (calls and a session) and the CLI, against the real server with a
-//! certificate made here (a test CA and a leaf for 127.0.0.1 / localhost).
+//! grpc+tls and `--token` from the Rust client (calls and a session) and the CLI, against the
+//! real server with a certificate made here (a test CA and a leaf for 127.0.0.1 / localhost).
 
 use std::path::Path;
 
