@@ -1,7 +1,9 @@
 """The sweepflight Python client against the real server: every method, every input type, a
-chunked 20,000-combo sweep equal to one call, every error class."""
+chunked 20,000-combo sweep equal to one call, every error class; the request body it writes."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -11,6 +13,7 @@ import pytest
 
 import sweepflight
 from sweepflight import paper, reference
+from sweepflight.client import _sweep_body
 
 from .conftest import Server
 
@@ -171,3 +174,10 @@ def test_plot_sweep(sf: sweepflight.Client, tmp_path) -> None:
     fig = sweepflight.plot_sweep(df, path=str(path))
     assert path.stat().st_size > 10_000
     assert len(fig.axes) == 2
+
+
+@pytest.mark.parametrize("name", ["paper", 'q"uote', "ünï", "a\\b\n", "日本"])
+@pytest.mark.parametrize("key, items", [("lengths", [6, 50]), ("params", [[1, 2, 1, 1, 1, 1], [3, 4, 5, 6, 7, 8]]), ("lengths", [])])
+@pytest.mark.parametrize("fee", [0.0009, 1e-05, 0.0, 1e300, 3, np.float64(0.001), float("nan"), float("inf")])
+def test_the_written_out_sweep_body_is_json_dumps(name: str, key: str, items: list, fee: float) -> None:
+    assert _sweep_body(name, key, items, fee) == json.dumps({"dataset": name, key: items, "fee": fee}).encode()
