@@ -366,6 +366,20 @@ def mean_dicts(parts: list[dict]) -> dict:
     return {op: {k: statistics.mean(p[op][k] for p in parts) for k in parts[0][op]} for op in parts[0]}
 
 
+def placement_cpus(placement: str | None) -> tuple[int | None, int | None]:
+    """(servers' CPU, client's CPU) for a key of FLOOR_PLACEMENTS; (None, None) unpinned."""
+    if placement is None:
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    server, client = FLOOR_PLACEMENTS[placement]
+    return cpus[server], cpus[client]
+
+
+def tiny_table() -> pa.Table:
+    """The floor's dataset: 64 bars, so a 1-combo sweep's compute is ~0."""
+    return pa.table({"close": 100 + np.random.default_rng(1).random(64)})
+
+
 def floor_child(tmp: pathlib.Path, rounds: int, placement: str | None) -> dict:
     """One process's share of the floor: raw echo and Flight calls interleaved, then (unpinned
     only) CPU time.
@@ -374,8 +388,7 @@ def floor_child(tmp: pathlib.Path, rounds: int, placement: str | None) -> dict:
     FLOOR_PLACEMENTS) every server and this whole process are pinned before the first call.
     Returns raw samples (seconds).
     """
-    cpus = sorted(os.sched_getaffinity(0))
-    server_cpu, client_cpu = (cpus[i] for i in FLOOR_PLACEMENTS[placement]) if placement else (None, None)
+    server_cpu, client_cpu = placement_cpus(placement)
     if placement:
         pin(os.getpid(), client_cpu)
     raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / f"raw-{os.getpid()}.sock"))
@@ -383,7 +396,7 @@ def floor_child(tmp: pathlib.Path, rounds: int, placement: str | None) -> dict:
     if placement:
         for proc in (raw, *servers.values()):
             pin(proc.p.pid, server_cpu)
-    tiny = pa.table({"close": 100 + np.random.default_rng(1).random(64)})
+    tiny = tiny_table()
     body = json.dumps({"dataset": "tiny", "lengths": [6]}).encode()
     echo = raw_echo_client(raw.addr.removeprefix("unix://"))
     ops: dict[str, Callable[[], None]] = {FLOOR_RAW: lambda: echo(b"x" * 8)}
@@ -446,18 +459,17 @@ def rust_floor(tmp: pathlib.Path, rounds: int) -> dict:
     """The same small calls from the Rust client (`sweepflight-client`), with a raw echo from the
     same process: unpinned over each transport, then over Unix with the placements of the Python
     tables. Splits the server's share of the floor from pyarrow's."""
-    cpus = sorted(os.sched_getaffinity(0))
-    placements = FLOOR_PLACEMENTS if len(cpus) >= 2 else {}
+    placements = FLOOR_PLACEMENTS if len(os.sched_getaffinity(0)) >= 2 else {}
     # (transport, placement, tokio workers: None for the default, one per CPU)
     runs = [("unix", None, None), ("tcp", None, None), *(("unix", p, None) for p in placements)]
     # One CPU again with a single tokio worker: the default's second worker is woken each call.
     runs += [("unix", p, 1) for p in list(placements)[:1]]
     out = {}
     for transport, placement, workers in runs:
-        server_cpu, probe_cpu = (cpus[i] for i in FLOOR_PLACEMENTS[placement]) if placement else (None, None)
+        server_cpu, probe_cpu = placement_cpus(placement)
         raw = Proc(str(RELEASE / "raw-echo"), "--unix", str(tmp / "raw-rust.sock"))
         server = flight_server(tmp, transport, env={"TOKIO_WORKER_THREADS": str(workers)} if workers else None)
-        put(flight.connect(server.addr), "tiny", pa.table({"close": 100 + np.random.default_rng(1).random(64)}))
+        put(flight.connect(server.addr), "tiny", tiny_table())
         if placement:
             for proc in (raw, server):
                 pin(proc.p.pid, server_cpu)
@@ -640,7 +652,7 @@ def exp_load(tmp: pathlib.Path, quick: bool) -> dict:
     """Open-loop fixed-rate params-only calls from the Rust load generator, up to saturation."""
     srv = flight_server(tmp, "tcp")
     c = flight.connect(srv.addr)
-    put(c, "tiny", pa.table({"close": 100 + np.random.default_rng(1).random(64)}))
+    put(c, "tiny", tiny_table())
     rates = [250, 1000] if quick else [500, 1000, 2000, 4000, 8000, 16000]
     out = []
     for rate in rates:
