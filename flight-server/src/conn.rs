@@ -5,7 +5,7 @@
 //! carries request/reply pairs every reply wakes the server a second time, for nothing, as soon
 //! as the client has read it. A wake-up is cheap on one core, but an idle core must be woken
 //! by an interrupt, and on a VM that is a trip through the hypervisor: on the 2-vCPU machine
-//! of docs/benchmarks.md a raw echo costs 33 us with both ends pinned to one CPU and 115 us
+//! of docs/benchmarks.md a raw echo costs 36 us with both ends pinned to one CPU and 125 us
 //! across two (the floor's placement table). For the params-only calls this service exists
 //! for, that is most of the floor.
 //!
