@@ -1,7 +1,8 @@
 //! The paper's parameter grid: `numpy.linspace(6, 200, 80).astype(int64)`.
 //!
-//! The paper's price series is data, not code: it lives in the test fixture and in the Python
-//! package (`sweepflight.paper.series()`), both made by numpy's generator. Its expected results
+//! The paper's price series is data, not code: `testdata/paper-close.arrow`, made once by
+//! numpy's generator and pinned (numpy's `exp` differs by CPU in the last bits), is the test
+//! fixture and the Python package's `sweepflight.paper.series()`. Its expected results
 //! (`testdata/reference-80.csv`, from an independent numba implementation) are compiled in, so
 //! every test and benchmark checks against the same rows.
 
