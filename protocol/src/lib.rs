@@ -1,0 +1,39 @@
+//! `sweepflight-protocol`: the one definition of sweepflight's wire contract
+//! (`docs/protocol.md`, v1 and the v1.1 additions), shared by the server and the Rust client.
+//!
+//! Everything a client sends as opaque bytes has one typed value here and one decoding
+//! function: the `sweep` action body ([`SweepRequest`]), DoExchange commands
+//! ([`ExchangeCommand`]), DoPut descriptors ([`PutTarget`]), DoGet tickets ([`Ticket`]) and
+//! dataset names ([`validate_name`]). What the server answers is defined here too: the result
+//! schema ([`result_schema`]), PutResult and FlightInfo metadata ([`PutSummary`],
+//! [`DatasetMeta`]) and the action list ([`ACTIONS`]). Other languages are held to the same
+//! definitions by golden files under `protocol/golden/` (regenerated and drift-checked by this
+//! crate's tests).
+//!
+//! Decoding never panics and every refusal is an [`Error`] whose text names what is wrong: all of
+//! them are the caller's fault (INVALID_ARGUMENT on the wire).
+
+mod actions;
+mod error;
+mod name;
+mod put;
+mod schema;
+mod sweep;
+mod ticket;
+
+pub use actions::{ACTIONS, DROP, ECHO, STATS, SWEEP};
+pub use error::{Error, Result};
+pub use name::{MAX_NAME_LEN, validate_name};
+pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
+pub use schema::{
+    COMBO_COLUMNS, SERIES_COLUMN, WINDOW_COLUMNS, check_result_schema, result_schema,
+};
+pub use sweep::{
+    DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,
+    SweepRequest, check_runs,
+};
+pub use ticket::Ticket;
+
+/// The contract version this crate implements: v1 plus the v1.1 additions (universes, row
+/// ranges, compute threads and the sweep memory budget).
+pub const PROTOCOL_VERSION: &str = "1.1";
