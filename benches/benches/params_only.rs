@@ -1,8 +1,8 @@
 //! Criterion benches of the server's own work for one params-only call: a 1-combo sweep of a
 //! stored 64-bar dataset (the params-only floor of docs/benchmarks.md), stage by stage.
 //!
-//! Inside the timer: decoding the JSON body, the store lookup and the sweep with a warm WMA
-//! cache (`compute::run`, which runs a sweep this small inline), building the result table,
+//! Inside the timer: decoding the JSON body, the store lookup and the sweep with a warm kernel
+//! cache (`Compute::run`, which runs a sweep this small inline), building the result table,
 //! and encoding it for each reply shape (the `sweep` action's IPC stream, a `session`
 //! message). Outside: the store and dataset, made once. Everything but the network and
 //! gRPC: what the server adds to an echo. The session reply is checked against the action's
@@ -14,9 +14,9 @@ use std::sync::Arc;
 use arrow_array::{Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use criterion::{Criterion, criterion_group, criterion_main};
-use sweepflight_server::compute::{self, Series, SweepCounters};
+use sweepflight_protocol::SweepRequest;
+use sweepflight_server::compute::{Compute, Input, Job, combos};
 use sweepflight_server::ingest::assemble;
-use sweepflight_server::request::sweep_request;
 use sweepflight_server::results::{MAX_RESULT_BODY, SessionEncoder, ipc_stream_bodies, to_batch};
 use sweepflight_server::store::DatasetStore;
 
@@ -31,7 +31,7 @@ fn store(rt: &tokio::runtime::Runtime) -> Arc<DatasetStore> {
     )]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
     let store = Arc::new(DatasetStore::new(1 << 30));
-    let new = assemble(&schema, vec![batch]).expect("valid series");
+    let new = assemble(&schema, vec![batch], None).expect("valid series");
     rt.block_on(store.put("tiny", new)).expect("stored");
     store
 }
@@ -41,15 +41,19 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let store = store(&rt);
-    let counters = Arc::new(SweepCounters::default());
+    let compute = Arc::new(
+        Compute::new(None, 1 << 30, 64, Arc::clone(store.cache()), Arc::default()).expect("a pool"),
+    );
     let sweep = |body: &[u8]| -> RecordBatch {
-        let req = sweep_request(body, 1_000_000).expect("valid body");
+        let req = SweepRequest::decode(body).expect("valid body");
         let dataset = store.get(&req.dataset).expect("stored");
-        let series = Series::Stored(Arc::clone(&store), dataset);
-        let results = rt
-            .block_on(compute::run(&counters, series, &req.spec))
-            .expect("sweep");
-        to_batch(&req.spec.combos, &results).expect("table")
+        let job = Job {
+            inputs: vec![Input::stored(dataset, 0, req.rows).expect("rows")],
+            combos: combos(&req.grid).expect("combos"),
+            fee: req.fee(),
+        };
+        let results = rt.block_on(compute.run(job.clone())).expect("sweep");
+        to_batch(None, &job.combos, &results).expect("table")
     };
     let batch = sweep(BODY);
     let mut session = SessionEncoder::default();
@@ -64,7 +68,7 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("params_only");
     group.bench_function("parse_body", |b| {
-        b.iter(|| sweep_request(black_box(BODY), 1_000_000))
+        b.iter(|| SweepRequest::decode(black_box(BODY)))
     });
     group.bench_function("parse_sweep_table", |b| b.iter(|| sweep(black_box(BODY))));
     group.bench_function("encode_action_stream", |b| {

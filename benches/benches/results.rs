@@ -36,14 +36,15 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("results");
     for n in [1usize, 80, 100_000] {
         let (combos, results) = inputs(n);
-        let batch = to_batch(&combos, &results).expect("batch");
+        let results = [results];
+        let batch = to_batch(None, &combos, &results).expect("batch");
         let bodies = ipc_stream_bodies(&batch, MAX_RESULT_BODY).expect("encode");
         assert_eq!(decode(&bodies), batch, "round trip");
         group.throughput(Throughput::Elements(n as u64));
         group.bench_function(format!("encode/{n}"), |b| {
             b.iter(|| {
                 ipc_stream_bodies(
-                    &to_batch(black_box(&combos), &results).expect("batch"),
+                    &to_batch(None, black_box(&combos), &results).expect("batch"),
                     MAX_RESULT_BODY,
                 )
             })

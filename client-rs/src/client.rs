@@ -9,9 +9,11 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor, FlightInfo};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
+use sweepflight_protocol::{DROP, DatasetMeta, ECHO, PutSummary, PutTarget, SWEEP, SweepRequest};
+
 use crate::connect::{ConnectOptions, channel};
 use crate::session::Session;
-use crate::types::{DatasetInfo, PutSummary, SweepRequest, SweepResult};
+use crate::types::{DatasetInfo, SweepResult};
 use crate::{Error, Result};
 
 /// Rows per uploaded message are chosen to keep messages near this size.
@@ -58,13 +60,40 @@ impl Client {
     where
         S: Stream<Item = Result<RecordBatch>> + Send + 'static,
     {
+        self.put_to(&PutTarget::dataset(name), batches).await
+    }
+
+    /// Stores a keyed universe (protocol v1.1): rows with the same value in column `key` form
+    /// one series; series keep the order their keys first appear in, rows their arrival order.
+    ///
+    /// # Errors
+    /// As [`Client::put_stream`]; INVALID_ARGUMENT also for a missing key column, one of
+    /// another type, null or empty keys, and a series breaking the close rules (named).
+    pub async fn put_keyed(
+        &mut self,
+        name: &str,
+        key: &str,
+        batches: Vec<RecordBatch>,
+    ) -> Result<PutSummary> {
+        let stream = futures::stream::iter(batches.into_iter().map(Ok));
+        self.put_to(&PutTarget::keyed(name, key), stream).await
+    }
+
+    /// Stores a stream of batches where `target` says (a v1 or a keyed put).
+    ///
+    /// # Errors
+    /// As [`Client::put_stream`] and [`Client::put_keyed`].
+    pub async fn put_to<S>(&mut self, target: &PutTarget, batches: S) -> Result<PutSummary>
+    where
+        S: Stream<Item = Result<RecordBatch>> + Send + 'static,
+    {
         let batches = batches
             .map(|b| b.map(split_for_upload))
             .map_ok(|parts| futures::stream::iter(parts.into_iter().map(Ok)))
             .try_flatten()
             .map_err(|e: Error| FlightError::ExternalError(Box::new(e)));
         let data = FlightDataEncoderBuilder::new()
-            .with_flight_descriptor(Some(FlightDescriptor::new_path(vec![name.to_owned()])))
+            .with_flight_descriptor(Some(target.to_descriptor()))
             .build(batches);
         let results: Vec<_> = self.flight.do_put(data).await?.try_collect().await?;
         let first = results
@@ -96,11 +125,11 @@ impl Client {
     /// Runs one sweep call.
     ///
     /// # Errors
-    /// [`Error::Status`] with NOT_FOUND (no such dataset) or INVALID_ARGUMENT.
+    /// [`Error::Status`] with NOT_FOUND (no such dataset or series) or INVALID_ARGUMENT.
     pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
         let bodies: Vec<Bytes> = self
             .flight
-            .do_action(Action::new("sweep", request.to_body()?))
+            .do_action(Action::new(SWEEP, request.encode()))
             .await?
             .try_collect()
             .await?;
@@ -113,11 +142,20 @@ impl Client {
 
     /// Opens a `session`: many sweeps on one open stream, for tight loops of small
     /// params-only sweeps. Each sweep is then a message each way instead of a gRPC call.
+    /// A session serves unkeyed datasets; [`Client::keyed_session`] serves keyed ones.
     ///
     /// # Errors
     /// [`Error::Status`] if the server refuses the exchange (UNAUTHENTICATED, for one).
     pub async fn session(&mut self) -> Result<Session> {
-        Session::open(&mut self.flight).await
+        Session::open(&mut self.flight, false).await
+    }
+
+    /// Opens a `session` for keyed datasets (replies start with the `series` column).
+    ///
+    /// # Errors
+    /// As [`Client::session`].
+    pub async fn keyed_session(&mut self) -> Result<Session> {
+        Session::open(&mut self.flight, true).await
     }
 
     /// Runs a large sweep as calls of at most `chunk` combos, in sequence; `progress` is told
@@ -134,16 +172,28 @@ impl Client {
         let mut parts = Vec::new();
         let mut done = 0;
         for part in request.chunks(chunk) {
-            let mut batch = self.sweep(&part).await?.batch;
+            let mut result = self.sweep(&part).await?;
             if done > 0 {
-                batch = offset_combo(&batch, done as i64)?;
+                result.batch = offset_combo(&result.batch, done as i64)?;
             }
-            done += batch.num_rows();
+            done += part.len();
             progress(done);
-            parts.push(batch);
+            parts.push(result);
         }
-        let schema = parts[0].schema();
-        SweepResult::check(arrow_select::concat::concat_batches(&schema, &parts)?)
+        let keyed = parts[0].is_keyed();
+        let schema = parts[0].batch.schema();
+        let batches: Vec<RecordBatch> = parts.into_iter().map(|p| p.batch).collect();
+        let sizes: Vec<usize> = request
+            .chunks(chunk)
+            .iter()
+            .map(SweepRequest::len)
+            .collect();
+        let all = arrow_select::concat::concat_batches(&schema, &batches)?;
+        SweepResult::check(if keyed {
+            series_major(&all, &sizes)?
+        } else {
+            all
+        })
     }
 
     /// Every stored dataset.
@@ -189,7 +239,7 @@ impl Client {
     pub async fn drop(&mut self, name: &str) -> Result<Option<u64>> {
         let bodies: Vec<Bytes> = self
             .flight
-            .do_action(Action::new("drop", name.to_owned()))
+            .do_action(Action::new(DROP, name.to_owned()))
             .await?
             .try_collect()
             .await?;
@@ -206,7 +256,7 @@ impl Client {
     pub async fn echo(&mut self, data: impl Into<Bytes>) -> Result<Bytes> {
         let bodies: Vec<Bytes> = self
             .flight
-            .do_action(Action::new("echo", data.into()))
+            .do_action(Action::new(ECHO, data.into()))
             .await?
             .try_collect()
             .await?;
@@ -236,14 +286,39 @@ fn split_for_upload(batch: RecordBatch) -> Vec<RecordBatch> {
 }
 
 fn offset_combo(batch: &RecordBatch, offset: i64) -> Result<RecordBatch> {
+    let index = batch
+        .schema()
+        .index_of("combo")
+        .map_err(|_| Error::Protocol("no column `combo`".into()))?;
     let combo = batch
-        .column_by_name("combo")
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .ok_or_else(|| Error::Protocol("no int64 column `combo`".into()))?;
+        .column(index)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| Error::Protocol("`combo` is not int64".into()))?;
     let shifted: Int64Array = combo.iter().map(|v| v.map(|v| v + offset)).collect();
     let mut columns = batch.columns().to_vec();
-    columns[0] = Arc::new(shifted);
+    columns[index] = Arc::new(shifted);
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+/// Chunks of a keyed sweep come back series-major within each chunk; one call would answer
+/// series-major over the whole grid. Reorders the concatenated chunks (`sizes` combos each)
+/// to that order.
+fn series_major(all: &RecordBatch, sizes: &[usize]) -> Result<RecordBatch> {
+    let total: usize = sizes.iter().sum();
+    let series = all.num_rows().checked_div(total).unwrap_or(0);
+    let mut order = Vec::with_capacity(all.num_rows());
+    for s in 0..series {
+        let mut start = 0;
+        for &n in sizes {
+            // Chunk `c` occupies rows start*series.. of the concatenation, series-major.
+            let base = start * series + s * n;
+            order.extend((base..base + n).map(|i| i as u32));
+            start += n;
+        }
+    }
+    let order = arrow_array::UInt32Array::from(order);
+    Ok(arrow_select::take::take_record_batch(all, &order)?)
 }
 
 fn dataset_info(info: FlightInfo) -> Result<DatasetInfo> {
@@ -252,16 +327,17 @@ fn dataset_info(info: FlightInfo) -> Result<DatasetInfo> {
         .as_ref()
         .and_then(|d| d.path.first().cloned())
         .ok_or_else(|| Error::Protocol("FlightInfo without a PATH descriptor".into()))?;
-    let version = serde_json::from_slice::<serde_json::Value>(&info.app_metadata)
-        .ok()
-        .and_then(|v| v["version"].as_u64());
+    // Any Flight server's info decodes; sweepflight's metadata adds version and series.
+    let meta = serde_json::from_slice::<DatasetMeta>(&info.app_metadata).ok();
     let (rows, bytes) = (info.total_records, info.total_bytes);
     let schema = Arc::new(info.try_decode_schema()?);
     Ok(DatasetInfo {
         name,
         rows,
         bytes,
-        version,
+        version: meta.as_ref().map(|m| m.version),
+        key: meta.as_ref().and_then(|m| m.key.clone()),
+        series: meta.as_ref().and_then(|m| m.series),
         schema,
     })
 }

@@ -1,10 +1,11 @@
 //! `sweepflight-client`: a typed async client of the sweepflight Flight service.
 //!
-//! It owns the client side of the wire contract (`docs/protocol.md`): connecting over TCP, TLS
-//! or a Unix socket with an optional token ([`Client::connect`]), uploading series
-//! ([`Client::put`]), typed sweep requests and results ([`SweepRequest`], [`SweepResult`]) and
-//! the catalog calls. [`Client::session`] opens the `session` extension for many small sweeps
-//! in a row, a message each instead of a gRPC call each. With the `polars` feature,
+//! It owns the client side of the wire contract (`docs/protocol.md`; the request types are
+//! `sweepflight-protocol`'s, re-exported here): connecting over TCP, TLS or a Unix socket with
+//! an optional token ([`Client::connect`]), uploading series ([`Client::put`]) and keyed
+//! universes ([`Client::put_keyed`]), typed sweep requests and results ([`SweepRequest`],
+//! [`SweepResult`]) and the catalog calls. [`Client::session`] opens the `session` extension
+//! for many small sweeps in a row, a message each instead of a gRPC call each. With the `polars` feature,
 //! [`Client::put_polars`] uploads a Polars `DataFrame` without copying its columns. It sits on
 //! `arrow_flight::FlightClient`; anything it does, a plain Flight client can do too.
 //!
@@ -35,4 +36,5 @@ pub use client::Client;
 pub use connect::ConnectOptions;
 pub use error::{Error, Result};
 pub use session::Session;
-pub use types::{ComboRow, DatasetInfo, PutSummary, SweepRequest, SweepResult};
+pub use sweepflight_protocol::{Grid, PutSummary, PutTarget, RowRange, SweepRequest};
+pub use types::{ComboRow, DatasetInfo, SweepResult, params_of};

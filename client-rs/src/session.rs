@@ -14,11 +14,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::channel::mpsc;
 
-use crate::types::{SweepRequest, SweepResult};
-use crate::{Error, Result};
+use sweepflight_protocol::{ExchangeCommand, SweepRequest};
 
-/// The exchange command that opens a session.
-const SESSION_COMMAND: &[u8] = br#"{"op": "session"}"#;
+use crate::types::SweepResult;
+use crate::{Error, Result};
 
 /// An open `session` exchange; see [`Client::session`](crate::Client::session).
 ///
@@ -35,14 +34,14 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session on `flight` and reads the schema the server sends first.
-    pub(crate) async fn open(flight: &mut FlightClient) -> Result<Self> {
+    /// Opens a session (for keyed datasets if `keyed`) on `flight` and reads the schema the
+    /// server sends first.
+    pub(crate) async fn open(flight: &mut FlightClient, keyed: bool) -> Result<Self> {
         let (requests, outbound) = mpsc::unbounded();
         // The server reads the descriptor before it answers with headers, so it must be queued
         // before the call is awaited.
-        let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(
-            Bytes::from_static(SESSION_COMMAND),
-        ));
+        let command = ExchangeCommand::Session { keyed }.encode();
+        let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(command));
         requests
             .unbounded_send(Ok(open))
             .map_err(|_| Error::Protocol("session request queue closed".into()))?;
@@ -62,11 +61,11 @@ impl Session {
     /// Runs one sweep on the session.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] before sending; [`Error::Status`] with NOT_FOUND or
-    /// INVALID_ARGUMENT (the session is then over); [`Error::SessionEnded`] if the server had
-    /// ended the session (at shutdown, or after an earlier error).
+    /// [`Error::Status`] with NOT_FOUND or INVALID_ARGUMENT (the session is then over);
+    /// [`Error::SessionEnded`] if the server had ended the session (at shutdown, or after an
+    /// earlier error).
     pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
-        let body = Bytes::from(request.to_body()?);
+        let body = Bytes::from(request.encode());
         let message = FlightData::new().with_app_metadata(body.clone());
         self.requests
             .unbounded_send(Ok(message))

@@ -8,6 +8,27 @@ use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use sweepflight_kernel::paper;
 use sweepflight_server::testing::TestServer;
 
+/// A server in-process on a runtime of its own, while the test drives the CLI binary.
+struct Served {
+    server: TestServer,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Served {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime.block_on(TestServer::start_default());
+        Self {
+            server,
+            _runtime: runtime,
+        }
+    }
+
+    fn uri(&self) -> &str {
+        self.server.uri()
+    }
+}
+
 fn cli(uri: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sweepflight"))
         .arg("--uri")
@@ -50,14 +71,14 @@ fn bars(n: usize) -> RecordBatch {
 
 #[test]
 fn paper_sweep_from_an_arrow_file_passes_the_gate() {
-    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let s = Served::start();
     let out = ok(cli(
-        &s.uri,
+        s.uri(),
         &["put", "paper", paper_arrow().to_str().unwrap()],
     ));
     assert!(out.contains("stored 150000 rows"), "{out}");
     let csv = ok(cli(
-        &s.uri,
+        s.uri(),
         &[
             "sweep",
             "paper",
@@ -87,7 +108,7 @@ fn paper_sweep_from_an_arrow_file_passes_the_gate() {
     paper::check_gate(&results).unwrap();
 
     let table = ok(cli(
-        &s.uri,
+        s.uri(),
         &["sweep", "paper", "--lengths", "6,8", "--fee", "0"],
     ));
     assert!(
@@ -95,7 +116,7 @@ fn paper_sweep_from_an_arrow_file_passes_the_gate() {
         "{table}"
     );
     let json: serde_json::Value = serde_json::from_str(&ok(cli(
-        &s.uri,
+        s.uri(),
         &["sweep", "paper", "--lengths", "6", "--output", "json"],
     )))
     .unwrap();
@@ -104,7 +125,7 @@ fn paper_sweep_from_an_arrow_file_passes_the_gate() {
 
 #[test]
 fn csv_and_parquet_files_params_and_catalog() {
-    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let s = Served::start();
     let dir = tempfile::tempdir().unwrap();
     let batch = bars(3_000);
     let csv = dir.path().join("bars.csv");
@@ -122,7 +143,7 @@ fn csv_and_parquet_files_params_and_catalog() {
     w.close().unwrap();
 
     ok(cli(
-        &s.uri,
+        s.uri(),
         &[
             "put",
             "from-csv",
@@ -132,7 +153,7 @@ fn csv_and_parquet_files_params_and_catalog() {
         ],
     ));
     ok(cli(
-        &s.uri,
+        s.uri(),
         &[
             "put",
             "from-pq",
@@ -148,7 +169,7 @@ fn csv_and_parquet_files_params_and_catalog() {
     )
     .unwrap();
     let a = ok(cli(
-        &s.uri,
+        s.uri(),
         &[
             "sweep",
             "from-csv",
@@ -159,7 +180,7 @@ fn csv_and_parquet_files_params_and_catalog() {
         ],
     ));
     let b = ok(cli(
-        &s.uri,
+        s.uri(),
         &[
             "sweep",
             "from-pq",
@@ -172,29 +193,29 @@ fn csv_and_parquet_files_params_and_catalog() {
     assert_eq!(a, b);
     assert_eq!(a.lines().count(), 3);
     let lengths = ok(cli(
-        &s.uri,
+        s.uri(),
         &["sweep", "from-pq", "--lengths", "6,10", "--output", "csv"],
     ));
     assert_eq!(lengths, a, "lengths 6 and 10 expand to the same two combos");
 
-    let ls = ok(cli(&s.uri, &["ls", "--output", "csv"]));
+    let ls = ok(cli(s.uri(), &["ls", "--output", "csv"]));
     assert!(
         ls.contains("from-csv,3000,") && ls.contains("from-pq,3000,"),
         "{ls}"
     );
-    let info = ok(cli(&s.uri, &["info", "from-pq"]));
+    let info = ok(cli(s.uri(), &["info", "from-pq"]));
     assert!(
         info.contains("rows     3000")
             && info.contains("close: Float64")
             && info.contains("venue: Utf8"),
         "{info}"
     );
-    assert!(ok(cli(&s.uri, &["drop", "from-pq"])).contains("dropped from-pq version 1"));
+    assert!(ok(cli(s.uri(), &["drop", "from-pq"])).contains("dropped from-pq version 1"));
 }
 
 #[test]
 fn exit_codes() {
-    let s = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
+    let s = Served::start();
     let dir = tempfile::tempdir().unwrap();
     let code = |out: Output| {
         (
@@ -203,12 +224,12 @@ fn exit_codes() {
         )
     };
 
-    let (c, err) = code(cli(&s.uri, &["sweep", "nope", "--lengths", "6"]));
+    let (c, err) = code(cli(s.uri(), &["sweep", "nope", "--lengths", "6"]));
     assert_eq!(c, 3, "{err}");
     assert!(err.contains("`nope` not found"), "{err}");
-    assert_eq!(code(cli(&s.uri, &["drop", "nope"])).0, 3);
+    assert_eq!(code(cli(s.uri(), &["drop", "nope"])).0, 3);
     let (c, err) = code(cli(
-        &s.uri,
+        s.uri(),
         &[
             "put",
             "x",
@@ -221,11 +242,14 @@ fn exit_codes() {
     assert!(err.contains("no column \"px\""), "{err}");
     let bad = dir.path().join("bad.csv");
     std::fs::write(&bad, "close\n1.0\n-2.0\n").unwrap();
-    let (c, err) = code(cli(&s.uri, &["put", "x", bad.to_str().unwrap()]));
+    let (c, err) = code(cli(s.uri(), &["put", "x", bad.to_str().unwrap()]));
     assert_eq!(c, 4, "{err}");
     assert!(err.contains("row 1: is <= 0"), "{err}");
-    assert_eq!(code(cli(&s.uri, &["sweep", "x", "--lengths", "a..b"])).0, 4);
-    assert_eq!(code(cli(&s.uri, &["put", "x", "/nonexistent.csv"])).0, 4);
+    assert_eq!(
+        code(cli(s.uri(), &["sweep", "x", "--lengths", "a..b"])).0,
+        4
+    );
+    assert_eq!(code(cli(s.uri(), &["put", "x", "/nonexistent.csv"])).0, 4);
     assert_eq!(code(cli("grpc+unix:///nonexistent/sf.sock", &["ls"])).0, 7);
-    assert_eq!(code(cli(&s.uri, &["sweep", "x"])).0, 2, "clap usage error");
+    assert_eq!(code(cli(s.uri(), &["sweep", "x"])).0, 2, "clap usage error");
 }

@@ -28,8 +28,8 @@ fn closes(range: std::ops::Range<usize>) -> Vec<Option<f64>> {
 
 #[tokio::test]
 async fn a_polars_frame_is_stored_as_sent_and_sweeps_like_its_closes() {
-    let server = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
-    let mut c = Client::connect(&server.uri).await.unwrap();
+    let server = TestServer::start_default().await;
+    let mut c = Client::connect(server.uri()).await.unwrap();
     // Two chunks: vstack keeps each frame's chunk.
     let mut df = frame(0, closes(0..3_000));
     df.vstack_mut(&frame(3_000, closes(3_000..5_000))).unwrap();
@@ -79,8 +79,8 @@ async fn a_polars_frame_is_stored_as_sent_and_sweeps_like_its_closes() {
 
 #[tokio::test]
 async fn a_null_close_in_a_polars_frame_is_refused_with_its_row() {
-    let server = TestServer::start(&TestServer::binary_beside_current_exe(), &[]);
-    let mut c = Client::connect(&server.uri).await.unwrap();
+    let server = TestServer::start_default().await;
+    let mut c = Client::connect(server.uri()).await.unwrap();
     let mut values = closes(0..100);
     values[42] = None;
     let e = c.put_polars("bad", &frame(0, values)).await.unwrap_err();

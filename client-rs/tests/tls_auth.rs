@@ -29,21 +29,19 @@ async fn tls_with_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let ca = make_certs(dir.path());
     let (cert, key) = (dir.path().join("server.pem"), dir.path().join("server.key"));
-    let server = TestServer::start(
-        &TestServer::binary_beside_current_exe(),
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--token",
-            "s3cret",
-        ],
-    );
+    let tls = sweepflight_server::TlsFiles {
+        cert_pem: std::fs::read(&cert).unwrap(),
+        key_pem: std::fs::read(&key).unwrap(),
+    };
+    let server = TestServer::start(|c| {
+        c.tls = Some(tls);
+        c.token = Some("s3cret".into());
+    })
+    .await;
     assert!(
-        server.uri.starts_with("grpc+tls://127.0.0.1:"),
+        server.uri().starts_with("grpc+tls://127.0.0.1:"),
         "{}",
-        server.uri
+        server.uri()
     );
 
     let options = ConnectOptions {
@@ -51,7 +49,7 @@ async fn tls_with_a_token() {
         tls_ca_pem: Some(ca.clone()),
         ..Default::default()
     };
-    let mut c = Client::connect_with(&server.uri, &options).await.unwrap();
+    let mut c = Client::connect_with(server.uri(), &options).await.unwrap();
     c.put_closes("x", &[100.0, 101.0, 99.0, 102.0])
         .await
         .unwrap();
@@ -72,7 +70,7 @@ async fn tls_with_a_token() {
         tls_ca_pem: Some(ca),
         ..Default::default()
     };
-    let mut anon = Client::connect_with(&server.uri, &no_token).await.unwrap();
+    let mut anon = Client::connect_with(server.uri(), &no_token).await.unwrap();
     assert_eq!(
         anon.list().await.unwrap_err().code(),
         Some(Code::Unauthenticated)
@@ -83,7 +81,7 @@ async fn tls_with_a_token() {
     );
 
     // Plain text against a TLS port fails.
-    let plain = server.uri.replace("grpc+tls://", "grpc://");
+    let plain = server.uri().replace("grpc+tls://", "grpc://");
     let failed = match Client::connect(&plain).await {
         Ok(mut c) => c.list().await.is_err(),
         Err(_) => true,
@@ -92,21 +90,25 @@ async fn tls_with_a_token() {
 
     // The CLI with --tls-ca and the token from the environment.
     let ca_path = dir.path().join("ca.pem");
-    let cli = |token: &str, args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sweepflight"))
-            .args(["--uri", &server.uri, "--tls-ca", ca_path.to_str().unwrap()])
-            .args(args)
-            .env("SWEEPFLIGHT_TOKEN", token)
-            .output()
-            .unwrap()
+    // The server runs on this test's runtime: the CLI is waited for off it.
+    let cli = |token: &'static str, args: &'static [&'static str]| {
+        let (uri, ca) = (server.uri().to_owned(), ca_path.clone());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_sweepflight"))
+                .args(["--uri", &uri, "--tls-ca", ca.to_str().unwrap()])
+                .args(args)
+                .env("SWEEPFLIGHT_TOKEN", token)
+                .output()
+                .unwrap()
+        })
     };
-    let out = cli("s3cret", &["ls", "--output", "csv"]);
+    let out = cli("s3cret", &["ls", "--output", "csv"]).await.unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("x,4,"));
-    let out = cli("wrong", &["ls"]);
+    let out = cli("wrong", &["ls"]).await.unwrap();
     assert_eq!(out.status.code(), Some(5), "unauthenticated exit code");
 }

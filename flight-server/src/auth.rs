@@ -3,14 +3,30 @@
 //! for that bearer value (in the response header and payload), which is what pyarrow's
 //! `authenticate_basic_token` and arrow-rs `FlightClient::handshake` expect.
 //!
+//! The check is one tower layer ([`AuthLayer`]) in front of the whole Flight service: it reads
+//! the HTTP request's headers and answers UNAUTHENTICATED before any handler runs, so a refused
+//! request costs no body read (the body is dropped unread, and HTTP/2 flow control stops the
+//! client after its first window) and a new handler cannot forget the check. Only Handshake
+//! passes, by path; its handler checks the Basic credentials itself.
+//!
 //! Comparisons are constant-time in the secret's contents (`subtle`), so response timing does
 //! not reveal how much of a guess was right.
 
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
 use base64::Engine;
+use futures::future::{Either, Ready, ready};
 use subtle::ConstantTimeEq;
+use tonic::body::Body;
+use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 
+use crate::metrics::Metrics;
 use crate::{Error, Result};
+
+/// The one path that passes the layer without a bearer token.
+pub const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
 
 /// The server's secret, if one is configured.
 #[derive(Clone, Default)]
@@ -47,18 +63,15 @@ impl Auth {
         self.bearer.is_some()
     }
 
-    /// Checks a call's `authorization` header.
+    /// Checks a call's `authorization` header value.
     ///
     /// # Errors
     /// [`Error::Unauthenticated`] when a token is configured and the header does not carry it.
-    pub fn check(&self, metadata: &MetadataMap) -> Result<()> {
+    pub fn check(&self, authorization: Option<&[u8]>) -> Result<()> {
         let Some(bearer) = &self.bearer else {
             return Ok(());
         };
-        let presented = metadata
-            .get("authorization")
-            .map(|v| v.as_bytes())
-            .unwrap_or_default();
+        let presented = authorization.unwrap_or_default();
         if bool::from(presented.ct_eq(bearer.as_bytes())) {
             Ok(())
         } else if presented.is_empty() {
@@ -107,6 +120,69 @@ impl Auth {
     }
 }
 
+/// The tower layer that puts [`Auth`] in front of a service.
+#[derive(Debug, Clone)]
+pub struct AuthLayer {
+    auth: Arc<Auth>,
+    metrics: Arc<Metrics>,
+}
+
+impl AuthLayer {
+    /// Checks every request but Handshake against `auth`; refusals are counted in `metrics`.
+    pub fn new(auth: Arc<Auth>, metrics: Arc<Metrics>) -> Self {
+        Self { auth, metrics }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AuthService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// [`AuthLayer`]'s service.
+#[derive(Debug, Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    layer: AuthLayer,
+}
+
+impl<S> tower::Service<http::Request<Body>> for AuthService<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>>,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Either<S::Future, Ready<std::result::Result<Self::Response, Self::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let presented = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .map(http::HeaderValue::as_bytes);
+        if request.uri().path() == HANDSHAKE_PATH {
+            return Either::Left(self.inner.call(request));
+        }
+        match self.layer.auth.check(presented) {
+            Ok(()) => Either::Left(self.inner.call(request)),
+            Err(e) => {
+                // The request (and its body, unread) is dropped here.
+                self.layer.metrics.error(e.code());
+                Either::Right(ready(Ok(tonic::Status::from(e).into_http())))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,9 +196,9 @@ mod tests {
     #[test]
     fn bearer_and_basic() {
         let auth = Auth::token("s3cret");
-        assert!(auth.check(&headers("Bearer s3cret")).is_ok());
-        assert!(auth.check(&headers("Bearer s3cre")).is_err());
-        assert!(auth.check(&MetadataMap::new()).is_err());
+        assert!(auth.check(Some(b"Bearer s3cret")).is_ok());
+        assert!(auth.check(Some(b"Bearer s3cre")).is_err());
+        assert!(auth.check(None).is_err());
         let basic = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode("user:s3cret")
@@ -137,7 +213,7 @@ mod tests {
         );
         assert!(auth.handshake(&headers(&wrong)).is_err());
         assert!(auth.handshake(&headers("Basic !!!")).is_err());
-        assert!(Auth::open().check(&MetadataMap::new()).is_ok());
+        assert!(Auth::open().check(None).is_ok());
         assert_eq!(Auth::open().handshake(&MetadataMap::new()).unwrap(), None);
     }
 }

@@ -1,15 +1,28 @@
 //! The library's configuration type, filled by the binary from its flags (or by tests).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// Everything the service needs to know at start.
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// TCP (`grpc://HOST:PORT`, or `grpc+tls://` with TLS); port 0 picks a free port.
+    Tcp(SocketAddr),
+    /// A Unix domain socket (`grpc+unix://PATH`); a stale socket file is replaced.
+    Unix(PathBuf),
+}
+
+/// Everything the server needs to know at start.
 #[derive(Clone, PartialEq)]
 pub struct ServerConfig {
+    /// Where to listen.
+    pub listen: Listen,
     /// Largest gRPC message accepted or sent, in bytes.
     pub max_message_bytes: usize,
-    /// Most combos one sweep call may ask for.
+    /// Most combos one sweep call may ask for (series x combos on a keyed dataset).
     pub max_combos: usize,
-    /// Bytes the WMA cache may hold across calls (least recently used out first).
+    /// Bytes the kernel cache may hold across calls (least recently used out first).
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
     pub max_dataset_bytes: u64,
@@ -21,6 +34,28 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// When set, serve grpc+tls with this certificate chain and key.
     pub tls: Option<TlsFiles>,
+    /// After shutdown is requested, how long open calls may take before the server stops
+    /// anyway.
+    pub shutdown_grace: Duration,
+    /// Sweep worker threads; `None` is one per CPU.
+    pub threads: Option<usize>,
+    /// Memory all running sweeps together may use, in bytes.
+    pub sweep_memory_bytes: u64,
+    /// Sweeps that may wait for memory; past it a sweep answers RESOURCE_EXHAUSTED.
+    pub max_queued_sweeps: usize,
+    /// Most open client connections; past it new ones are closed at once.
+    pub max_connections: usize,
+    /// A connection that has not sent its HTTP/2 preface and settings within this long is
+    /// closed.
+    pub handshake_timeout: Duration,
+    /// A connection that sends nothing (not even an answer to the server's keep-alive pings)
+    /// for this long is closed.
+    pub idle_timeout: Duration,
+    /// Serve Prometheus metrics over HTTP at `/metrics` on this address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Opt-in socket tuning: register connections for read readiness only (see
+    /// [`crate::conn`]); measured to help on one VM, off by default.
+    pub read_wake: bool,
 }
 
 /// PEM contents of the server's certificate chain and private key.
@@ -39,11 +74,13 @@ impl std::fmt::Debug for TlsFiles {
 }
 
 impl ServerConfig {
+    /// The binary's default address.
+    pub const DEFAULT_LISTEN: &str = "127.0.0.1:8815";
     /// 64 MiB: a 150k-row batch in one message fits with room to spare.
     pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
     /// One million combos per call.
     pub const DEFAULT_MAX_COMBOS: usize = 1_000_000;
-    /// 1 GiB of cached WMA arrays.
+    /// 1 GiB of cached kernel arrays.
     pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
     /// 16 GiB per dataset.
     pub const DEFAULT_MAX_DATASET_BYTES: u64 = 16 << 30;
@@ -51,11 +88,43 @@ impl ServerConfig {
     pub const DEFAULT_MAX_TOTAL_BYTES: u64 = u64::MAX;
     /// Where the binary keeps datasets unless told otherwise.
     pub const DEFAULT_DATA_DIR: &str = "sweepflight-data";
+    /// 30 s for open calls after a shutdown request.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+    /// 64 sweeps may wait for memory.
+    pub const DEFAULT_MAX_QUEUED_SWEEPS: usize = 64;
+    /// 1,024 open connections.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    /// 10 s to send the HTTP/2 preface and settings.
+    pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+    /// 5 minutes of silence.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+    /// The default sweep memory budget: a quarter of the machine's memory (at least 256 MiB),
+    /// so the budget, the datasets and the cache fit together with room to spare.
+    pub fn default_sweep_memory_bytes() -> u64 {
+        (physical_memory_bytes() / 4).max(256 << 20)
+    }
+}
+
+/// The machine's physical memory (or 4 GiB if it cannot be read).
+fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(size)) {
+        (Ok(p), Ok(s)) if p > 0 && s > 0 => p * s,
+        _ => 4 << 30,
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
+            listen: Listen::Tcp(Self::DEFAULT_LISTEN.parse().expect("valid address")),
             max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
             max_combos: Self::DEFAULT_MAX_COMBOS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
@@ -64,6 +133,15 @@ impl Default for ServerConfig {
             data_dir: None,
             token: None,
             tls: None,
+            shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
+            threads: None,
+            sweep_memory_bytes: Self::default_sweep_memory_bytes(),
+            max_queued_sweeps: Self::DEFAULT_MAX_QUEUED_SWEEPS,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            handshake_timeout: Self::DEFAULT_HANDSHAKE_TIMEOUT,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            metrics_listen: None,
+            read_wake: false,
         }
     }
 }
@@ -72,6 +150,7 @@ impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never log the token.
         f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("max_combos", &self.max_combos)
             .field("cache_bytes", &self.cache_bytes)
@@ -80,6 +159,72 @@ impl std::fmt::Debug for ServerConfig {
             .field("data_dir", &self.data_dir)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("tls", &self.tls.is_some())
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("threads", &self.threads)
+            .field("sweep_memory_bytes", &self.sweep_memory_bytes)
+            .field("max_queued_sweeps", &self.max_queued_sweeps)
+            .field("max_connections", &self.max_connections)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("metrics_listen", &self.metrics_listen)
+            .field("read_wake", &self.read_wake)
             .finish()
+    }
+}
+
+/// Parses a byte size: a plain number of bytes, or one with a unit (`KB`, `MB`, `GB`, `TB` in
+/// powers of 1000; `KiB`, `MiB`, `GiB`, `TiB` in powers of 1024; `K`, `M`, `G`, `T` are the
+/// binary ones). Used for the binary's byte flags (`--sweep-memory-bytes 512MiB`).
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        other => return Err(format!("unknown unit {other:?} in {text:?}")),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 1073741824, 512MiB, 2GB)"))?;
+    let bytes = value * scale as f64;
+    if !(0.0..=u64::MAX as f64).contains(&bytes) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_bytes("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn default_budget_is_a_share_of_the_machine() {
+        let b = ServerConfig::default_sweep_memory_bytes();
+        assert!(b >= 256 << 20 && b <= physical_memory_bytes().max(1 << 30));
     }
 }

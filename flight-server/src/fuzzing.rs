@@ -6,16 +6,19 @@
 use arrow_flight::{FlightData, FlightDescriptor};
 use bytes::Bytes;
 
-use crate::ingest::{UploadLimits, check_ipc_bounds, read_series};
-use crate::request::{Ticket, dataset_path, exchange_command, sweep_request};
-use crate::store::validate_name;
+use sweepflight_protocol::{
+    ExchangeCommand, PutTarget, SweepRequest, Ticket, dataset_path, validate_name,
+};
 
-/// Everything that decodes a small request: `sweep` bodies, DoExchange commands, tickets,
-/// dataset names and PATH descriptors.
+use crate::ingest::{UploadLimits, check_ipc_bounds, read_upload};
+
+/// Everything that decodes a small request: `sweep` bodies, DoExchange commands, DoPut
+/// descriptors, tickets, dataset names and PATH descriptors.
 pub fn requests(data: &[u8]) {
-    let _ = sweep_request(data, 10_000);
+    let _ = SweepRequest::decode(data).map(|r| r.check_combos(10_000));
     let _ = Ticket::decode(data);
-    let _ = exchange_command(Some(&FlightDescriptor::new_cmd(data.to_vec())), 10_000);
+    let _ = ExchangeCommand::decode(data);
+    let _ = PutTarget::from_descriptor(&FlightDescriptor::new_cmd(data.to_vec()));
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = validate_name(text);
         let path = text.split('/').map(str::to_owned).collect();
@@ -24,15 +27,19 @@ pub fn requests(data: &[u8]) {
 }
 
 /// An upload: `data` is cut into Flight messages (see [`frame`]) that go through the same
-/// bounds check, IPC decoder and dataset validation as a DoPut.
+/// bounds check, IPC decoder and dataset validation as a DoPut, unkeyed and keyed (by the
+/// first column, whatever it is).
 pub fn put_stream(data: &[u8]) {
-    let messages = unframe(data)
-        .into_iter()
-        .map(|m| check_ipc_bounds(&m).map(|()| m));
     let limits = UploadLimits {
         max_bytes: 16 << 20,
     };
-    let _ = futures::executor::block_on(read_series(futures::stream::iter(messages), limits));
+    for key in [None, Some("t")] {
+        let messages = unframe(data)
+            .into_iter()
+            .map(|m| check_ipc_bounds(&m).map(|()| m));
+        let upload = read_upload(futures::stream::iter(messages), limits, key);
+        let _ = futures::executor::block_on(upload);
+    }
 }
 
 /// Serialises messages as the fuzz input of [`put_stream`]: for each, the header length (u16

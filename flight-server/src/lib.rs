@@ -1,23 +1,33 @@
 //! `sweepflight-server`: the Arrow Flight service of sweepflight.
 //!
-//! Researchers push a price series once (DoPut), then run parameter sweeps on it with small
-//! JSON actions and get every combo's PnL back as Arrow. This crate owns the wire contract v1
-//! (`docs/protocol.md`): the [`service`] that implements it, the [`store`] of datasets and its
-//! WMA cache (written through to the data directory by [`persist`]), upload validation ([`ingest`]), request decoding ([`request`]), running the
-//! kernel off the async runtime ([`compute`]), the result table ([`results`]) and [`serve`],
-//! which runs it all on a listener until a shutdown future resolves ([`conn`] keeps idle
-//! connections from waking the server, [`uds`] lets gRPC-core clients in over Unix sockets).
+//! Researchers push a price series (or a keyed universe of them) once, then run parameter
+//! sweeps on it with small JSON actions and get every combo's PnL back as Arrow. The wire
+//! contract is defined once, in `sweepflight-protocol`; this crate implements it:
+//!
+//! - [`serve`] / [`Server`]: open the store, bind, serve until a shutdown future resolves, with a
+//!   grace period; [`auth`] and [`metrics`] are tower layers in front of the [`service`];
+//!   [`net`] caps and times out connections ([`conn`] is opt-in socket tuning, [`uds`] lets
+//!   gRPC-core clients in over Unix sockets).
+//! - [`service`]: one handler per Flight verb; [`results`] encodes sweep replies.
+//! - [`dataset`]: what a dataset is (the `close` rules, universes); [`ingest`] turns uploads
+//!   into datasets; [`persist`] writes them durably; [`store`] holds the named versions.
+//! - [`compute`] runs sweeps on the server's thread pool within the memory [`budget`], with
+//!   the kernel [`cache`].
 
 pub mod auth;
+pub mod budget;
+pub mod cache;
 pub mod compute;
 pub mod config;
 pub mod conn;
+pub mod dataset;
 mod error;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 pub mod ingest;
+pub mod metrics;
+pub mod net;
 pub mod persist;
-pub mod request;
 pub mod results;
 mod serve;
 pub mod service;
@@ -26,6 +36,6 @@ pub mod store;
 pub mod testing;
 pub mod uds;
 
-pub use config::{ServerConfig, TlsFiles};
+pub use config::{Listen, ServerConfig, TlsFiles};
 pub use error::{Error, Result};
-pub use serve::{Listener, serve};
+pub use serve::{Server, serve};

@@ -1,15 +1,21 @@
-//! `sweepflight-server`: parses flags, sets up logging, binds the listener and runs
-//! [`sweepflight_server::serve`] until SIGINT or SIGTERM.
+//! `sweepflight-server`: parses flags into a [`ServerConfig`], sets up logging, binds and
+//! serves until SIGINT or SIGTERM. Everything else is the library's ([`Server`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use sweepflight_server::store::DatasetStore;
-use sweepflight_server::{Listener, ServerConfig, TlsFiles, serve};
+use sweepflight_server::config::parse_bytes;
+use sweepflight_server::{Listen, Server, ServerConfig, TlsFiles};
 use tracing_subscriber::EnvFilter;
+
+// A pooled allocator: uploads and sweeps allocate and free large arrays at a high rate, and
+// mimalloc reuses freed memory (and returns it to the OS when idle) where glibc's malloc kept
+// it or faulted in fresh zeroed pages for every message.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Arrow Flight service for backtest parameter sweeps: push a series once, sweep it many times.
 #[derive(Debug, Parser)]
@@ -17,31 +23,32 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     /// TCP address to serve on (grpc://HOST:PORT). Port 0 picks a free port; the address
     /// actually bound is printed on the first line of stdout.
-    #[arg(long, default_value = "127.0.0.1:8815")]
+    #[arg(long, default_value = ServerConfig::DEFAULT_LISTEN)]
     listen: SocketAddr,
 
     /// Serve on this Unix domain socket (grpc+unix://PATH) instead of TCP.
     #[arg(long, conflicts_with = "listen")]
     unix: Option<PathBuf>,
 
-    /// Largest gRPC message accepted or sent, in bytes.
-    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_MESSAGE_BYTES)]
-    max_message_bytes: usize,
+    /// Largest gRPC message accepted or sent, in bytes (units allowed: 64MiB).
+    #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_MESSAGE_BYTES as u64)]
+    max_message_bytes: u64,
 
-    /// Most combos one sweep call may ask for.
+    /// Most combos one sweep call may ask for (series x combos on a keyed dataset).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_COMBOS)]
     max_combos: usize,
 
-    /// Bytes of WMA arrays cached across sweeps (least recently used evicted first); 0 disables.
-    #[arg(long, default_value_t = ServerConfig::DEFAULT_CACHE_BYTES)]
+    /// Bytes of kernel arrays cached across sweeps (least recently used evicted first); 0
+    /// disables.
+    #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_CACHE_BYTES)]
     cache_bytes: u64,
 
     /// Largest dataset one put may store, in bytes of decoded Arrow data.
-    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_DATASET_BYTES)]
+    #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_DATASET_BYTES)]
     max_dataset_bytes: u64,
 
     /// Most bytes all datasets together may hold (puts past it: RESOURCE_EXHAUSTED).
-    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_TOTAL_BYTES)]
+    #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_TOTAL_BYTES)]
     max_total_bytes: u64,
 
     /// Directory where datasets persist (created if missing; one server per directory).
@@ -60,14 +67,49 @@ struct Cli {
     #[arg(long, requires = "tls_key", conflicts_with = "unix")]
     tls_cert: Option<PathBuf>,
 
-    /// After SIGTERM/SIGINT, how long in-flight calls and open connections may take to finish
-    /// before the server exits anyway, in seconds.
-    #[arg(long, default_value_t = 30)]
-    shutdown_grace_secs: u64,
-
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+
+    /// After SIGTERM/SIGINT, how long in-flight calls and open connections may take to finish
+    /// before the server exits anyway, in seconds.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_SHUTDOWN_GRACE.as_secs())]
+    shutdown_grace_secs: u64,
+
+    /// Sweep worker threads [default: one per CPU].
+    #[arg(long)]
+    threads: Option<usize>,
+
+    /// Memory all running sweeps together may use; sweeps beyond it wait in a fair queue
+    /// [default: a quarter of the machine's memory].
+    #[arg(long, value_parser = parse_bytes)]
+    sweep_memory_bytes: Option<u64>,
+
+    /// Sweeps that may wait for sweep memory; past it a sweep answers RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_QUEUED_SWEEPS)]
+    max_queued_sweeps: usize,
+
+    /// Most open client connections; past it new connections are closed at once.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+
+    /// Seconds a new connection has to send the HTTP/2 preface before it is closed.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_HANDSHAKE_TIMEOUT.as_secs_f64())]
+    handshake_timeout_secs: f64,
+
+    /// Seconds of silence after which a connection is closed (live clients answer the
+    /// server's keep-alive pings well within it).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    idle_timeout_secs: f64,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+
+    /// Opt-in socket tuning: register connections for read readiness only, which saved ~11%
+    /// of a params-only call on one VM (docs/perf-notes.md). Off by default.
+    #[arg(long)]
+    read_wake: bool,
 }
 
 impl TryFrom<&Cli> for ServerConfig {
@@ -79,6 +121,15 @@ impl TryFrom<&Cli> for ServerConfig {
             "--max-message-bytes must be at least 1 MiB"
         );
         anyhow::ensure!(cli.max_combos >= 1, "--max-combos must be at least 1");
+        anyhow::ensure!(cli.threads != Some(0), "--threads must be at least 1");
+        anyhow::ensure!(
+            cli.max_connections >= 1,
+            "--max-connections must be at least 1"
+        );
+        let secs = |name: &str, v: f64| {
+            anyhow::ensure!(v.is_finite() && v > 0.0, "{name} must be a positive number");
+            Ok(Duration::from_secs_f64(v))
+        };
         if let Some(token) = &cli.token {
             anyhow::ensure!(!token.is_empty(), "--token must not be empty");
         }
@@ -91,14 +142,29 @@ impl TryFrom<&Cli> for ServerConfig {
             _ => None,
         };
         Ok(Self {
+            listen: match &cli.unix {
+                Some(path) => Listen::Unix(path.clone()),
+                None => Listen::Tcp(cli.listen),
+            },
             token: cli.token.clone(),
             tls,
-            max_message_bytes: cli.max_message_bytes,
+            max_message_bytes: usize::try_from(cli.max_message_bytes)?,
             max_combos: cli.max_combos,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
             max_total_bytes: cli.max_total_bytes,
             data_dir: (!cli.in_memory).then(|| cli.data_dir.clone()),
+            shutdown_grace: Duration::from_secs(cli.shutdown_grace_secs),
+            threads: cli.threads,
+            sweep_memory_bytes: cli
+                .sweep_memory_bytes
+                .unwrap_or_else(ServerConfig::default_sweep_memory_bytes),
+            max_queued_sweeps: cli.max_queued_sweeps,
+            max_connections: cli.max_connections,
+            handshake_timeout: secs("--handshake-timeout-secs", cli.handshake_timeout_secs)?,
+            idle_timeout: secs("--idle-timeout-secs", cli.idle_timeout_secs)?,
+            metrics_listen: cli.metrics_listen,
+            read_wake: cli.read_wake,
         })
     }
 }
@@ -113,86 +179,15 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     let config = ServerConfig::try_from(&cli)?;
-    let store = Arc::new(open_store(&config)?);
-    let (listener, uri) = bind(&cli).await?;
-    // The first stdout line is the contract with scripts and tests that start us on port 0.
-    println!("sweepflight-server listening on {uri}");
-    tracing::info!(%uri, ?config, "serving");
-    // Graceful shutdown waits for clients to close their connections; one that never does
-    // must not keep the server up, so the grace period starts with the signal.
-    let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
-    let shutdown = async move {
-        shutdown_signal().await;
-        let _ = signalled_tx.send(true);
-    };
-    let grace = std::time::Duration::from_secs(cli.shutdown_grace_secs);
-    let deadline = async move {
-        let _ = signalled.wait_for(|&s| s).await;
-        tokio::time::sleep(grace).await;
-    };
-    tokio::select! {
-        served = serve(listener, config, store, shutdown) => served?,
-        () = deadline => tracing::warn!(?grace, "calls still open after the grace period; exiting"),
-    }
-    if let Some(path) = &cli.unix {
-        let _ = std::fs::remove_file(path);
-    }
-    tracing::info!("stopped");
+    let server = Server::bind(config).await?;
+    // The first stdout line is the contract with scripts and tests that start us on port 0:
+    // printed only once every dataset is loaded and the address bound.
+    println!("sweepflight-server listening on {}", server.uri());
+    server.serve(shutdown_signal()).await?;
     Ok(())
 }
 
-/// Loads the data directory before binding, so "listening" means every dataset is served.
-fn open_store(config: &ServerConfig) -> anyhow::Result<DatasetStore> {
-    let started = std::time::Instant::now();
-    let store = DatasetStore::open(config).context("open the data directory")?;
-    if let Some(dir) = &config.data_dir {
-        tracing::info!(
-            dir = %dir.display(),
-            datasets = store.list().len(),
-            bytes = store.total_bytes(),
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "loaded"
-        );
-    }
-    Ok(store)
-}
-
-async fn bind(cli: &Cli) -> anyhow::Result<(Listener, String)> {
-    if let Some(path) = &cli.unix {
-        remove_stale_socket(path)?;
-        let l = tokio::net::UnixListener::bind(path)
-            .with_context(|| format!("bind {}", path.display()))?;
-        return Ok((Listener::Unix(l), format!("grpc+unix://{}", path.display())));
-    }
-    let l = tokio::net::TcpListener::bind(cli.listen)
-        .await
-        .with_context(|| format!("bind {}", cli.listen))?;
-    let addr = l.local_addr()?;
-    let scheme = if cli.tls_cert.is_some() {
-        "grpc+tls"
-    } else {
-        "grpc"
-    };
-    Ok((Listener::Tcp(l), format!("{scheme}://{addr}")))
-}
-
-/// A socket file left by a previous run would make bind fail; anything else at that path is
-/// not ours to delete.
-fn remove_stale_socket(path: &std::path::Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            std::fs::remove_file(path).context("remove stale socket")
-        }
-        Ok(_) => anyhow::bail!("{} exists and is not a socket", path.display()),
-        Err(_) => Ok(()),
-    }
-}
-
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -202,8 +197,7 @@ async fn shutdown_signal() {
         }
     };
     tokio::select! {
-        () = ctrl_c => {},
+        _ = tokio::signal::ctrl_c() => {},
         () = term => {},
     }
-    tracing::info!("shutdown requested");
 }

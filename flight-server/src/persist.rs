@@ -35,8 +35,8 @@ use arrow_ipc::reader::FileDecoder;
 use arrow_ipc::writer::FileWriter;
 use rayon::prelude::*;
 
+use crate::dataset::{CLOSE, KEY_METADATA, NewDataset};
 use crate::ingest::assemble;
-use crate::store::NewDataset;
 use crate::{Error, Result};
 
 const DATASETS: &str = "datasets";
@@ -86,12 +86,13 @@ impl DataDir {
     /// committed dataset, quarantining the ones that fail their checks.
     ///
     /// # Errors
-    /// [`Error::Io`] if the directory cannot be created, locked or listed; a single bad
+    /// [`Error::Storage`] if the directory cannot be created, locked or listed; a single bad
     /// dataset file is not an error.
     pub fn open(root: &Path) -> Result<(Self, Vec<Recovered>)> {
         let dir = |name: &str| {
             let p = root.join(name);
-            fs::create_dir_all(&p).map_err(|e| Error::io(format!("create {}", p.display()), e))?;
+            fs::create_dir_all(&p)
+                .map_err(|e| Error::storage(format!("create {}", p.display()), e))?;
             Ok::<_, Error>(p)
         };
         let (datasets, tmp, quarantine) = (dir(DATASETS)?, dir(TMP)?, dir(QUARANTINE)?);
@@ -101,13 +102,15 @@ impl DataDir {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| Error::io(format!("open {}", lock_path.display()), e))?;
+            .map_err(|e| Error::storage(format!("open {}", lock_path.display()), e))?;
         lock.try_lock().map_err(|e| match e {
-            fs::TryLockError::WouldBlock => Error::Io {
-                context: format!("{} is in use by another sweepflight-server", root.display()),
-                source: io::Error::from(io::ErrorKind::WouldBlock),
-            },
-            fs::TryLockError::Error(e) => Error::io(format!("lock {}", lock_path.display()), e),
+            fs::TryLockError::WouldBlock => Error::storage(
+                format!("{} is in use by another sweepflight-server", root.display()),
+                io::Error::from(io::ErrorKind::WouldBlock),
+            ),
+            fs::TryLockError::Error(e) => {
+                Error::storage(format!("lock {}", lock_path.display()), e)
+            }
         })?;
         sync_dir(root)?;
         let me = Self {
@@ -126,7 +129,8 @@ impl DataDir {
     /// done before the store's commit lock is taken.
     ///
     /// # Errors
-    /// [`Error::Io`] (disk full, permissions) or [`Error::Arrow`].
+    /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED; permissions: INTERNAL). The partial
+    /// file is deleted.
     pub fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
         let id = self.next_tmp.fetch_add(1, Ordering::Relaxed);
         // The guard exists before the file does: any error below deletes it.
@@ -135,7 +139,7 @@ impl DataDir {
             crc: 0,
         };
         let file = File::create(&staged.path)
-            .map_err(|e| Error::io(format!("create {}", staged.path.display()), e))?;
+            .map_err(|e| Error::storage(format!("create {}", staged.path.display()), e))?;
         let sink = BufWriter::with_capacity(
             4 << 20,
             CrcWriter {
@@ -143,25 +147,27 @@ impl DataDir {
                 crc: 0,
             },
         );
-        let mut writer = FileWriter::try_new(sink, &dataset.schema)?;
+        let write_err = |e| Error::storage_arrow(format!("write {}", staged.path.display()), e);
+        let mut writer = FileWriter::try_new(sink, &file_schema(dataset)).map_err(write_err)?;
         match one_batch(dataset) {
-            Ok(batch) => writer.write(&batch)?,
+            Ok(batch) => writer.write(&batch).map_err(write_err)?,
             // A column too large for one batch (over 2 GiB of 32-bit-offset strings): keep
             // the uploaded batches; loading concatenates their closes instead.
             Err(_) => {
                 for batch in &dataset.batches {
-                    writer.write(batch)?;
+                    writer.write(batch).map_err(write_err)?;
                 }
             }
         }
-        writer.finish()?;
+        writer.finish().map_err(write_err)?;
         let sink = writer
-            .into_inner()?
             .into_inner()
-            .map_err(|e| Error::io("flush dataset file", e.into_error()))?;
+            .map_err(write_err)?
+            .into_inner()
+            .map_err(|e| Error::storage("flush dataset file", e.into_error()))?;
         sink.inner
             .sync_all()
-            .map_err(|e| Error::io(format!("fsync {}", staged.path.display()), e))?;
+            .map_err(|e| Error::storage(format!("fsync {}", staged.path.display()), e))?;
         staged.crc = sink.crc;
         Ok(staged)
     }
@@ -170,11 +176,11 @@ impl DataDir {
     /// from here on the dataset survives a crash. Returns the committed file's path.
     ///
     /// # Errors
-    /// [`Error::Io`]; the staged file is then deleted and nothing is committed.
+    /// [`Error::Storage`]; the staged file is then deleted and nothing is committed.
     pub fn commit(&self, staged: Staged, name: &str, version: u64) -> Result<PathBuf> {
         let path = self.datasets.join(file_name(name, version, staged.crc));
         fs::rename(&staged.path, &path)
-            .map_err(|e| Error::io(format!("rename into {}", path.display()), e))?;
+            .map_err(|e| Error::storage(format!("rename into {}", path.display()), e))?;
         sync_dir(&self.datasets)?;
         // Renamed away: the drop guard has nothing left to delete.
         drop(staged);
@@ -184,12 +190,12 @@ impl DataDir {
     /// Deletes a committed file durably (a drop, or the version a put replaced).
     ///
     /// # Errors
-    /// [`Error::Io`].
+    /// [`Error::Storage`].
     pub fn delete(&self, file: &Path) -> Result<()> {
         match fs::remove_file(file) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("delete {}", file.display()), e)),
+            Err(e) => return Err(Error::storage(format!("delete {}", file.display()), e)),
         }
         sync_dir(&self.datasets)
     }
@@ -199,7 +205,7 @@ impl DataDir {
             let path = entry.path();
             tracing::info!(file = %path.display(), "removing an unfinished upload");
             fs::remove_file(&path)
-                .map_err(|e| Error::io(format!("remove {}", path.display()), e))?;
+                .map_err(|e| Error::storage(format!("remove {}", path.display()), e))?;
         }
         Ok(())
     }
@@ -271,13 +277,31 @@ impl DataDir {
     }
 }
 
+/// The file's schema: the dataset's, plus the key column of a universe in the metadata.
+fn file_schema(dataset: &NewDataset) -> arrow_schema::Schema {
+    let mut schema = dataset.schema.as_ref().clone();
+    if let Some(u) = &dataset.universe {
+        schema
+            .metadata
+            .insert(KEY_METADATA.to_owned(), u.key.clone());
+    }
+    schema
+}
+
 /// The dataset as one record batch: its contiguous close column as is, the other columns
 /// concatenated across the uploaded batches.
 fn one_batch(dataset: &NewDataset) -> Result<RecordBatch> {
+    let schema = Arc::new(file_schema(dataset));
     if let [only] = dataset.batches.as_slice() {
-        return Ok(only.clone());
+        return only
+            .clone()
+            .with_schema(schema)
+            .map_err(|e| Error::internal("file schema", e));
     }
-    let close = dataset.schema.index_of(crate::ingest::CLOSE)?;
+    let close = dataset
+        .schema
+        .index_of(CLOSE)
+        .map_err(|e| Error::internal("stored schema", e))?;
     let columns = (0..dataset.schema.fields().len())
         .map(|i| {
             if i == close {
@@ -288,10 +312,10 @@ fn one_batch(dataset: &NewDataset) -> Result<RecordBatch> {
                 .iter()
                 .map(|b| b.column(i).as_ref())
                 .collect();
-            Ok(arrow_select::concat::concat(&parts)?)
+            arrow_select::concat::concat(&parts).map_err(|e| Error::internal("concatenate", e))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(RecordBatch::try_new(Arc::clone(&dataset.schema), columns)?)
+    RecordBatch::try_new(schema, columns).map_err(|e| Error::internal("file batch", e))
 }
 
 /// `NAME.vVERSION.CRC.arrow`. Names may contain dots, so the fields are taken from the right.
@@ -306,7 +330,7 @@ fn parse_file_name(file: &str) -> Option<(&str, u64, u32)> {
     if crc.len() != 8 || version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    crate::store::validate_name(name).ok()?;
+    sweepflight_protocol::validate_name(name).ok()?;
     Some((
         name,
         version.parse().ok()?,
@@ -325,15 +349,17 @@ fn read_dataset(path: &Path, crc: u32) -> Result<NewDataset> {
         )));
     }
     let (schema, batches) = decode_ipc_file(buffer)?;
-    assemble(&schema, batches)
+    let key = schema.metadata().get(KEY_METADATA).cloned();
+    assemble(&schema, batches, key.as_deref())
 }
 
 /// The whole file as an Arrow buffer backed by a read-only memory map.
 fn map(path: &Path) -> Result<Buffer> {
-    let file = File::open(path).map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+    let file =
+        File::open(path).map_err(|e| Error::storage(format!("open {}", path.display()), e))?;
     let len = file
         .metadata()
-        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+        .map_err(|e| Error::storage(format!("stat {}", path.display()), e))?
         .len();
     if len == 0 {
         return Ok(Buffer::from_vec(Vec::<u8>::new()));
@@ -342,7 +368,7 @@ fn map(path: &Path) -> Result<Buffer> {
     // to them afterwards (a replace writes a new file, a drop unlinks, which leaves existing
     // mappings intact). operations.md tells operators not to edit them while the server runs.
     let mmap = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| Error::io(format!("map {}", path.display()), e))?;
+        .map_err(|e| Error::storage(format!("map {}", path.display()), e))?;
     let ptr = std::ptr::NonNull::new(mmap.as_ptr().cast_mut())
         .ok_or_else(|| Error::Internal("empty mapping".into()))?;
     let len = mmap.len();
@@ -360,15 +386,17 @@ fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBa
     let trailer: [u8; 10] = buf[trailer_start..]
         .try_into()
         .map_err(|_| corrupt("trailer"))?;
-    let footer_len = arrow_ipc::reader::read_footer_length(trailer)?;
+    let footer_len =
+        arrow_ipc::reader::read_footer_length(trailer).map_err(|e| corrupt(&e.to_string()))?;
     let footer_start = trailer_start
         .checked_sub(footer_len)
         .ok_or_else(|| corrupt("footer length"))?;
     let footer = arrow_ipc::root_as_footer(&buf[footer_start..trailer_start])
         .map_err(|e| corrupt(&format!("footer: {e}")))?;
-    let schema = Arc::new(arrow_ipc::convert::try_fb_to_schema(
-        footer.schema().ok_or_else(|| corrupt("no schema"))?,
-    )?);
+    let schema = Arc::new(
+        arrow_ipc::convert::try_fb_to_schema(footer.schema().ok_or_else(|| corrupt("no schema"))?)
+            .map_err(|e| corrupt(&e.to_string()))?,
+    );
     let decoder = FileDecoder::new(Arc::clone(&schema), footer.version());
     let mut batches = Vec::new();
     for block in footer.recordBatches().iter().flatten() {
@@ -383,7 +411,10 @@ fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBa
                     .is_some_and(|end| end <= footer_start)
             })
             .ok_or_else(|| corrupt("block out of range"))?;
-        if let Some(batch) = decoder.read_record_batch(block, &buf.slice_with_length(start, len))? {
+        let batch = decoder
+            .read_record_batch(block, &buf.slice_with_length(start, len))
+            .map_err(|e| corrupt(&e.to_string()))?;
+        if let Some(batch) = batch {
             batches.push(batch);
         }
     }
@@ -393,14 +424,14 @@ fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBa
 fn read_dir(dir: &Path) -> Result<Vec<fs::DirEntry>> {
     fs::read_dir(dir)
         .and_then(|it| it.collect::<io::Result<Vec<_>>>())
-        .map_err(|e| Error::io(format!("list {}", dir.display()), e))
+        .map_err(|e| Error::storage(format!("list {}", dir.display()), e))
 }
 
 /// Makes a directory's entries (renames, deletions) durable.
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(format!("fsync {}", dir.display()), e))
+        .map_err(|e| Error::storage(format!("fsync {}", dir.display()), e))
 }
 
 /// Passes writes through, keeping the crc32c of everything written.
@@ -440,6 +471,7 @@ mod tests {
         assemble(
             &batch.schema(),
             vec![batch.slice(0, 1), batch.slice(1, closes.len() - 1)],
+            None,
         )
         .unwrap()
     }

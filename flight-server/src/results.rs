@@ -1,62 +1,62 @@
 //! The sweep result table: its schema, building it from kernel results, and encoding it as
 //! one Arrow IPC stream split over DoAction `Result` bodies or as `session` reply messages.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_flight::FlightData;
 use arrow_ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, StreamWriter,
 };
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use sweepflight_kernel::{Combo, ComboResult};
+use sweepflight_protocol::result_schema;
 
-use crate::Result;
+use crate::{Error, Result};
 
 /// Largest `Result` body of a sweep reply. gRPC clients refuse messages over 4 MiB by default
 /// (arrow-rs `FlightClient` among them), and the protobuf framing needs a few bytes of its own.
 pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 
-/// The result schema: the contract's nine columns, then the extra metrics.
-pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let int = |name| Field::new(name, DataType::Int64, false);
-    let float = |name| Field::new(name, DataType::Float64, false);
-    let mut fields = vec![int("combo")];
-    fields.extend(Combo::FIELDS.iter().map(|f| int(f)));
-    fields.extend([
-        float("pnl"),
-        int("trades"),
-        int("wins"),
-        float("win_rate"),
-        float("max_drawdown"),
-    ]);
-    Arc::new(Schema::new(fields))
-});
-
-/// One row per combo, in request order.
+/// One row per combo, in request order, for each series in turn (`results[i]` are series
+/// `i`'s). With `series` names the table starts with the `series` column (a keyed dataset).
 ///
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
-pub fn to_batch(combos: &[Combo], results: &[ComboResult]) -> Result<RecordBatch> {
+pub fn to_batch(
+    series: Option<&[&str]>,
+    combos: &[Combo],
+    results: &[Vec<ComboResult>],
+) -> Result<RecordBatch> {
+    let rows = || results.iter().flatten();
+    let n = combos.len();
+    let total = n * results.len();
     let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values((0..combos.len()).map(f)))
+        Arc::new(Int64Array::from_iter_values((0..total).map(f)))
     };
     let floats = |f: &dyn Fn(&ComboResult) -> f64| -> ArrayRef {
-        Arc::new(Float64Array::from_iter_values(results.iter().map(f)))
+        Arc::new(Float64Array::from_iter_values(rows().map(f)))
     };
-    let mut columns: Vec<ArrayRef> = vec![ints(&|i| i as i64)];
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(13);
+    if let Some(names) = series {
+        let names = names.iter().flat_map(|name| std::iter::repeat_n(*name, n));
+        columns.push(Arc::new(StringArray::from_iter_values(names)));
+    }
+    columns.push(ints(&|i| (i % n.max(1)) as i64));
     for w in 0..6 {
-        columns.push(ints(&|i| i64::from(combos[i].windows()[w])));
+        columns.push(ints(&|i| i64::from(combos[i % n].windows()[w])));
     }
     columns.extend([
         floats(&|r| r.pnl),
-        ints(&|i| results[i].trades as i64),
-        ints(&|i| results[i].wins as i64),
+        Arc::new(Int64Array::from_iter_values(
+            rows().map(|r| r.trades as i64),
+        )) as ArrayRef,
+        Arc::new(Int64Array::from_iter_values(rows().map(|r| r.wins as i64))),
         floats(&ComboResult::win_rate),
         floats(&|r| r.max_drawdown),
     ]);
-    Ok(RecordBatch::try_new(Arc::clone(&SCHEMA), columns)?)
+    RecordBatch::try_new(result_schema(series.is_some()), columns)
+        .map_err(|e| Error::internal("build the result table", e))
 }
 
 /// `batch` as one Arrow IPC stream (schema, batch, end-of-stream), cut into bodies of at most
@@ -65,10 +65,13 @@ pub fn to_batch(combos: &[Combo], results: &[ComboResult]) -> Result<RecordBatch
 /// # Errors
 /// If IPC encoding fails.
 pub fn ipc_stream_bodies(batch: &RecordBatch, max_body: usize) -> Result<Vec<Bytes>> {
-    let mut writer = StreamWriter::try_new(Vec::new(), batch.schema_ref())?;
-    writer.write(batch)?;
-    writer.finish()?;
-    let stream = Bytes::from(writer.into_inner()?);
+    let encode = || {
+        let mut writer = StreamWriter::try_new(Vec::new(), batch.schema_ref())?;
+        writer.write(batch)?;
+        writer.finish()?;
+        writer.into_inner()
+    };
+    let stream = Bytes::from(encode().map_err(|e| Error::internal("encode the result", e))?);
     Ok((0..stream.len())
         .step_by(max_body.max(1))
         .map(|start| stream.slice(start..(start + max_body).min(stream.len())))
@@ -76,7 +79,7 @@ pub fn ipc_stream_bodies(batch: &RecordBatch, max_body: usize) -> Result<Vec<Byt
 }
 
 /// Encodes result batches as the record-batch messages of one open stream whose schema was
-/// already sent ([`SCHEMA`]): a `session` reply. Keeps its flatbuffer builder and scratch
+/// already sent (the unkeyed [`result_schema`]): a `session` reply. Keeps its flatbuffer builder and scratch
 /// buffers between messages, so a reply costs no schema encoding and few allocations.
 #[derive(Debug)]
 pub struct SessionEncoder {
@@ -105,12 +108,15 @@ impl SessionEncoder {
     /// # Errors
     /// If IPC encoding fails.
     pub fn encode(&mut self, batch: &RecordBatch) -> Result<FlightData> {
-        let (dictionaries, encoded) = self.generator.encode(
-            batch,
-            &mut self.dictionaries,
-            &self.options,
-            &mut self.context,
-        )?;
+        let (dictionaries, encoded) = self
+            .generator
+            .encode(
+                batch,
+                &mut self.dictionaries,
+                &self.options,
+                &mut self.context,
+            )
+            .map_err(|e| Error::internal("encode the result", e))?;
         debug_assert!(
             dictionaries.is_empty(),
             "the result schema has no dictionaries"
@@ -137,12 +143,12 @@ mod tests {
                     max_drawdown: 0.25,
                 })
                 .collect();
-            let batch = to_batch(&combos, &results).unwrap();
+            let batch = to_batch(None, &combos, &[results]).unwrap();
             let msg = encoder.encode(&batch).unwrap();
             assert!(msg.app_metadata.is_empty() && msg.flight_descriptor.is_none());
             let back = arrow_flight::utils::flight_data_to_arrow_batch(
                 &msg,
-                Arc::clone(&SCHEMA),
+                result_schema(false),
                 &Default::default(),
             )
             .unwrap();
@@ -161,7 +167,7 @@ mod tests {
                 max_drawdown: 0.5,
             })
             .collect();
-        let batch = to_batch(&combos, &results).unwrap();
+        let batch = to_batch(None, &combos, &[results]).unwrap();
         let bodies = ipc_stream_bodies(&batch, 1000).unwrap();
         assert!(bodies.len() > 10 && bodies.iter().all(|b| b.len() <= 1000));
         let joined: Vec<u8> = bodies.concat();
@@ -177,5 +183,45 @@ mod tests {
             .unwrap();
         assert_eq!(full.value(5), 6);
         assert_eq!(full.null_count(), 0);
+    }
+
+    #[test]
+    fn keyed_results_are_series_then_combo() {
+        let combos: Vec<Combo> = [6, 8]
+            .iter()
+            .map(|&l| Combo::from_length(l).unwrap())
+            .collect();
+        let r = |pnl| ComboResult {
+            pnl,
+            ..ComboResult::default()
+        };
+        let batch = to_batch(
+            Some(&["B", "A"]),
+            &combos,
+            &[vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]],
+        )
+        .unwrap();
+        assert_eq!(batch.schema(), result_schema(true));
+        let series: Vec<_> = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect();
+        assert_eq!(series, ["B", "B", "A", "A"]);
+        let combo = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(combo.values().as_ref(), &[0, 1, 0, 1]);
+        let pnl = batch
+            .column(8)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(pnl.values().as_ref(), &[1.0, 2.0, 3.0, 4.0]);
     }
 }

@@ -1,84 +1,304 @@
-//! Running the service on a TCP or Unix listener until a shutdown future resolves.
+//! Running the service: open the store, bind, serve until a shutdown future resolves, then
+//! give open calls a grace period.
+//!
+//! [`Server::bind`] does everything that can fail at start (load the data directory, bind the
+//! address) so a caller can print the address only once every dataset is served; [`Server::serve`]
+//! then runs until `shutdown` resolves. The binary and the test fixture use the same two calls.
+//!
+//! Shutdown flows: the caller's future resolves -> the watch turns true -> open `session`
+//! streams end after their current request, tonic stops accepting and waits for the calls in
+//! flight -> after `shutdown_grace` the server returns anyway (dropping what is still open).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::{Identity, ServerTlsConfig};
 
-use crate::ServerConfig;
+use crate::auth::{Auth, AuthLayer};
+use crate::compute::Compute;
+use crate::config::Listen;
 use crate::conn::ReadWake;
-use crate::service::SweepFlightService;
+use crate::metrics::{Metrics, MetricsLayer};
+use crate::net::{Io, Limits};
+use crate::service::{State, SweepFlightService};
 use crate::store::DatasetStore;
 use crate::uds::AuthorityFix;
+use crate::{Error, Result, ServerConfig};
 
-/// Where to accept connections. Bind it before calling [`serve`] so that a caller that binds
-/// port 0 knows the real address.
+/// A bound listener: TCP or a Unix domain socket.
 #[derive(Debug)]
-pub enum Listener {
-    /// TCP (`grpc://HOST:PORT`).
+enum Listener {
     Tcp(tokio::net::TcpListener),
-    /// A Unix domain socket (`grpc+unix://PATH`).
-    Unix(tokio::net::UnixListener),
+    Unix(tokio::net::UnixListener, std::path::PathBuf),
 }
 
-/// Serves the Flight service over `store` (see [`DatasetStore::open`]) on `listener` until
-/// `shutdown` resolves, then stops accepting, lets in-flight calls finish and returns.
-///
-/// # Errors
-/// If the transport fails.
-pub async fn serve(
-    listener: Listener,
+/// A server that has loaded its datasets and bound its address, ready to [`Server::serve`].
+#[derive(Debug)]
+pub struct Server {
     config: ServerConfig,
     store: Arc<DatasetStore>,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), tonic::transport::Error> {
-    // Shutdown flows: the caller's future resolves -> the watch turns true -> open sessions
-    // end, and tonic stops accepting and waits for the calls in flight.
-    let (down_tx, down_rx) = tokio::sync::watch::channel(false);
-    let shutdown = async move {
-        shutdown.await;
-        let _ = down_tx.send(true);
-    };
-    let service = SweepFlightService::with_shutdown(config.clone(), store, down_rx);
-    let svc = FlightServiceServer::new(service)
-        .max_decoding_message_size(config.max_message_bytes)
-        .max_encoding_message_size(config.max_message_bytes);
-    let mut builder = Server::builder();
-    if let Some(tls) = &config.tls {
-        let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-        builder = builder.tls_config(ServerTlsConfig::new().identity(identity))?;
-    }
-    let router = builder
-        // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
-        // wait on WINDOW_UPDATE round trips.
-        .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(16 << 20))
-        // Uploads arrive as multi-megabyte messages; 16 KiB frames (the HTTP/2 default) cost
-        // a frame header and a parser pass each.
-        .max_frame_size(Some(1 << 20))
-        .add_service(svc);
-    match listener {
-        Listener::Tcp(l) => {
-            let incoming = TcpListenerStream::new(l).map(|conn| {
-                conn.and_then(|s| {
-                    // Small request/response pairs must not wait for Nagle's delayed ACK dance.
-                    let _ = s.set_nodelay(true);
-                    ReadWake::new(s)
-                })
-            });
-            router
-                .serve_with_incoming_shutdown(incoming, shutdown)
+    listener: Listener,
+    uri: String,
+}
+
+impl Server {
+    /// Opens the store `config` describes (loading its data directory, off the async runtime)
+    /// and binds `config.listen`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if the data directory cannot be opened or is in use;
+    /// [`Error::Transport`] if the address cannot be bound or the pool not started.
+    pub async fn bind(config: ServerConfig) -> Result<Self> {
+        let started = std::time::Instant::now();
+        let store = {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || DatasetStore::open(&config))
                 .await
+                .map_err(|e| Error::internal("open the data directory", e))??
+        };
+        if let Some(dir) = &config.data_dir {
+            tracing::info!(
+                dir = %dir.display(),
+                datasets = store.list().len(),
+                bytes = store.total_bytes(),
+                elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "loaded"
+            );
         }
-        Listener::Unix(l) => {
-            let incoming = UnixListenerStream::new(l)
-                .map(|conn| conn.and_then(ReadWake::new).map(AuthorityFix::new));
-            router
-                .serve_with_incoming_shutdown(incoming, shutdown)
-                .await
+        let (listener, uri) = match &config.listen {
+            Listen::Tcp(addr) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| Error::Transport(format!("bind {addr}: {e}")))?;
+                let local = l
+                    .local_addr()
+                    .map_err(|e| Error::Transport(format!("local address: {e}")))?;
+                let scheme = if config.tls.is_some() {
+                    "grpc+tls"
+                } else {
+                    "grpc"
+                };
+                (Listener::Tcp(l), format!("{scheme}://{local}"))
+            }
+            Listen::Unix(path) => {
+                if config.tls.is_some() {
+                    return Err(Error::Transport(
+                        "TLS is served over TCP only, not on a Unix socket".into(),
+                    ));
+                }
+                remove_stale_socket(path)?;
+                let l = tokio::net::UnixListener::bind(path)
+                    .map_err(|e| Error::Transport(format!("bind {}: {e}", path.display())))?;
+                (
+                    Listener::Unix(l, path.clone()),
+                    format!("grpc+unix://{}", path.display()),
+                )
+            }
+        };
+        Ok(Self {
+            config,
+            store: Arc::new(store),
+            listener,
+            uri,
+        })
+    }
+
+    /// The address clients connect to: `grpc://HOST:PORT` (the port actually bound),
+    /// `grpc+tls://HOST:PORT` or `grpc+unix://PATH`.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The TCP address bound, if serving TCP.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match &self.listener {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(..) => None,
         }
     }
+
+    /// The datasets (loaded by [`Server::bind`]).
+    pub fn store(&self) -> &Arc<DatasetStore> {
+        &self.store
+    }
+
+    /// Serves until `shutdown` resolves, then lets calls in flight finish for up to the
+    /// configured grace period and returns. A Unix socket file is removed on the way out.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] if the transport fails, or the metrics address cannot be bound.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+        let Self {
+            config,
+            store,
+            listener,
+            uri,
+        } = self;
+        let metrics = Arc::new(Metrics::default());
+        let compute = Arc::new(Compute::new(
+            config.threads,
+            config.sweep_memory_bytes,
+            config.max_queued_sweeps,
+            Arc::clone(store.cache()),
+            Arc::clone(&metrics),
+        )?);
+        let limits = Limits {
+            open: Arc::default(),
+            max: config.max_connections,
+            handshake: config.handshake_timeout,
+            idle: config.idle_timeout,
+            metrics: Arc::clone(&metrics),
+        };
+        let (down_tx, down_rx) = tokio::sync::watch::channel(false);
+        let auth = Arc::new(config.token.as_deref().map_or_else(Auth::open, Auth::token));
+        let state = Arc::new(State {
+            config: config.clone(),
+            store,
+            compute,
+            auth: Arc::clone(&auth),
+            metrics: Arc::clone(&metrics),
+            connections: Arc::clone(&limits.open),
+            shutdown: down_rx.clone(),
+        });
+        tracing::info!(
+            %uri,
+            threads = state.compute.threads(),
+            sweep_memory_bytes = state.compute.budget().total(),
+            ?config,
+            "serving"
+        );
+        if let Some(addr) = config.metrics_listen {
+            let listener = crate::metrics::bind(addr)
+                .await
+                .map_err(|e| Error::Transport(format!("bind --metrics-listen {addr}: {e}")))?;
+            let render_state = Arc::clone(&state);
+            let render = Arc::new(move || render_state.metrics.render(render_state.levels()));
+            let mut down = down_rx.clone();
+            tokio::spawn(crate::metrics::serve_metrics(
+                listener,
+                render,
+                async move {
+                    let _ = down.wait_for(|&d| d).await;
+                },
+            ));
+        }
+        let svc = FlightServiceServer::new(SweepFlightService::new(Arc::clone(&state)))
+            .max_decoding_message_size(config.max_message_bytes)
+            .max_encoding_message_size(config.max_message_bytes);
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &config.tls {
+            let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+            builder = builder
+                .tls_config(ServerTlsConfig::new().identity(identity))
+                .map_err(|e| Error::Transport(format!("TLS: {e}")))?;
+        }
+        let router = builder
+            // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
+            // wait on WINDOW_UPDATE round trips.
+            .initial_stream_window_size(Some(8 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            // Uploads arrive as multi-megabyte messages; 16 KiB frames (the HTTP/2 default) cost
+            // a frame header and a parser pass each.
+            .max_frame_size(Some(1 << 20))
+            // Idle connections are pinged more often than the idle timeout, so a live peer
+            // always answers in time (see `net`).
+            .http2_keepalive_interval(Some(keepalive_interval(config.idle_timeout)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .layer(MetricsLayer(Arc::clone(&metrics)))
+            .layer(AuthLayer::new(auth, Arc::clone(&metrics)))
+            .add_service(svc);
+        let grace = config.shutdown_grace;
+        let mut signalled = down_rx;
+        let shutdown = async move {
+            shutdown.await;
+            tracing::info!("shutdown requested");
+            let _ = down_tx.send(true);
+        };
+        // Graceful shutdown waits for clients to close their connections; one that never does
+        // must not keep the server up, so the grace period starts with the signal.
+        let deadline = async move {
+            let _ = signalled.wait_for(|&s| s).await;
+            tokio::time::sleep(grace).await;
+        };
+        let read_wake = config.read_wake;
+        let (accepted, socket): (BoxStream<'static, std::io::Result<Box<dyn Io>>>, _) =
+            match listener {
+                Listener::Tcp(l) => {
+                    let conns = TcpListenerStream::new(l).map(move |conn| {
+                        let s = conn?;
+                        // Small request/response pairs must not wait for Nagle's delayed-ACK
+                        // dance.
+                        let _ = s.set_nodelay(true);
+                        Ok(if read_wake {
+                            Box::new(ReadWake::new(s)?) as Box<dyn Io>
+                        } else {
+                            Box::new(s)
+                        })
+                    });
+                    (conns.boxed(), None)
+                }
+                Listener::Unix(l, path) => {
+                    let conns = UnixListenerStream::new(l).map(move |conn| {
+                        let s = conn?;
+                        Ok(if read_wake {
+                            Box::new(AuthorityFix::new(ReadWake::new(s)?)) as Box<dyn Io>
+                        } else {
+                            Box::new(AuthorityFix::new(s))
+                        })
+                    });
+                    (conns.boxed(), Some(path))
+                }
+            };
+        // Connections past the cap are closed here (dropped), never handed to hyper.
+        let incoming = accepted.filter_map(move |conn| {
+            let admitted = conn.map(|io| limits.admit(io)).transpose();
+            futures::future::ready(admitted)
+        });
+        let served = tokio::select! {
+            r = router.serve_with_incoming_shutdown(incoming, shutdown) => r,
+            () = deadline => {
+                tracing::warn!(?grace, "calls still open after the grace period; stopping");
+                Ok(())
+            }
+        };
+        if let Some(path) = socket {
+            let _ = std::fs::remove_file(path);
+        }
+        tracing::info!("stopped");
+        served.map_err(|e| Error::Transport(e.to_string()))
+    }
+}
+
+/// A third of the idle timeout (at least a second): two pings can go unanswered.
+fn keepalive_interval(idle: Duration) -> Duration {
+    (idle / 3).max(Duration::from_secs(1))
+}
+
+/// A socket file left by a previous run would make bind fail; anything else at that path is
+/// not ours to delete.
+fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)
+            .map_err(|e| Error::Transport(format!("remove stale socket {}: {e}", path.display()))),
+        Ok(_) => Err(Error::Transport(format!(
+            "{} exists and is not a socket",
+            path.display()
+        ))),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Binds and serves `config` until `shutdown` resolves (see [`Server`]).
+///
+/// # Errors
+/// As [`Server::bind`] and [`Server::serve`].
+pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+    Server::bind(config).await?.serve(shutdown).await
 }

@@ -1,20 +1,121 @@
-//! Test support (feature `testing`): the real `sweepflight-server` binary on 127.0.0.1 port 0
-//! or a Unix socket (in memory unless the flags name a `--data-dir`), killed when dropped. Used by this crate's and the clients' integration
-//! tests, so every test talks to the same binary users run.
+//! Test support (feature `testing`), used by this crate's and the clients' integration tests:
+//!
+//! - [`TestServer`]: the server in-process on 127.0.0.1 port 0 (or a Unix socket), in memory
+//!   unless configured otherwise, with the shutdown trigger and the serving task owned by the
+//!   fixture (arrow-flight's `tests/common/fixture.rs` pattern). Most tests use it.
+//! - [`ServerProcess`]: the real `sweepflight-server` binary, for the few tests that need a
+//!   process (signals, `kill -9`, the binary's flags).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// A running server process.
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::{Listen, Server, ServerConfig};
+
+/// A server running in this process on its own tokio task.
 #[derive(Debug)]
 pub struct TestServer {
+    uri: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<crate::Result<()>>>,
+}
+
+impl TestServer {
+    /// The configuration tests start from: 127.0.0.1 port 0, in memory, two sweep workers, a
+    /// 1 GiB sweep budget and a short grace period; everything else at its default.
+    pub fn config() -> ServerConfig {
+        ServerConfig {
+            listen: Listen::Tcp("127.0.0.1:0".parse().expect("an address")),
+            data_dir: None,
+            threads: Some(2),
+            sweep_memory_bytes: 1 << 30,
+            shutdown_grace: std::time::Duration::from_secs(5),
+            ..ServerConfig::default()
+        }
+    }
+
+    /// Starts a server on [`TestServer::config`] changed by `configure`.
+    ///
+    /// # Panics
+    /// If the server cannot bind.
+    pub async fn start(configure: impl FnOnce(&mut ServerConfig)) -> Self {
+        let mut config = Self::config();
+        configure(&mut config);
+        let server = Server::bind(config).await.expect("bind the test server");
+        let uri = server.uri().to_owned();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(async {
+            let _ = rx.await;
+        }));
+        Self {
+            uri,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// [`TestServer::start`] with the test configuration as it is.
+    pub async fn start_default() -> Self {
+        Self::start(|_| {}).await
+    }
+
+    /// `grpc://127.0.0.1:PORT` (or `grpc+unix://PATH`, `grpc+tls://...`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Requests shutdown and waits for the server to return.
+    ///
+    /// # Errors
+    /// What the server returned.
+    ///
+    /// # Panics
+    /// If the serving task panicked.
+    pub async fn stop(mut self) -> crate::Result<()> {
+        self.trigger_shutdown();
+        let task = self.task.take().expect("not stopped yet");
+        task.await.expect("the server task panicked")
+    }
+
+    /// Requests shutdown without waiting (sessions end, new calls are refused).
+    pub fn trigger_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Waits for the server to return after [`TestServer::trigger_shutdown`].
+    ///
+    /// # Panics
+    /// If the serving task panicked.
+    pub async fn finished(mut self) -> crate::Result<()> {
+        let task = self.task.take().expect("not stopped yet");
+        task.await.expect("the server task panicked")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.trigger_shutdown();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The real `sweepflight-server` binary on 127.0.0.1 port 0 or a Unix socket (in memory unless
+/// the flags name a `--data-dir`), killed when dropped.
+#[derive(Debug)]
+pub struct ServerProcess {
     child: Child,
     /// The address it printed: `grpc://127.0.0.1:PORT` or `grpc+unix://PATH`.
     pub uri: String,
 }
 
-impl TestServer {
+impl ServerProcess {
     /// Starts `binary` on `127.0.0.1:0` with extra flags.
     ///
     /// # Panics
@@ -26,7 +127,7 @@ impl TestServer {
     /// Starts `binary` on a Unix socket at `path` with extra flags.
     ///
     /// # Panics
-    /// As [`TestServer::start`].
+    /// As [`ServerProcess::start`].
     pub fn start_unix(binary: &Path, path: &Path, extra: &[&str]) -> Self {
         let path = path.to_str().expect("UTF-8 socket path");
         Self::spawn(binary, &[&["--unix", path], extra].concat())
@@ -62,43 +163,11 @@ impl TestServer {
         Self { child, uri }
     }
 
-    /// The binary in the same target directory as the running test executable
-    /// (`target/<profile>/sweepflight-server`), built first if it is not there.
-    ///
-    /// # Panics
-    /// If it is missing and `cargo build` fails.
-    pub fn binary_beside_current_exe() -> PathBuf {
-        let exe = std::env::current_exe().expect("current exe");
-        // target/<profile>/deps/<test>-<hash> -> target/<profile>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>");
-        let binary = profile_dir.join("sweepflight-server");
-        if !binary.exists() {
-            let release = profile_dir.ends_with("release");
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args([
-                "build",
-                "-q",
-                "-p",
-                "sweepflight-server",
-                "--bin",
-                "sweepflight-server",
-            ]);
-            if release {
-                cmd.arg("--release");
-            }
-            assert!(
-                cmd.status().expect("run cargo").success(),
-                "cargo build sweepflight-server"
-            );
-        }
-        binary
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
-}
 
-impl TestServer {
     /// Sends SIGTERM and waits up to `limit` for the process to exit; its status, or `None`
     /// if it is still running (it is then killed on drop).
     ///
@@ -120,13 +189,6 @@ impl TestServer {
         }
         None
     }
-}
-
-impl TestServer {
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
 
     /// Kills the process with SIGKILL (no chance to clean up) and waits for it.
     ///
@@ -138,7 +200,7 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

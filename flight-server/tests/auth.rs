@@ -43,7 +43,7 @@ async fn unauthenticated_everywhere(c: &mut FlightClient) {
 
 #[tokio::test]
 async fn every_call_needs_the_token() {
-    let server = TestServer::start(&["--token", "s3cret"]);
+    let server = TestServer::with(|c| c.token = Some("s3cret".into())).await;
     let mut anonymous = server.client().await;
     unauthenticated_everywhere(&mut anonymous).await;
 
@@ -70,7 +70,7 @@ async fn every_call_needs_the_token() {
 
 #[tokio::test]
 async fn handshake_trades_basic_credentials_for_the_bearer_token() {
-    let server = TestServer::start(&["--token", "s3cret"]);
+    let server = TestServer::with(|c| c.token = Some("s3cret".into())).await;
     let mut c = server.client().await;
     c.add_header("authorization", &basic("s3cret")).unwrap();
     assert_eq!(c.handshake("hello").await.unwrap(), "Bearer s3cret");

@@ -127,7 +127,7 @@ fn cases() -> Vec<Case> {
     vec![
         // --- DoPut: descriptors and names
         case(
-            "put: CMD descriptor",
+            "put: CMD descriptor that is not JSON",
             Put(cmd("keep"), vec![ten.clone()]),
             Invalid,
             "PATH",
@@ -663,18 +663,14 @@ async fn snapshot(c: &mut FlightClient, dir: &Path) -> (Vec<(String, i64, String
 #[tokio::test]
 async fn every_bad_request_gets_its_code_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(&[
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--max-dataset-bytes",
-        "100000",
-        "--max-total-bytes",
-        "60000",
-        "--max-combos",
-        "100",
-        "--max-message-bytes",
-        "1048576",
-    ]);
+    let server = TestServer::with(|c| {
+        c.data_dir = Some(dir.path().to_owned());
+        c.max_dataset_bytes = 100_000;
+        c.max_total_bytes = 60_000;
+        c.max_combos = 100;
+        c.max_message_bytes = 1 << 20;
+    })
+    .await;
     let mut c = server.client().await;
     put(&mut c, "keep", vec![close_batch(&series(300))])
         .await
@@ -716,7 +712,7 @@ async fn every_bad_request_gets_its_code_and_changes_nothing() {
 
 #[tokio::test]
 async fn an_empty_put_stream_is_invalid() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     let err = stream_error(c.do_put(futures::stream::empty()).await)
         .await

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_flight::FlightClient;
-use common::{TestServer, action, infos, put, rows};
+use common::{BinaryServer as TestServer, action, infos, put, rows};
 
 fn start(dir: &Path) -> TestServer {
     TestServer::start(&["--data-dir", dir.to_str().unwrap()])

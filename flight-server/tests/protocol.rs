@@ -1,4 +1,5 @@
-//! Every verb of the wire contract, happy paths, against the real binary.
+//! Every verb of the wire contract, happy paths, against a real server (in-process; the
+//! signal tests run the binary).
 
 mod common;
 
@@ -16,7 +17,7 @@ use tonic::Code;
 
 #[tokio::test]
 async fn paper_sweep_over_flight_passes_the_equivalence_gate() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     let put = put(&mut c, "paper", paper_batches()).await.unwrap();
     assert_eq!(put["dataset"], "paper");
@@ -63,8 +64,8 @@ async fn paper_sweep_over_flight_passes_the_equivalence_gate() {
 
 #[tokio::test]
 async fn results_match_the_kernel_with_and_without_the_cache() {
-    let cached = TestServer::start(&[]);
-    let uncached = TestServer::start(&["--cache-bytes", "0"]);
+    let cached = TestServer::start().await;
+    let uncached = TestServer::with(|c| c.cache_bytes = 0).await;
     let close = series(5_000);
     let lengths: Vec<u32> = (1..120).step_by(7).collect();
     let combos: Vec<Combo> = lengths
@@ -100,7 +101,7 @@ async fn results_match_the_kernel_with_and_without_the_cache() {
 
 #[tokio::test]
 async fn catalog_verbs_describe_and_return_the_stored_rows() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     // Extra columns are kept; a float32 close is widened to float64.
     let batch = RecordBatch::try_from_iter([
@@ -149,7 +150,7 @@ async fn catalog_verbs_describe_and_return_the_stored_rows() {
 
 #[tokio::test]
 async fn replace_bumps_the_version_and_drop_removes() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     assert_eq!(
         put(&mut c, "x", vec![close_batch(&series(100))])
@@ -178,7 +179,7 @@ async fn replace_bumps_the_version_and_drop_removes() {
 
 #[tokio::test]
 async fn echo_action_list_actions_and_handshake() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     let body: Vec<u8> = (0..=255).collect();
     assert_eq!(action(&mut c, "echo", body.clone()).await.unwrap(), body);
@@ -191,7 +192,7 @@ async fn echo_action_list_actions_and_handshake() {
 
 #[tokio::test]
 async fn empty_lengths_give_an_empty_table_with_the_schema() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     put(&mut c, "x", vec![close_batch(&series(10))])
         .await
@@ -205,7 +206,7 @@ async fn empty_lengths_give_an_empty_table_with_the_schema() {
 
 #[tokio::test]
 async fn large_results_span_several_result_messages() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     put(&mut c, "x", vec![close_batch(&series(300))])
         .await
@@ -234,7 +235,7 @@ async fn large_results_span_several_result_messages() {
 
 #[tokio::test]
 async fn exchange_echo_and_stateless_sweep() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     let batches = vec![close_batch(&series(1000)), close_batch(&series(500))];
 
@@ -307,7 +308,7 @@ async fn settled(c: &mut arrow_flight::FlightClient) -> serde_json::Value {
 /// A server holding the paper series, and a sweep body of ~200,000 long combos: minutes of
 /// work if it ran to the end.
 async fn server_with_a_long_sweep() -> (TestServer, arrow_flight::FlightClient, String) {
-    let server = TestServer::start(&["--cache-bytes", "0"]);
+    let server = TestServer::with(|c| c.cache_bytes = 0).await;
     let mut c = server.client().await;
     put(&mut c, "paper", paper_batches()).await.unwrap();
     let lengths: Vec<u32> = (0..200_000).map(|i| 150 + i % 50).collect();
@@ -366,7 +367,7 @@ async fn a_sweep_whose_caller_goes_away_stops_computing() {
 
 #[tokio::test]
 async fn session_exchange_answers_each_request_in_order() {
-    let server = TestServer::start(&[]);
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     let close = series(2_000);
     put(&mut c, "s", vec![close_batch(&close)]).await.unwrap();
@@ -414,7 +415,8 @@ async fn session_exchange_answers_each_request_in_order() {
 // Multi-threaded: the sweep's client keeps running while a blocking thread waits for the exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
-    let server = TestServer::start(&["--cache-bytes", "0"]);
+    // The binary: its signal handling is what is tested.
+    let server = BinaryServer::start(&["--cache-bytes", "0"]);
     let mut c = server.client().await;
     put(&mut c, "paper", paper_batches()).await.unwrap();
     // 2,000 long combos: seconds of work, so SIGTERM lands while it runs.
@@ -440,8 +442,8 @@ async fn sigterm_lets_a_running_sweep_finish_and_refuses_new_calls() {
 }
 
 #[tokio::test]
-async fn sigterm_ends_open_sessions_and_the_server_exits() {
-    let server = TestServer::start(&[]);
+async fn shutdown_ends_open_sessions_and_the_server_returns() {
+    let server = TestServer::start().await;
     let mut c = server.client().await;
     put(&mut c, "s", vec![close_batch(&series(100))])
         .await
@@ -461,12 +463,12 @@ async fn sigterm_ends_open_sessions_and_the_server_exits() {
         .unwrap();
     assert_eq!(first.num_rows(), 1);
 
-    let status = server
-        .terminate_in_background(std::time::Duration::from_secs(20))
+    let mut server = server.inner();
+    server.trigger_shutdown();
+    tokio::time::timeout(std::time::Duration::from_secs(20), server.finished())
         .await
-        .unwrap();
-    let status = status.expect("the server exits on SIGTERM although a session is open");
-    assert!(status.success(), "{status:?}");
+        .expect("the server returns although a session is open")
+        .expect("and returns Ok");
     // The session ended cleanly from the client's side too.
     assert!(
         futures::StreamExt::next(&mut replies)

@@ -31,7 +31,10 @@ pub mod wma;
 pub use combo::Combo;
 pub use error::{Error, Result};
 pub use signal::ComboResult;
-pub use sweep::{NoStore, PARALLEL_MIN_WORK, SweepControl, WmaStore, sweep, sweep_with, work};
+pub use sweep::{
+    NoStore, PARALLEL_MIN_WORK, SCRATCH_ARRAYS, SweepControl, WmaStore, memory_bytes, sweep,
+    sweep_with, work,
+};
 
 /// The paper's fee: 0.09% per round trip, as a fraction.
 pub const DEFAULT_FEE: f64 = 0.0009;

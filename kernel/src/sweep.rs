@@ -53,6 +53,19 @@ pub fn work(bars: usize, combos: &[Combo]) -> u64 {
     per_bar.saturating_mul(bars as u64)
 }
 
+/// Bytes a sweep allocates besides its input series, at most: the shared `WMA(close, n)` arrays
+/// (all distinct windows, but never more than `shared_cap` bytes of them, and never fewer than
+/// one combo's five), `workers` sets of per-worker scratch arrays, and the results.
+pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
+    let array = bars.max(1) * size_of::<f64>();
+    let distinct: HashSet<u32> = combos.iter().flat_map(Combo::close_windows).collect();
+    let shared = (distinct.len().min(5 * combos.len()) * array).min(shared_cap.max(5 * array));
+    shared + workers * SCRATCH_ARRAYS * array + combos.len() * size_of::<ComboResult>()
+}
+
+/// Arrays of scratch each worker holds (see [`Scratch`]).
+pub const SCRATCH_ARRAYS: usize = 3;
+
 /// How a sweep is run: where shared WMAs come from, when to stop, how much memory to use.
 pub struct SweepControl<'a> {
     /// Cache of `WMA(close, n)` for this series.

@@ -46,7 +46,7 @@ impl PutTarget {
         }
         let target: Self = serde_json::from_slice(&d.cmd).map_err(|e| {
             Error::new(format!(
-                "a DoPut CMD descriptor must be JSON {{\"dataset\": NAME, \"key\": COLUMN}}: {e}"
+                "a DoPut descriptor is PATH [name], or CMD JSON {{\"dataset\": NAME, \"key\": COLUMN}}; this CMD is not: {e}"
             ))
         })?;
         validate_name(&target.dataset)?;

@@ -195,6 +195,9 @@ impl SweepRequest {
                 "`key` belongs to keyed puts and exchange commands; a stored dataset keeps its own",
             ));
         }
+        if wire.keyed.is_some() {
+            return Err(Error::new("`keyed` belongs to `session` commands"));
+        }
         let dataset = wire
             .dataset
             .clone()
@@ -228,8 +231,12 @@ pub enum ExchangeCommand {
     Sweep(ExchangeSweep),
     /// `{"op": "session"}` (extension): a long-lived stream of params-only sweeps of stored
     /// datasets, one [`SweepRequest`] per inbound message (its app_metadata), one result batch
-    /// back each.
-    Session,
+    /// back each. A stream has one schema, so a session is for unkeyed datasets, or, opened
+    /// with `"keyed": true`, for keyed ones (replies start with the `series` column).
+    Session {
+        /// Replies carry the keyed result schema.
+        keyed: bool,
+    },
 }
 
 /// The stateless sweep of a DoExchange: the grid and options; the series travels in the stream.
@@ -274,12 +281,17 @@ impl ExchangeCommand {
             && wire.rows.is_none()
             && wire.key.is_none();
         match wire.op.as_deref() {
-            Some("echo") if bare => Ok(Self::Echo),
+            Some("echo") if bare && wire.keyed.is_none() => Ok(Self::Echo),
             Some("echo") => Err(Error::new("`echo` takes no other fields")),
-            Some("session") if bare => Ok(Self::Session),
+            Some("session") if bare => Ok(Self::Session {
+                keyed: wire.keyed.unwrap_or(false),
+            }),
             Some("session") => Err(Error::new(
-                "`session` takes no other fields; each message's app_metadata is a sweep body",
+                "`session` takes only `keyed`; each message's app_metadata is a sweep body",
             )),
+            Some(_) if wire.keyed.is_some() => {
+                Err(Error::new("`keyed` belongs to `session` commands"))
+            }
             Some("sweep") => {
                 let key = wire.key.clone();
                 if key.as_deref() == Some("") {
@@ -315,7 +327,12 @@ impl ExchangeCommand {
                 op: Some("echo".into()),
                 ..Wire::default()
             },
-            Self::Session => return SESSION_COMMAND.to_vec(),
+            Self::Session { keyed: false } => return SESSION_COMMAND.to_vec(),
+            Self::Session { keyed: true } => Wire {
+                op: Some("session".into()),
+                keyed: Some(true),
+                ..Wire::default()
+            },
             Self::Sweep(s) => Wire {
                 op: Some("sweep".into()),
                 key: s.key.clone(),
@@ -348,6 +365,8 @@ struct Wire {
     series: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rows: Option<Vec<Number>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keyed: Option<bool>,
 }
 
 impl Wire {
@@ -641,14 +660,12 @@ mod tests {
     fn exchange_commands() {
         let cmd = |s: &str| ExchangeCommand::decode(s.as_bytes());
         assert_eq!(cmd(r#"{"op": "echo"}"#).unwrap(), ExchangeCommand::Echo);
-        assert_eq!(
-            cmd(r#"{"op": "session"}"#).unwrap(),
-            ExchangeCommand::Session
-        );
-        assert_eq!(
-            ExchangeCommand::decode(SESSION_COMMAND).unwrap(),
-            ExchangeCommand::Session
-        );
+        let plain = ExchangeCommand::Session { keyed: false };
+        let keyed = ExchangeCommand::Session { keyed: true };
+        assert_eq!(cmd(r#"{"op": "session"}"#).unwrap(), plain);
+        assert_eq!(ExchangeCommand::decode(SESSION_COMMAND).unwrap(), plain);
+        assert_eq!(cmd(r#"{"op": "session", "keyed": true}"#).unwrap(), keyed);
+        assert_eq!(ExchangeCommand::decode(&keyed.encode()).unwrap(), keyed);
         match cmd(
             r#"{"op": "sweep", "lengths": [6], "key": "sym", "series": ["A"], "rows": [0, 9]}"#,
         )
@@ -674,6 +691,8 @@ mod tests {
             r#"{"op": "sweep", "dataset": "p", "lengths": [6]}"#,
             r#"{"op": "sweep", "lengths": [6], "series": ["A"]}"#,
             r#"{"op": "sweep", "lengths": [6], "key": ""}"#,
+            r#"{"op": "echo", "keyed": true}"#,
+            r#"{"op": "sweep", "lengths": [6], "keyed": true}"#,
         ] {
             assert!(cmd(bad).is_err(), "{bad}");
         }

@@ -6,8 +6,8 @@
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use arrow_flight::FlightDescriptor;
-use sweepflight_server::request::{ExchangeCommand, exchange_command};
+use sweepflight_protocol::ExchangeCommand;
+use sweepflight_server::compute::combos;
 use sweepflight_server::results::to_batch;
 
 fn main() -> anyhow::Result<()> {
@@ -22,13 +22,13 @@ fn main() -> anyhow::Result<()> {
     // Same request rules as the server's stateless sweep.
     let mut cmd: serde_json::Value = serde_json::from_str(body)?;
     cmd["op"] = "sweep".into();
-    let descriptor = FlightDescriptor::new_cmd(cmd.to_string());
-    let ExchangeCommand::Sweep(spec) = exchange_command(Some(&descriptor), usize::MAX)? else {
+    let ExchangeCommand::Sweep(spec) = ExchangeCommand::decode(cmd.to_string().as_bytes())? else {
         anyhow::bail!("not a sweep");
     };
+    let combos = combos(&spec.grid)?;
     let close = sweepflight_benches::closes(reader)?;
-    let results = sweepflight_kernel::sweep(&close, &spec.combos, spec.fee)?;
-    let out = to_batch(&spec.combos, &results)?;
+    let results = sweepflight_kernel::sweep(&close, &combos, spec.fee())?;
+    let out = to_batch(None, &combos, &[results])?;
     let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
     writer.write(&out)?;
     writer.finish()?;

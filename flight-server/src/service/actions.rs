@@ -1,30 +1,12 @@
-//! ListActions and DoAction: `sweep`, `echo`, `drop`.
+//! ListActions and DoAction: `sweep`, `echo`, `drop`, `stats`.
 
 use arrow_flight::{Action, ActionType};
 use bytes::Bytes;
+use sweepflight_protocol::{ACTIONS, DROP, ECHO, STATS, SWEEP, SweepRequest, validate_name};
 
 use super::State;
-use crate::compute::{self, Series};
-use crate::request::sweep_request;
-use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies, to_batch};
-use crate::store::validate_name;
+use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies};
 use crate::{Error, Result};
-
-const ACTIONS: [(&str, &str); 4] = [
-    (
-        "sweep",
-        "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"lengths\" | \"params\", \"fee\"?}; reply: one Arrow IPC stream split over the Result bodies.",
-    ),
-    (
-        "echo",
-        "Reply with one Result whose body is the request body, unchanged.",
-    ),
-    ("drop", "Remove a dataset. Body: the dataset name."),
-    (
-        "stats",
-        "Server state as JSON: datasets, bytes, WMA cache bytes, sweeps running / completed / cancelled.",
-    ),
-];
 
 /// Every action type with its description.
 pub(super) fn list() -> Vec<ActionType> {
@@ -40,10 +22,10 @@ pub(super) fn list() -> Vec<ActionType> {
 /// Runs one action to completion and returns its Result messages.
 pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_flight::Result>> {
     let bodies = match action.r#type.as_str() {
-        "sweep" => sweep(state, &action.body).await?,
-        "echo" => vec![action.body],
-        "drop" => vec![drop(state, &action.body).await?],
-        "stats" => vec![stats(state)],
+        SWEEP => sweep(state, &action.body).await?,
+        ECHO => vec![action.body],
+        DROP => vec![drop(state, &action.body).await?],
+        STATS => vec![stats(state)],
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())
@@ -51,18 +33,12 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
 
 #[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
 async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
-    let req = sweep_request(body, state.config.max_combos)?;
+    let request = SweepRequest::decode(body)?;
     let span = tracing::Span::current();
-    span.record("dataset", req.dataset.as_str());
-    span.record("combos", req.spec.combos.len());
-    let dataset = state.store.get(&req.dataset)?;
-    let results = compute::run(
-        &state.sweeps,
-        Series::Stored(state.store.clone(), dataset),
-        &req.spec,
-    )
-    .await?;
-    ipc_stream_bodies(&to_batch(&req.spec.combos, &results)?, MAX_RESULT_BODY)
+    span.record("dataset", request.dataset.as_str());
+    span.record("combos", request.len());
+    let batch = super::sweep::run(state, &request, None).await?;
+    ipc_stream_bodies(&batch, MAX_RESULT_BODY)
 }
 
 async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
@@ -77,15 +53,22 @@ async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
 }
 
 fn stats(state: &State) -> Bytes {
-    let datasets = state.store.list();
+    let levels = state.levels();
+    let m = &state.metrics;
     serde_json::json!({
-        "datasets": datasets.len(),
-        "dataset_bytes": state.store.total_bytes(),
+        "datasets": levels.datasets,
+        "dataset_bytes": levels.dataset_bytes,
         "persistent": state.config.data_dir.is_some(),
-        "cache_bytes": state.store.cache_bytes(),
-        "sweeps_running": state.sweeps.running(),
-        "sweeps_completed": state.sweeps.completed(),
-        "sweeps_cancelled": state.sweeps.cancelled(),
+        "cache_bytes": levels.cache_bytes,
+        "threads": state.compute.threads(),
+        "sweeps_running": levels.sweeps_running,
+        "sweeps_queued": levels.sweeps_queued,
+        "sweeps_completed": m.sweeps_completed.get(),
+        "sweeps_cancelled": m.sweeps_cancelled.get(),
+        "sweeps_refused": m.sweeps_refused.get(),
+        "sweep_memory_bytes": state.compute.budget().total(),
+        "sweep_reserved_bytes": levels.sweep_reserved_bytes,
+        "connections": levels.connections,
     })
     .to_string()
     .into()

@@ -6,10 +6,10 @@ use arrow_flight::{
 };
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::{Stream, TryStreamExt};
+use sweepflight_protocol::{DatasetMeta, Ticket, dataset_path};
 
 use super::State;
-use crate::request::{Ticket, dataset_path};
-use crate::store::Dataset;
+use crate::dataset::Dataset;
 use crate::{Error, Result};
 
 /// One FlightInfo per dataset, by name.
@@ -25,7 +25,9 @@ pub(super) fn info(state: &State, descriptor: &FlightDescriptor) -> Result<Fligh
 /// The schema of the dataset a PATH descriptor names.
 pub(super) fn schema(state: &State, descriptor: &FlightDescriptor) -> Result<SchemaResult> {
     let d = state.store.get(&dataset_path(descriptor)?)?;
-    Ok(SchemaAsIpc::new(&d.schema, &IpcWriteOptions::default()).try_into()?)
+    SchemaAsIpc::new(d.schema(), &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e| Error::internal("encode the schema", e))
 }
 
 /// The stored rows for a ticket, as Flight data.
@@ -35,23 +37,28 @@ pub(super) fn rows(
 ) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
     let Ticket::Dataset { name, .. } = Ticket::decode(ticket)?;
     let d = state.store.get(&name)?;
-    let batches: Vec<_> = d.batches.iter().cloned().map(Ok).collect();
+    let batches: Vec<_> = d.data.batches.iter().cloned().map(Ok).collect();
     Ok(FlightDataEncoderBuilder::new()
-        .with_schema(d.schema.clone())
+        .with_schema(d.schema().clone())
         .build(futures::stream::iter(batches))
-        .map_err(Error::from))
+        .map_err(|e| Error::internal("encode the rows", e)))
 }
 
 fn flight_info(d: &Dataset) -> Result<FlightInfo> {
     let endpoint = FlightEndpoint::new()
         .with_ticket(arrow_flight::Ticket::new(Ticket::dataset(&d.name).encode()));
-    let metadata = serde_json::json!({"version": d.version});
+    let metadata = DatasetMeta {
+        version: d.version,
+        key: d.universe().map(|u| u.key.clone()),
+        series: d.universe().map(|u| u.len() as u64),
+    };
     Ok(FlightInfo::new()
-        .try_with_schema(&d.schema)?
+        .try_with_schema(d.schema())
+        .map_err(|e| Error::internal("encode the schema", e))?
         .with_descriptor(FlightDescriptor::new_path(vec![d.name.clone()]))
         .with_total_records(d.rows() as i64)
-        .with_total_bytes(d.bytes as i64)
+        .with_total_bytes(d.bytes() as i64)
         .with_ordered(true)
         .with_endpoint(endpoint)
-        .with_app_metadata(metadata.to_string()))
+        .with_app_metadata(serde_json::to_vec(&metadata).expect("metadata serialises")))
 }

@@ -9,40 +9,91 @@ use arrow_flight::{FlightData, FlightDescriptor, SchemaAsIpc};
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use sweepflight_protocol::{ExchangeCommand, ExchangeSweep, SweepRequest, result_schema};
+use tracing::Instrument;
 
 use super::put::upload_limits;
 use super::{Inbound, State};
-use crate::compute::{self, Series};
-use crate::ingest::read_series;
-use crate::request::{ExchangeCommand, exchange_command, sweep_request};
-use crate::results::{SCHEMA, SessionEncoder, to_batch};
+use crate::compute::{Input, Job, combos};
+use crate::ingest::read_upload;
+use crate::results::{SessionEncoder, to_batch};
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
 pub(super) async fn exchange(
-    state: &State,
+    state: &Arc<State>,
     descriptor: Option<&FlightDescriptor>,
     data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
-    match exchange_command(descriptor, state.config.max_combos)? {
-        ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
-        ExchangeCommand::Session => Ok(session(state, data)),
-        ExchangeCommand::Sweep(spec) => {
-            let series = read_series(data, upload_limits(state)).await?;
-            let results = compute::run(
-                &state.sweeps,
-                Series::Transient(Arc::new(series.close)),
-                &spec,
-            )
-            .await?;
-            let batch = to_batch(&spec.combos, &results)?;
-            let out = FlightDataEncoderBuilder::new()
-                .with_schema(batch.schema())
-                .build(futures::stream::iter([Ok(batch)]))
-                .map_err(Error::from);
-            Ok(out.boxed())
-        }
+    let d = descriptor
+        .ok_or_else(|| Error::invalid("DoExchange needs a CMD descriptor on its first message"))?;
+    if d.r#type() != arrow_flight::flight_descriptor::DescriptorType::Cmd {
+        return Err(Error::invalid(
+            "DoExchange needs a CMD descriptor, got a PATH one",
+        ));
     }
+    match ExchangeCommand::decode(&d.cmd)? {
+        ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
+        ExchangeCommand::Session { keyed } => Ok(session(state, data, keyed)),
+        ExchangeCommand::Sweep(sweep) => transient(state, sweep, data).await,
+    }
+}
+
+/// The stateless sweep: read the streamed series (grouped by `key` if given), sweep, answer.
+async fn transient(
+    state: &State,
+    sweep: ExchangeSweep,
+    data: Inbound,
+) -> Result<BoxStream<'static, Result<FlightData>>> {
+    let max = state.config.max_combos;
+    sweep_check(&sweep, max)?;
+    let upload = read_upload(data, upload_limits(state), sweep.key.as_deref()).await?;
+    let close = Arc::new(upload.close.clone());
+    let combos = combos(&sweep.grid)?;
+    let (inputs, names) = match &upload.universe {
+        None => (
+            vec![Input::transient(close, 0..upload.rows(), None, sweep.rows)?],
+            None,
+        ),
+        Some(u) => {
+            let picked = u.select("the upload", sweep.series.as_deref())?;
+            sweepflight_protocol::check_runs(picked.len(), combos.len(), max)?;
+            let inputs = picked
+                .iter()
+                .map(|&i| {
+                    let range = u.offsets[i]..u.offsets[i + 1];
+                    Input::transient(Arc::clone(&close), range, Some(&u.names[i]), sweep.rows)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let names: Vec<String> = picked.iter().map(|&i| u.names[i].clone()).collect();
+            (inputs, Some(names))
+        }
+    };
+    let job = Job {
+        inputs,
+        combos,
+        fee: sweep.fee(),
+    };
+    let results = state.compute.run(job.clone()).await?;
+    let names: Option<Vec<&str>> = names
+        .as_ref()
+        .map(|n| n.iter().map(String::as_str).collect());
+    let batch = to_batch(names.as_deref(), &job.combos, &results)?;
+    let out = FlightDataEncoderBuilder::new()
+        .with_schema(batch.schema())
+        .build(futures::stream::iter([Ok(batch)]))
+        .map_err(|e| Error::internal("encode the result", e));
+    Ok(out.boxed())
+}
+
+fn sweep_check(sweep: &ExchangeSweep, max: usize) -> Result<()> {
+    if sweep.grid.len() > max {
+        return Err(Error::invalid(format!(
+            "{} combos requested; this server allows at most {max} per call (--max-combos)",
+            sweep.grid.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The `session` exchange: the result schema first, then for each inbound message (its
@@ -51,26 +102,28 @@ pub(super) async fn exchange(
 ///
 /// The point is latency: a params-only call on an open stream costs one message each way,
 /// where a DoAction costs a whole gRPC call (headers, trailers, a new HTTP/2 stream).
-fn session(state: &State, data: Inbound) -> BoxStream<'static, Result<FlightData>> {
-    let schema = SchemaAsIpc::new(&SCHEMA, &IpcWriteOptions::default()).into();
-    let (store, sweeps, max_combos) = (
-        Arc::clone(&state.store),
-        Arc::clone(&state.sweeps),
-        state.config.max_combos,
-    );
+fn session(
+    state: &Arc<State>,
+    data: Inbound,
+    keyed: bool,
+) -> BoxStream<'static, Result<FlightData>> {
+    let schema = SchemaAsIpc::new(&result_schema(keyed), &IpcWriteOptions::default()).into();
     // Requests are answered one at a time and in order, so one encoder serves the session.
     let encoder = Arc::new(Mutex::new(SessionEncoder::default()));
+    let state_for_replies = Arc::clone(state);
     let replies = data.map_err(Error::from).and_then(move |msg| {
-        let (store, sweeps, encoder) = (
-            Arc::clone(&store),
-            Arc::clone(&sweeps),
-            Arc::clone(&encoder),
+        let (state, encoder) = (Arc::clone(&state_for_replies), Arc::clone(&encoder));
+        let span = tracing::info_span!(
+            "session_sweep",
+            dataset = tracing::field::Empty,
+            combos = tracing::field::Empty
         );
         async move {
-            let req = sweep_request(&msg.app_metadata, max_combos)?;
-            let dataset = store.get(&req.dataset)?;
-            let results = compute::run(&sweeps, Series::Stored(store, dataset), &req.spec).await?;
-            let batch = to_batch(&req.spec.combos, &results)?;
+            let request = SweepRequest::decode(&msg.app_metadata)?;
+            let span = tracing::Span::current();
+            span.record("dataset", request.dataset.as_str());
+            span.record("combos", request.len());
+            let batch = super::sweep::run(&state, &request, Some(keyed)).await?;
             let mut reply = encoder
                 .lock()
                 .map_err(|_| Error::Internal("session encoder poisoned".into()))?
@@ -78,6 +131,7 @@ fn session(state: &State, data: Inbound) -> BoxStream<'static, Result<FlightData
             reply.app_metadata = msg.app_metadata;
             Ok(reply)
         }
+        .instrument(span)
     });
     // A session could stay open forever; graceful shutdown waits for open streams, so a
     // session ends (after its current request) when the server starts shutting down.

@@ -10,8 +10,10 @@ mod actions;
 mod catalog;
 mod exchange;
 mod put;
+mod sweep;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
@@ -25,22 +27,27 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::instrument;
 
 use crate::auth::Auth;
-use crate::compute::SweepCounters;
+use crate::compute::Compute;
 use crate::ingest::check_ipc_bounds;
+use crate::metrics::{Levels, Metrics};
 use crate::store::DatasetStore;
 use crate::{Error, ServerConfig};
 
-/// Shared by every call: configuration and the dataset store.
+/// Shared by every call: configuration, datasets, the sweep runner, and who may call.
 #[derive(Debug)]
 pub struct State {
     /// The configuration the server started with.
     pub config: ServerConfig,
-    /// The datasets and the WMA cache.
+    /// The datasets.
     pub store: Arc<DatasetStore>,
-    /// Running / finished sweep counts.
-    pub sweeps: Arc<SweepCounters>,
-    /// Who may call.
-    pub auth: Auth,
+    /// Runs sweeps within the memory budget.
+    pub compute: Arc<Compute>,
+    /// Who may call (checked by [`crate::auth::AuthLayer`]; Handshake uses it directly).
+    pub auth: Arc<Auth>,
+    /// The server's metrics.
+    pub metrics: Arc<Metrics>,
+    /// Open client connections.
+    pub connections: Arc<AtomicUsize>,
     /// Turns true when the server starts shutting down; long-lived streams end on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -53,6 +60,27 @@ impl State {
             let _ = rx.wait_for(|&down| down).await;
         }
     }
+
+    /// The levels metrics and `stats` report.
+    pub fn levels(&self) -> Levels {
+        let budget = self.compute.budget();
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        Levels {
+            datasets: self.store.list().len() as i64,
+            dataset_bytes: int(self.store.total_bytes()),
+            cache_bytes: int(self.store.cache().bytes()),
+            sweeps_running: self.compute.running() as i64,
+            sweeps_queued: budget.queued() as i64,
+            sweep_reserved_bytes: int(budget.reserved()),
+            connections: self.connections.load(std::sync::atomic::Ordering::SeqCst) as i64,
+        }
+    }
+
+    /// The status for `e`, counted.
+    fn status(&self, e: Error) -> Status {
+        self.metrics.error(e.code());
+        e.into()
+    }
 }
 
 /// The sweepflight Flight service.
@@ -62,32 +90,28 @@ pub struct SweepFlightService {
 }
 
 impl SweepFlightService {
-    /// A service over `store` that never shuts down its long-lived streams.
-    pub fn new(config: ServerConfig, store: Arc<DatasetStore>) -> Self {
-        Self::with_shutdown(config, store, tokio::sync::watch::channel(false).1)
-    }
-
-    /// A service over `store` whose long-lived streams (DoExchange sessions) end when
-    /// `shutdown` turns true.
-    pub fn with_shutdown(
-        config: ServerConfig,
-        store: Arc<DatasetStore>,
-        shutdown: tokio::sync::watch::Receiver<bool>,
-    ) -> Self {
-        Self {
-            state: Arc::new(State {
-                auth: config.token.as_deref().map_or_else(Auth::open, Auth::token),
-                config,
-                store,
-                sweeps: Arc::default(),
-                shutdown,
-            }),
-        }
+    /// The service over `state`.
+    pub fn new(state: Arc<State>) -> Self {
+        Self { state }
     }
 
     /// The shared state (for embedding and tests).
     pub fn state(&self) -> &Arc<State> {
         &self.state
+    }
+
+    fn fail(&self, e: Error) -> Status {
+        self.state.status(e)
+    }
+
+    /// Boxes a stream of handler results, converting (and counting) errors at the one
+    /// conversion point.
+    fn boxed<T: Send + 'static>(
+        &self,
+        s: impl Stream<Item = Result<T, Error>> + Send + 'static,
+    ) -> Stream_<T> {
+        let state = Arc::clone(&self.state);
+        s.map_err(move |e| state.status(e)).boxed()
     }
 }
 
@@ -135,13 +159,7 @@ async fn split_descriptor(
     ))
 }
 
-/// Boxes a stream of handler results, converting errors at the one conversion point.
-fn boxed<T: Send + 'static>(
-    s: impl Stream<Item = Result<T, Error>> + Send + 'static,
-) -> Stream_<T> {
-    s.map_err(Status::from).boxed()
-}
-
+// Authentication is not checked here: `AuthLayer` answers before any handler runs.
 #[tonic::async_trait]
 impl FlightService for SweepFlightService {
     type HandshakeStream = Stream_<HandshakeResponse>;
@@ -157,7 +175,11 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        let bearer = self.state.auth.handshake(request.metadata())?;
+        let bearer = self
+            .state
+            .auth
+            .handshake(request.metadata())
+            .map_err(|e| self.fail(e))?;
         let mut inbound = request.into_inner();
         let payload = inbound
             .message()
@@ -182,10 +204,9 @@ impl FlightService for SweepFlightService {
     #[instrument(level = "debug", skip_all)]
     async fn list_flights(
         &self,
-        request: Request<Criteria>,
+        _request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        self.state.auth.check(request.metadata())?;
-        let infos = catalog::list(&self.state).map_err(Status::from)?;
+        let infos = catalog::list(&self.state).map_err(|e| self.fail(e))?;
         Ok(Response::new(
             futures::stream::iter(infos.into_iter().map(Ok)).boxed(),
         ))
@@ -196,19 +217,15 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.state.auth.check(request.metadata())?;
-        Ok(Response::new(catalog::info(
-            &self.state,
-            request.get_ref(),
-        )?))
+        let info = catalog::info(&self.state, request.get_ref()).map_err(|e| self.fail(e))?;
+        Ok(Response::new(info))
     }
 
     async fn poll_flight_info(
         &self,
-        request: Request<FlightDescriptor>,
+        _request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        self.state.auth.check(request.metadata())?;
-        Err(Error::Unimplemented("PollFlightInfo").into())
+        Err(self.fail(Error::Unimplemented("PollFlightInfo")))
     }
 
     #[instrument(level = "debug", skip_all, fields(path = ?request.get_ref().path))]
@@ -216,11 +233,8 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        self.state.auth.check(request.metadata())?;
-        Ok(Response::new(catalog::schema(
-            &self.state,
-            request.get_ref(),
-        )?))
+        let schema = catalog::schema(&self.state, request.get_ref()).map_err(|e| self.fail(e))?;
+        Ok(Response::new(schema))
     }
 
     #[instrument(level = "debug", skip_all)]
@@ -228,9 +242,9 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        self.state.auth.check(request.metadata())?;
-        let stream = catalog::rows(&self.state, &request.get_ref().ticket)?;
-        Ok(Response::new(boxed(stream)))
+        let stream =
+            catalog::rows(&self.state, &request.get_ref().ticket).map_err(|e| self.fail(e))?;
+        Ok(Response::new(self.boxed(stream)))
     }
 
     #[instrument(level = "debug", skip_all)]
@@ -238,9 +252,13 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.state.auth.check(request.metadata())?;
-        let (descriptor, data) = split_descriptor(inbound(request.into_inner()), "DoPut").await?;
-        let result = put::put(&self.state, descriptor.as_ref(), data).await?;
+        let result = async {
+            let (descriptor, data) =
+                split_descriptor(inbound(request.into_inner()), "DoPut").await?;
+            put::put(&self.state, descriptor.as_ref(), data).await
+        }
+        .await
+        .map_err(|e| self.fail(e))?;
         Ok(Response::new(futures::stream::iter([Ok(result)]).boxed()))
     }
 
@@ -249,11 +267,14 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        self.state.auth.check(request.metadata())?;
-        let (descriptor, data) =
-            split_descriptor(inbound(request.into_inner()), "DoExchange").await?;
-        let stream = exchange::exchange(&self.state, descriptor.as_ref(), data).await?;
-        Ok(Response::new(boxed(stream)))
+        let stream = async {
+            let (descriptor, data) =
+                split_descriptor(inbound(request.into_inner()), "DoExchange").await?;
+            exchange::exchange(&self.state, descriptor.as_ref(), data).await
+        }
+        .await
+        .map_err(|e| self.fail(e))?;
+        Ok(Response::new(self.boxed(stream)))
     }
 
     #[instrument(level = "debug", skip_all, fields(action = %request.get_ref().r#type))]
@@ -261,8 +282,9 @@ impl FlightService for SweepFlightService {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        self.state.auth.check(request.metadata())?;
-        let results = actions::run(&self.state, request.into_inner()).await?;
+        let results = actions::run(&self.state, request.into_inner())
+            .await
+            .map_err(|e| self.fail(e))?;
         Ok(Response::new(
             futures::stream::iter(results.into_iter().map(Ok)).boxed(),
         ))
@@ -271,9 +293,8 @@ impl FlightService for SweepFlightService {
     #[instrument(level = "debug", skip_all)]
     async fn list_actions(
         &self,
-        request: Request<Empty>,
+        _request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        self.state.auth.check(request.metadata())?;
         Ok(Response::new(
             futures::stream::iter(actions::list().into_iter().map(Ok)).boxed(),
         ))

@@ -1,10 +1,10 @@
-//! DoPut: receive a whole series, validate it, then store it in one step.
+//! DoPut: receive a whole series (or a keyed universe), validate it, then store it in one step.
 
 use arrow_flight::{FlightDescriptor, PutResult};
+use sweepflight_protocol::{PutSummary, PutTarget};
 
 use super::{Inbound, State};
-use crate::ingest::{UploadLimits, read_series};
-use crate::request::dataset_path;
+use crate::ingest::{UploadLimits, read_upload};
 use crate::{Error, Result};
 
 /// Reads the upload; stores it only once the stream has ended and every row passed.
@@ -14,19 +14,27 @@ pub(super) async fn put(
     data: Inbound,
 ) -> Result<PutResult> {
     let descriptor = descriptor.ok_or_else(|| {
-        Error::invalid("DoPut needs a PATH descriptor [name] on its first message")
+        Error::invalid(
+            "DoPut needs a PATH descriptor [name] (or a CMD {\"dataset\", \"key\"}) on its first message",
+        )
     })?;
-    let name = dataset_path(descriptor)?;
+    let target = PutTarget::from_descriptor(descriptor)?;
     let started = std::time::Instant::now();
-    let series = read_series(data, upload_limits(state)).await?;
-    let d = state.store.put(&name, series).await?;
+    let upload = read_upload(data, upload_limits(state), target.key.as_deref()).await?;
+    let d = state.store.put(&target.dataset, upload).await?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-    tracing::info!(dataset = %name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
-    let metadata = serde_json::json!({
-        "dataset": d.name, "rows": d.rows(), "bytes": d.bytes, "version": d.version,
-    });
+    tracing::info!(dataset = %d.name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
+    let summary = PutSummary {
+        dataset: d.name.clone(),
+        rows: d.rows() as u64,
+        bytes: d.bytes(),
+        version: d.version,
+        series: d.universe().map(|u| u.len() as u64),
+    };
     Ok(PutResult {
-        app_metadata: metadata.to_string().into(),
+        app_metadata: serde_json::to_vec(&summary)
+            .expect("summary serialises")
+            .into(),
     })
 }
 

@@ -1,5 +1,6 @@
-//! Test fixture: the real `sweepflight-server` binary on 127.0.0.1 port 0, plus helpers that
-//! speak to it with arrow-rs's `FlightClient`.
+//! Test fixtures: the server in-process on 127.0.0.1 port 0 ([`TestServer`]) or the real
+//! binary ([`BinaryServer`], for signals and kill -9), plus helpers that speak to them with
+//! arrow-rs's `FlightClient`.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -11,24 +12,54 @@ use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::{StreamExt, TryStreamExt};
+use sweepflight_server::ServerConfig;
+use sweepflight_server::testing::{ServerProcess, TestServer as InProcess};
 use tonic::transport::Channel;
 
-pub use sweepflight_server::testing::TestServer as Process;
-
-/// The real binary on 127.0.0.1 port 0, with a helper to connect arrow-rs's `FlightClient`.
-pub struct TestServer(Process);
+/// The server in this process, with a helper to connect arrow-rs's `FlightClient`.
+pub struct TestServer(InProcess);
 
 impl TestServer {
+    /// The test configuration (port 0, in memory).
+    pub async fn start() -> Self {
+        Self(InProcess::start_default().await)
+    }
+
+    /// The test configuration changed by `configure`.
+    pub async fn with(configure: impl FnOnce(&mut ServerConfig)) -> Self {
+        Self(InProcess::start(configure).await)
+    }
+
+    /// `grpc://127.0.0.1:PORT`.
+    pub fn uri(&self) -> &str {
+        self.0.uri()
+    }
+
+    /// A fresh client on a new connection.
+    pub async fn client(&self) -> FlightClient {
+        connect(self.uri()).await
+    }
+
+    /// The fixture, to shut the server down.
+    pub fn inner(self) -> InProcess {
+        self.0
+    }
+}
+
+/// The real binary on 127.0.0.1 port 0.
+pub struct BinaryServer(ServerProcess);
+
+impl BinaryServer {
     /// Starts the binary with `--listen 127.0.0.1:0` and extra flags.
     pub fn start(extra: &[&str]) -> Self {
-        Self(Process::start(
+        Self(ServerProcess::start(
             Path::new(env!("CARGO_BIN_EXE_sweepflight-server")),
             extra,
         ))
     }
 
     /// The process, for signals.
-    pub fn process(&mut self) -> &mut Process {
+    pub fn process(&mut self) -> &mut ServerProcess {
         &mut self.0
     }
 
@@ -49,10 +80,15 @@ impl TestServer {
 
     /// A fresh client on a new connection.
     pub async fn client(&self) -> FlightClient {
-        let uri = self.0.uri.replace("grpc://", "http://");
-        let channel = Channel::from_shared(uri).unwrap().connect().await.unwrap();
-        FlightClient::new(channel)
+        connect(self.uri()).await
     }
+}
+
+/// A `FlightClient` on a new connection to `uri` (`grpc://HOST:PORT`).
+pub async fn connect(uri: &str) -> FlightClient {
+    let uri = uri.replace("grpc://", "http://");
+    let channel = Channel::from_shared(uri).unwrap().connect().await.unwrap();
+    FlightClient::new(channel)
 }
 
 /// A one-column `close` batch.

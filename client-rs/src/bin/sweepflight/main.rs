@@ -12,7 +12,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use sweepflight_client::{Client, ConnectOptions, Error, SweepRequest};
+use sweepflight_client::{
+    Client, ConnectOptions, Error, PutTarget, RowRange, SweepRequest, params_of,
+};
 
 use crate::output::Format;
 
@@ -49,6 +51,9 @@ enum Command {
         /// The column holding the close price; stored as `close`.
         #[arg(long, default_value = "close")]
         close_column: String,
+        /// Store a universe: rows with the same value in this column form one series.
+        #[arg(long)]
+        key: Option<String>,
     },
     /// Run a parameter sweep on dataset NAME and print one row per combo.
     Sweep {
@@ -65,6 +70,12 @@ enum Command {
         /// Round-trip fee as a fraction (server default 0.0009).
         #[arg(long)]
         fee: Option<f64>,
+        /// On a keyed dataset, only these series, in this order: `AAPL,MSFT`.
+        #[arg(long, value_delimiter = ',')]
+        series: Option<Vec<String>>,
+        /// Only rows START..END of each series (0-based, END exclusive and clipped): `0:100000`.
+        #[arg(long, value_parser = parse_rows)]
+        rows: Option<RowRange>,
         /// Combos per call; larger grids go as several calls in sequence.
         #[arg(long, default_value_t = 50_000)]
         chunk: usize,
@@ -114,6 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             file,
             close_column,
+            key,
         } => {
             let (batches, total) = input::read(&file, &close_column)?;
             let bar = progress(total, "rows");
@@ -125,10 +137,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 })
             };
-            let summary = client.put_stream(&name, counted).await?;
+            let target = match key {
+                Some(key) => PutTarget::keyed(&name, key),
+                None => PutTarget::dataset(&name),
+            };
+            let summary = client.put_to(&target, counted).await?;
             bar.finish_and_clear();
+            let series = summary
+                .series
+                .map_or(String::new(), |n| format!(" in {n} series"));
             println!(
-                "stored {} rows ({} bytes) as {} version {}",
+                "stored {} rows{series} ({} bytes) as {} version {}",
                 summary.rows, summary.bytes, summary.dataset, summary.version
             );
         }
@@ -137,15 +156,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             lengths,
             params,
             fee,
+            series,
+            rows,
             chunk,
             output,
         } => {
             let mut request = match (lengths, params) {
                 (Some(spec), _) => SweepRequest::lengths(&name, grid::parse_lengths(&spec)?),
-                (None, Some(file)) => SweepRequest::combos(&name, &grid::read_params(&file)?),
+                (None, Some(file)) => {
+                    SweepRequest::params(&name, params_of(&grid::read_params(&file)?))
+                }
                 (None, None) => unreachable!("clap requires one"),
             };
             request.fee = fee;
+            request.series = series;
+            request.rows = rows;
             let bar = progress(Some(request.len() as u64), "combos");
             let result = client
                 .sweep_chunked(&request, chunk, |done| bar.set_position(done as u64))
@@ -165,6 +190,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "version  {}",
                 d.version.map_or("?".into(), |v| v.to_string())
             );
+            if let (Some(key), Some(series)) = (&d.key, d.series) {
+                println!("key      {key} ({series} series)");
+            }
             println!("schema");
             for f in d.schema.fields() {
                 println!(
@@ -184,6 +212,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `START:END` as a row range.
+fn parse_rows(text: &str) -> Result<RowRange, String> {
+    let (start, end) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected START:END, e.g. 0:100000"))?;
+    let int = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{text:?}: {s:?} is not a row number"))
+    };
+    RowRange::new(int(start)?, int(end)?).map_err(|e| e.to_string())
 }
 
 /// A bar on stderr when it is a terminal (indicatif hides itself otherwise).

@@ -1,0 +1,299 @@
+//! The dataset domain: what a stored dataset is, the `close` column rules, and universes (a
+//! keyed dataset's series). Uploads ([`crate::ingest`]), files ([`crate::persist`]) and the
+//! store ([`crate::store`]) all build on these types and none of them on each other's.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::{Array, Float64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::{Error, Result};
+
+/// The column every dataset must have.
+pub const CLOSE: &str = "close";
+
+/// Schema metadata key under which a keyed dataset's file records its key column.
+pub const KEY_METADATA: &str = "sweepflight.key";
+
+/// A validated upload, before the store gives it a name and a version.
+#[derive(Debug)]
+pub struct NewDataset {
+    /// Schema of the batches (`close` widened to float64).
+    pub schema: SchemaRef,
+    /// The rows, in stored order (a universe's series after series).
+    pub batches: Vec<RecordBatch>,
+    /// The close column, contiguous, in stored order; each batch's `close` is a slice of it.
+    pub close: Float64Array,
+    /// Bytes of Arrow data in the batches.
+    pub bytes: u64,
+    /// The series of a keyed upload.
+    pub universe: Option<Universe>,
+}
+
+impl NewDataset {
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.close.len()
+    }
+}
+
+/// One stored dataset: an upload with its name, version and file. Immutable: a put makes a new
+/// one, and sweeps hold an `Arc` to the version they started on.
+#[derive(Debug)]
+pub struct Dataset {
+    /// The dataset's name.
+    pub name: String,
+    /// 1 for the first put of a name, +1 for each replacement.
+    pub version: u64,
+    /// Process-unique id of this upload; the kernel cache's key.
+    pub id: u64,
+    /// Its committed file in the data directory, when there is one.
+    pub file: Option<PathBuf>,
+    /// The data.
+    pub data: NewDataset,
+}
+
+impl Dataset {
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.data.rows()
+    }
+
+    /// Bytes of Arrow data.
+    pub fn bytes(&self) -> u64 {
+        self.data.bytes
+    }
+
+    /// The schema of the stored rows.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.data.schema
+    }
+
+    /// The universe, if the dataset is keyed.
+    pub fn universe(&self) -> Option<&Universe> {
+        self.data.universe.as_ref()
+    }
+
+    /// The closes of series `index` (the whole dataset when it is not keyed).
+    pub fn closes(&self, index: usize) -> &[f64] {
+        let all = self.data.close.values();
+        match &self.data.universe {
+            Some(u) => &all[u.offsets[index]..u.offsets[index + 1]],
+            None => all,
+        }
+    }
+}
+
+/// The series of a keyed dataset: their key values in order of first appearance and where each
+/// one's rows start in the stored order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Universe {
+    /// The key column.
+    pub key: String,
+    /// Key values as text, in series order.
+    pub names: Vec<String>,
+    /// `offsets[i]..offsets[i + 1]` are series `i`'s rows; `names.len() + 1` entries.
+    pub offsets: Vec<usize>,
+    index: HashMap<String, usize>,
+}
+
+impl Universe {
+    /// A universe of `names` whose rows start at `offsets` (one more entry than names).
+    pub fn new(key: String, names: Vec<String>, offsets: Vec<usize>) -> Self {
+        debug_assert_eq!(offsets.len(), names.len() + 1);
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        Self {
+            key,
+            names,
+            offsets,
+            index,
+        }
+    }
+
+    /// Number of series.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True if there is no series (never, for a stored dataset).
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The series a request lists, in its order, or all of them.
+    ///
+    /// # Errors
+    /// [`Error::SeriesNotFound`] for the first listed name that is not a series.
+    pub fn select(&self, dataset: &str, listed: Option<&[String]>) -> Result<Vec<usize>> {
+        match listed {
+            None => Ok((0..self.len()).collect()),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    self.index
+                        .get(n)
+                        .copied()
+                        .ok_or_else(|| Error::SeriesNotFound {
+                            dataset: dataset.to_owned(),
+                            series: n.clone(),
+                        })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where a bad value is, for error messages: a row of the upload, or a row of a named series.
+#[derive(Debug, Clone, Copy)]
+pub enum RowOf<'a> {
+    /// Row of the whole upload.
+    Upload(usize),
+    /// Row of one series, and of the upload.
+    Series {
+        /// The series' key value.
+        name: &'a str,
+        /// Row within the series.
+        row: usize,
+        /// Row within the upload.
+        upload_row: usize,
+    },
+}
+
+/// Index of the `close` column.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] listing the columns there are.
+pub fn close_index(schema: &Schema) -> Result<usize> {
+    schema.index_of(CLOSE).map_err(|_| {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        Error::invalid(format!(
+            "the schema has no column `{CLOSE}` (columns: {names:?}); `{CLOSE}` must be float64, float32 or an integer type"
+        ))
+    })
+}
+
+/// `schema` with `close` widened to float64.
+pub fn widened_schema(schema: &Schema, index: usize) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let f = f.as_ref().clone();
+            if i == index {
+                f.with_data_type(DataType::Float64)
+            } else {
+                f
+            }
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The close column of one batch as float64 (float32 and integers are widened).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for any other type.
+pub fn close_column(batch: &RecordBatch, index: usize) -> Result<Float64Array> {
+    let col = batch.column(index);
+    let widened = match col.data_type() {
+        DataType::Float64 => Arc::clone(col),
+        t if t.is_integer() || *t == DataType::Float32 => arrow_cast::cast(col, &DataType::Float64)
+            .map_err(|e| Error::Internal(format!("widen `{CLOSE}`: {e}")))?,
+        t => {
+            return Err(Error::invalid(format!(
+                "column `{CLOSE}` has type {t}; expected float64 (float32 and integers are widened)"
+            )));
+        }
+    };
+    widened
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .cloned()
+        .ok_or_else(|| Error::Internal("cast to float64 gave another type".into()))
+}
+
+/// The first close that breaks the rules (null, not finite, not > 0): its index and what is
+/// wrong with it.
+pub fn first_bad_close(close: &Float64Array) -> Option<(usize, &'static str)> {
+    if let Some(nulls) = close.nulls()
+        && let Some(row) = (0..close.len()).find(|&i| nulls.is_null(i))
+    {
+        // Every value before the first null is valid; a bad one among them comes first.
+        return Some(bad_value(&close.values()[..row]).unwrap_or((row, "is null")));
+    }
+    bad_value(close.values())
+}
+
+fn bad_value(values: &[f64]) -> Option<(usize, &'static str)> {
+    // Positive and finite in one comparison each way; the rare failure is classified after.
+    let row = values
+        .iter()
+        .position(|&v| !(v > 0.0 && v < f64::INFINITY))?;
+    let v = values[row];
+    let problem = if v.is_nan() {
+        "is NaN"
+    } else if v.is_infinite() {
+        "is infinite"
+    } else {
+        "is <= 0"
+    };
+    Some((row, problem))
+}
+
+/// The error for a bad close at `at`.
+pub fn bad_close(at: RowOf<'_>, problem: &'static str) -> Error {
+    match at {
+        RowOf::Upload(row) => Error::BadValue {
+            column: CLOSE.to_owned(),
+            row,
+            problem,
+        },
+        RowOf::Series {
+            name,
+            row,
+            upload_row,
+        } => Error::invalid(format!(
+            "column `{CLOSE}` series {name:?} row {row} (upload row {upload_row}): {problem}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bad_close_finds_the_earliest_problem() {
+        let f = |v: Vec<Option<f64>>| first_bad_close(&Float64Array::from(v));
+        assert_eq!(f(vec![Some(1.0), Some(2.0)]), None);
+        assert_eq!(f(vec![Some(1.0), None]), Some((1, "is null")));
+        assert_eq!(f(vec![Some(0.0), None]), Some((0, "is <= 0")));
+        assert_eq!(f(vec![None, Some(f64::NAN)]), Some((0, "is null")));
+        assert_eq!(f(vec![Some(1.0), Some(f64::NAN)]), Some((1, "is NaN")));
+        assert_eq!(f(vec![Some(f64::NEG_INFINITY)]), Some((0, "is infinite")));
+        assert_eq!(f(vec![Some(-1.0)]), Some((0, "is <= 0")));
+    }
+
+    #[test]
+    fn universe_selects_in_listed_order() {
+        let u = Universe::new(
+            "sym".into(),
+            vec!["A".into(), "B".into(), "C".into()],
+            vec![0, 2, 5, 6],
+        );
+        assert_eq!(u.select("d", None).unwrap(), [0, 1, 2]);
+        assert_eq!(
+            u.select("d", Some(&["C".into(), "A".into()])).unwrap(),
+            [2, 0]
+        );
+        let e = u.select("d", Some(&["Z".into()])).unwrap_err();
+        assert!(e.to_string().contains("\"Z\""), "{e}");
+    }
+}
