@@ -44,6 +44,7 @@ pub struct Server {
     config: ServerConfig,
     store: Arc<DatasetStore>,
     listener: Listener,
+    metrics_listener: Option<tokio::net::TcpListener>,
     uri: String,
 }
 
@@ -53,7 +54,7 @@ impl Server {
     ///
     /// # Errors
     /// [`Error::Storage`] if the data directory cannot be opened or is in use;
-    /// [`Error::Transport`] if the address cannot be bound or the pool not started.
+    /// [`Error::Transport`] if an address (the service's, the metrics') cannot be bound.
     pub async fn bind(config: ServerConfig) -> Result<Self> {
         let started = std::time::Instant::now();
         let store = {
@@ -101,12 +102,28 @@ impl Server {
                 )
             }
         };
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                crate::metrics::bind(addr)
+                    .await
+                    .map_err(|e| Error::Transport(format!("bind --metrics-listen {addr}: {e}")))?,
+            ),
+            None => None,
+        };
         Ok(Self {
             config,
             store: Arc::new(store),
             listener,
+            metrics_listener,
             uri,
         })
+    }
+
+    /// The address of the metrics endpoint (`http://ADDR/metrics`), if serving one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
     }
 
     /// The address clients connect to: `grpc://HOST:PORT` (the port actually bound),
@@ -132,12 +149,13 @@ impl Server {
     /// configured grace period and returns. A Unix socket file is removed on the way out.
     ///
     /// # Errors
-    /// [`Error::Transport`] if the transport fails, or the metrics address cannot be bound.
+    /// [`Error::Transport`] if the transport fails.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
         let Self {
             config,
             store,
             listener,
+            metrics_listener,
             uri,
         } = self;
         let metrics = Arc::new(Metrics::default());
@@ -173,10 +191,7 @@ impl Server {
             ?config,
             "serving"
         );
-        if let Some(addr) = config.metrics_listen {
-            let listener = crate::metrics::bind(addr)
-                .await
-                .map_err(|e| Error::Transport(format!("bind --metrics-listen {addr}: {e}")))?;
+        if let Some(listener) = metrics_listener {
             let render_state = Arc::clone(&state);
             let render = Arc::new(move || render_state.metrics.render(render_state.levels()));
             let mut down = down_rx.clone();

@@ -19,6 +19,7 @@ use crate::{Listen, Server, ServerConfig};
 #[derive(Debug)]
 pub struct TestServer {
     uri: String,
+    metrics: Option<std::net::SocketAddr>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<crate::Result<()>>>,
 }
@@ -46,12 +47,14 @@ impl TestServer {
         configure(&mut config);
         let server = Server::bind(config).await.expect("bind the test server");
         let uri = server.uri().to_owned();
+        let metrics = server.metrics_addr();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async {
             let _ = rx.await;
         }));
         Self {
             uri,
+            metrics,
             shutdown: Some(tx),
             task: Some(task),
         }
@@ -65,6 +68,11 @@ impl TestServer {
     /// `grpc://127.0.0.1:PORT` (or `grpc+unix://PATH`, `grpc+tls://...`).
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// The metrics endpoint's address, if configured.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics
     }
 
     /// Requests shutdown and waits for the server to return.

@@ -69,6 +69,8 @@ fn stats(state: &State) -> Bytes {
         "sweep_memory_bytes": state.compute.budget().total(),
         "sweep_reserved_bytes": levels.sweep_reserved_bytes,
         "connections": levels.connections,
+        "connections_refused": m.connections_refused.get(),
+        "connections_timed_out": m.connections_timed_out.get(),
     })
     .to_string()
     .into()

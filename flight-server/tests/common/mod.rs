@@ -40,6 +40,11 @@ impl TestServer {
         connect(self.uri()).await
     }
 
+    /// The metrics endpoint, if configured.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.0.metrics_addr()
+    }
+
     /// The fixture, to shut the server down.
     pub fn inner(self) -> InProcess {
         self.0

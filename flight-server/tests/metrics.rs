@@ -1,0 +1,60 @@
+//! `--metrics-listen`: Prometheus text at `/metrics`, counting what the server did.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn scrape(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: sweepflight\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+#[tokio::test]
+async fn metrics_count_requests_errors_sweeps_and_levels() {
+    let server =
+        TestServer::with(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let addr = server.metrics_addr().expect("a metrics address");
+    let mut c = server.client().await;
+    put(&mut c, "s", vec![close_batch(&series(3_000))])
+        .await
+        .unwrap();
+    sweep(&mut c, json!({"dataset": "s", "lengths": [6, 10]}))
+        .await
+        .unwrap();
+    sweep(&mut c, json!({"dataset": "s", "lengths": [6, 10]}))
+        .await
+        .unwrap();
+    let err = sweep(&mut c, json!({"dataset": "nope", "lengths": [6]}))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), tonic::Code::NotFound);
+
+    let page = scrape(addr, "/metrics").await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    for line in [
+        "sweepflight_requests_total{method=\"DoAction\"} 3",
+        "sweepflight_requests_total{method=\"DoPut\"} 1",
+        "sweepflight_errors_total{code=\"NotFound\"} 1",
+        "sweepflight_sweeps_completed_total 2",
+        "sweepflight_datasets 1",
+        "sweepflight_dataset_bytes 24000",
+        "sweepflight_sweep_duration_seconds_count 2",
+        "sweepflight_connections 1",
+    ] {
+        assert!(page.contains(line), "no {line:?} in\n{page}");
+    }
+    // The second sweep found what the first computed.
+    let hits = page
+        .lines()
+        .find_map(|l| l.strip_prefix("sweepflight_cache_hits_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap();
+    assert!(hits > 0, "{page}");
+    assert!(scrape(addr, "/other").await.starts_with("HTTP/1.1 404"));
+}
