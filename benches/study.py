@@ -209,7 +209,7 @@ def exp_preloaded(tmp: pathlib.Path, runs: int) -> dict:
     in-process run; the warm-cache numbers are a separate row.
     """
     close = pa.table({"close": paper.series()})
-    body = json.dumps({"dataset": "paper", "lengths": paper.lengths().tolist()}).encode()
+    body = json.dumps({"dataset": "paper", "lengths": paper.lengths()}).encode()
     clients, servers = {}, []
     for transport in ("unix", "tcp"):
         for cache in ("cold", "warm"):
@@ -498,7 +498,7 @@ def exp_architectures(tmp: pathlib.Path, runs: int, kernel: dict, preloaded: dic
     before its timings count.
     """
     close = paper.series()
-    lengths = paper.lengths().tolist()
+    lengths = paper.lengths()
     table = pa.table({"close": close})
     srv = flight_server(tmp, "unix")
     c = flight.connect(srv.addr)

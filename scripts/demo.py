@@ -50,7 +50,7 @@ def main() -> int:
         print(f"push: {put['rows']:,} bars ({put['bytes'] / 1e6:.1f} MB) in {t_put * 1e3:.1f} ms, "
               f"stored durably as version {put['version']} (./sweepflight-data)")
 
-        body = json.dumps({"dataset": "paper", "lengths": paper.lengths().tolist()}).encode()
+        body = json.dumps({"dataset": "paper", "lengths": paper.lengths()}).encode()
         timings = []
         for _ in range(3):
             t0 = time.perf_counter()

@@ -1,28 +1,35 @@
-"""sweepflight: push a price series once, then run backtest parameter sweeps on it over Arrow Flight.
+"""sweepflight: push a price series once, then run backtest parameter sweeps on it over Arrow
+Flight.
 
-- ``sweepflight.connect(uri, token=None, tls_root_certs=None) -> Client``: the client
-  (``put``, ``sweep``, ``datasets``, ``info``, ``get``, ``drop``, ``echo``).
-- Errors: ``SweepflightError`` and its subclasses ``InvalidRequest``, ``NotFound``,
-  ``Unauthenticated``, ``ResourceExhausted``, ``Unimplemented``, ``Unavailable``,
-  ``Cancelled``, ``ServerError``.
-- ``sweepflight.paper``: the paper's price series and length grid.
-- ``sweepflight.reference``: the numba reference kernel (needs numba).
-- ``sweepflight.plot_sweep(df, path=None)``: PnL and trades against L (needs matplotlib).
+- :func:`connect` -> :class:`Client`: ``put`` (any Arrow stream; ``key=`` for a universe),
+  ``sweep`` (a polars frame, or ``as_arrow=True``), ``session``, ``datasets``, ``info``,
+  ``get``, ``drop``, ``stats``, ``echo``; ``timeout=`` on every call.
+- Errors: :class:`SweepflightError` and one subclass per gRPC status (:mod:`sweepflight.errors`).
+- :mod:`sweepflight.paper`: the paper's price series and length grid.
+- :func:`plot`: PnL by length, or a heatmap of a two-parameter grid (``sweepflight[plot]``).
+- :mod:`sweepflight.reference`: the numba reference kernel (``sweepflight[reference]``).
+- :mod:`sweepflight.ray`: a cluster of servers on Ray (``sweepflight[ray]``).
+- :func:`tune_grpc`: opt-in gRPC setting for faster small calls.
 
-Importing the package sets ``GRPC_EXPERIMENTS=-event_engine_client`` for this process unless
-``GRPC_EXPERIMENTS`` is already set: gRPC's client then reads replies on the calling thread,
-which makes small calls faster (see ``sweepflight._grpc``).
+Importing the package changes nothing in the process (no environment variables, no threads).
 """
 
-from . import _grpc
-
-# Before pyarrow.flight creates any channel: gRPC reads its configuration once.
-_grpc.apply_defaults()
-
-from . import paper  # noqa: E402
-from .client import DEFAULT_FEE, DEFAULT_URI, Client, DatasetInfo, PutSummary, connect  # noqa: E402
-from .errors import (  # noqa: E402
+from . import paper
+from ._grpc import tune_grpc
+from ._version import __version__
+from .client import (
+    DEFAULT_URI,
+    Client,
+    DatasetInfo,
+    PutSummary,
+    Session,
+    SweepRequest,
+    connect,
+    request_of,
+)
+from .errors import (
     Cancelled,
+    DeadlineExceeded,
     InvalidRequest,
     NotFound,
     ResourceExhausted,
@@ -32,26 +39,33 @@ from .errors import (  # noqa: E402
     Unavailable,
     Unimplemented,
 )
-from .plot import plot_sweep  # noqa: E402
+from .plot import plot
 
-__version__ = "0.1.0"
+#: The old name of :func:`plot`.
+plot_sweep = plot
 
 __all__ = [
+    "DEFAULT_URI",
     "Cancelled",
     "Client",
-    "DEFAULT_FEE",
-    "DEFAULT_URI",
     "DatasetInfo",
+    "DeadlineExceeded",
     "InvalidRequest",
     "NotFound",
     "PutSummary",
     "ResourceExhausted",
     "ServerError",
+    "Session",
+    "SweepRequest",
     "SweepflightError",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "__version__",
     "connect",
     "paper",
+    "plot",
     "plot_sweep",
+    "request_of",
+    "tune_grpc",
 ]

@@ -7,42 +7,42 @@
         df = sf.sweep("paper", lengths=sweepflight.paper.lengths())
 
 It speaks the wire contract (docs/protocol.md) with pyarrow.flight; anything it does can be done
-with plain pyarrow too.
+with plain pyarrow too. A :class:`Client` is safe to share between threads; a :class:`Session`
+is not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
-import threading
-from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii as _json_str
-from typing import Any, Iterable, Iterator, Sequence
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, overload
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from .errors import Cancelled, InvalidRequest, ServerError, Unavailable, translated
+from . import _protocol
+from .errors import InvalidRequest, ServerError, translated
 
-#: The paper's fee: 0.09% per round trip.
-DEFAULT_FEE = 0.0009
 #: The server's default address.
 DEFAULT_URI = "grpc://127.0.0.1:8815"
 #: Target size of one uploaded message; well under the server's 64 MiB default limit.
 UPLOAD_MESSAGE_BYTES = 8 << 20
 #: Combos per sweep call when a grid is split into chunks.
 DEFAULT_CHUNK_COMBOS = 50_000
-#: A sweep of more chunks than this shows a progress bar unless told otherwise.
+#: A sweep of more chunks than this shows progress unless told otherwise.
 PROGRESS_MIN_CHUNKS = 4
-#: Sweeps of at most this many combos go as one message on an open ``session`` exchange: for
-#: small sweeps a DoAction's per-call setup costs more than the sweep (docs/benchmarks.md).
-SESSION_MAX_COMBOS = 4096
+#: Schema metadata key under which an Arrow result keeps its request (JSON).
+REQUEST_METADATA = b"sweepflight.request"
+
+#: Explicit combos: rows of six ints, or an (n, 6) integer numpy array.
+Params = Any
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class PutSummary:
     """What the server stored."""
 
@@ -50,9 +50,11 @@ class PutSummary:
     rows: int
     bytes: int
     version: int
+    #: Number of series of a keyed put; ``None`` for a single series.
+    series: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class DatasetInfo:
     """A stored dataset, as ListFlights / GetFlightInfo describe it."""
 
@@ -61,14 +63,73 @@ class DatasetInfo:
     bytes: int
     version: int | None
     schema: pa.Schema
+    #: The key column of a keyed dataset.
+    key: str | None = None
+    #: Its number of series.
+    series: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRequest:
+    """What a sweep result was computed from: kept with the result (see :func:`request_of`)."""
+
+    dataset: str
+    lengths: tuple[int, ...] | None = None
+    params: tuple[tuple[int, ...], ...] | None = None
+    #: ``None``: the server's default, 0.0009.
+    fee: float | None = None
+    series: tuple[str, ...] | None = None
+    rows: tuple[int, int] | None = None
+
+    @property
+    def combos(self) -> int:
+        """Number of combos (per series)."""
+        return len(self.lengths if self.lengths is not None else self.params or ())
+
+    def body(self) -> bytes:
+        """The JSON body on the wire."""
+        return _protocol.sweep_body(
+            self.dataset, lengths=self.lengths, params=self.params, fee=self.fee, series=self.series, rows=self.rows
+        )
+
+    def chunk(self, start: int, end: int) -> SweepRequest:
+        """The same request for combos ``start..end`` only."""
+        if self.lengths is not None:
+            return dataclasses.replace(self, lengths=self.lengths[start:end])
+        return dataclasses.replace(self, params=(self.params or ())[start:end])
+
+
+def request_of(result: pl.DataFrame | pa.Table) -> SweepRequest | None:
+    """The request a sweep result answers: kept as the ``request`` attribute of a polars
+    result and as schema metadata of an Arrow one (``None`` for other frames)."""
+    if isinstance(result, pa.Table):
+        raw = (result.schema.metadata or {}).get(REQUEST_METADATA)
+        if raw is None:
+            return None
+        fields = json.loads(raw)
+        for name in ("lengths", "series", "rows"):
+            if fields.get(name) is not None:
+                fields[name] = tuple(fields[name])
+        if fields.get("params") is not None:
+            fields["params"] = tuple(tuple(p) for p in fields["params"])
+        return SweepRequest(**fields)
+    found = getattr(result, "request", None)
+    return found if isinstance(found, SweepRequest) else None
 
 
 def connect(
     uri: str = DEFAULT_URI,
+    *,
     token: str | None = None,
     tls_root_certs: bytes | str | None = None,
-) -> "Client":
-    """Connects to a sweepflight server.
+    timeout: float | None = None,
+) -> Client:
+    """Connects to a sweepflight server; see :class:`Client`."""
+    return Client(uri, token=token, tls_root_certs=tls_root_certs, timeout=timeout)
+
+
+class Client:
+    """A connection to one server. Usable as a context manager.
 
     Args:
         uri: ``grpc://HOST:PORT``, ``grpc+unix:///path/to.sock`` or ``grpc+tls://HOST:PORT``.
@@ -76,30 +137,35 @@ def connect(
             with ``--token``.
         tls_root_certs: PEM bytes (or a path to a PEM file) of the CA to trust for
             ``grpc+tls://``.
+        timeout: default deadline of every call, in seconds (``None``: no deadline). Each
+            method also takes its own ``timeout=``.
     """
-    return Client(uri, token=token, tls_root_certs=tls_root_certs)
 
-
-class Client:
-    """A connection to one server. Usable as a context manager; methods are not thread-safe
-    with respect to one another's progress bars, but the underlying Flight client is."""
-
-    def __init__(self, uri: str = DEFAULT_URI, token: str | None = None, tls_root_certs: bytes | str | None = None) -> None:
+    def __init__(
+        self,
+        uri: str = DEFAULT_URI,
+        *,
+        token: str | None = None,
+        tls_root_certs: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> None:
         if isinstance(tls_root_certs, str):
             with open(tls_root_certs, "rb") as f:
                 tls_root_certs = f.read()
         kwargs: dict[str, Any] = {}
         if tls_root_certs is not None:
             kwargs["tls_root_certs"] = tls_root_certs
+        if uri.startswith("grpc+unix://"):
+            # gRPC's C core would send the socket path, percent-encoded, as the HTTP/2 authority,
+            # which HTTP/2 servers may refuse (hyperium/h2#487, grpc/grpc#38142).
+            kwargs["generic_options"] = [("grpc.default_authority", "localhost")]
         self.uri = uri
+        self.timeout = timeout
+        self._headers = [("authorization", f"Bearer {token}")] if token else []
         with translated():
             self._flight = flight.FlightClient(uri, **kwargs)
-        headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-        self._options = flight.FlightCallOptions(headers=headers)
-        self._session: _Session | None = None
-        self._session_lock = threading.Lock()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -107,183 +173,395 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection."""
-        with self._session_lock:
-            self._end_session()
         self._flight.close()
+
+    def _options(self, timeout: float | None) -> flight.FlightCallOptions:
+        t = timeout if timeout is not None else self.timeout
+        return flight.FlightCallOptions(headers=self._headers, timeout=t)
 
     def put(
         self,
         name: str,
         data: Any,
+        *,
+        key: str | None = None,
         close: str = "close",
         chunk_rows: int | None = None,
+        timeout: float | None = None,
     ) -> PutSummary:
         """Stores ``data`` as dataset ``name``, replacing any dataset of that name.
 
         Args:
             name: 1-128 characters from ``A-Z a-z 0-9 . _ -``.
-            data: a polars DataFrame or LazyFrame, a pandas DataFrame or Series, a pyarrow
-                Table, RecordBatch or RecordBatchReader, or a 1-D numpy array (the closes).
+            data: anything that exports an Arrow C stream (``__arrow_c_stream__``: polars and
+                pandas frames, pyarrow tables and readers, duckdb results, ...), a pyarrow
+                RecordBatch or array, a polars LazyFrame, or a 1-D numpy array (the closes).
+            key: store a universe: rows with the same value in this column (utf8, a dictionary
+                of strings, or integers) form one series; series in order of first appearance.
             close: the column of ``data`` holding the close price; it is stored as ``close``.
             chunk_rows: rows per uploaded message; by default messages of about 8 MiB.
+            timeout: deadline in seconds.
 
         Raises:
-            InvalidRequest: bad name, no such column, bad values (the server names the row).
-            ResourceExhausted: the dataset is larger than the server allows.
+            InvalidRequest: bad name, no such column, bad values (the server names the row and,
+                for a universe, the series), a bad key column.
+            ResourceExhausted: the dataset is larger than the server allows, or its disk is full.
         """
-        schema, batches = _as_batches(data, close)
-        descriptor = flight.FlightDescriptor.for_path(name)
+        reader = _as_reader(data, close)
         with translated():
-            writer, reader = self._flight.do_put(descriptor, schema, options=self._options)
+            writer, answer = self._flight.do_put(
+                _protocol.put_descriptor(name, key), reader.schema, options=self._options(timeout)
+            )
             try:
-                for batch in batches:
+                for batch in reader:
                     rows = chunk_rows or _rows_per_message(batch)
                     for start in range(0, max(batch.num_rows, 1), rows):
                         writer.write_batch(batch.slice(start, rows))
                 writer.done_writing()
-                meta = json.loads(reader.read().to_pybytes())
+                # A FlightMetadataReader (pyarrow-stubs call it a FlightStreamReader).
+                meta = json.loads(answer.read().to_pybytes())  # type: ignore[attr-defined]
             finally:
                 writer.close()
-        return PutSummary(meta["dataset"], meta["rows"], meta["bytes"], meta["version"])
+        return PutSummary(meta["dataset"], meta["rows"], meta["bytes"], meta["version"], meta.get("series"))
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        fee: float | None = ...,
+        series: Sequence[str] | None = ...,
+        rows: tuple[int, int] | None = ...,
+        as_arrow: Literal[False] = ...,
+        progress: bool | None = ...,
+        chunk_combos: int = ...,
+        timeout: float | None = ...,
+    ) -> pl.DataFrame: ...
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        fee: float | None = ...,
+        series: Sequence[str] | None = ...,
+        rows: tuple[int, int] | None = ...,
+        as_arrow: Literal[True],
+        progress: bool | None = ...,
+        chunk_combos: int = ...,
+        timeout: float | None = ...,
+    ) -> pa.Table: ...
 
     def sweep(
         self,
         name: str,
         lengths: Iterable[int] | None = None,
-        params: Sequence[Sequence[int]] | np.ndarray | None = None,
-        fee: float = DEFAULT_FEE,
-        progress: bool | None = None,
+        params: Params | None = None,
+        *,
+        fee: float | None = None,
+        series: Sequence[str] | None = None,
+        rows: tuple[int, int] | None = None,
         as_arrow: bool = False,
+        progress: bool | None = None,
         chunk_combos: int = DEFAULT_CHUNK_COMBOS,
+        timeout: float | None = None,
     ) -> pl.DataFrame | pa.Table:
         """Runs every combo on dataset ``name``; one row per combo, in request order.
 
         Give exactly one of ``lengths`` (each ``L`` expands by the paper rule) or ``params``
-        (rows ``[half, full, sqrt, p3, p2, p]``). Grids larger than ``chunk_combos`` go as
-        several calls in sequence, with a tqdm progress bar if ``progress`` is true (or, when
-        it is None, if there are more than a few chunks); the result equals one big call.
+        (rows ``[half, full, sqrt, p3, p2, p]``). On a keyed dataset every combo runs on every
+        series (or on those listed in ``series``) and the result starts with a ``series``
+        column, ordered by series, then combo. ``rows=(start, end)`` runs on those rows of each
+        series only (0-based, end exclusive, clipped). Grids larger than ``chunk_combos`` go as
+        several calls in sequence, with progress shown if ``progress`` is true (or, when it is
+        None, if there are more than a few chunks); the result equals one big call. The result
+        keeps its request: :func:`request_of`.
 
         Raises:
-            InvalidRequest: both or neither of lengths/params, bad values, bad fee.
-            NotFound: no dataset called ``name``.
+            InvalidRequest: both or neither of lengths/params, bad values, fee, rows or series.
+            NotFound: no dataset called ``name``, or no such series in it.
+            ResourceExhausted: the server is busy (its sweep queue is full).
         """
-        key, items = _combos(lengths, params)
+        request = _request(name, lengths, params, fee, series, rows)
         chunk_combos = max(1, int(chunk_combos))
-        if len(items) <= chunk_combos and not progress:
-            # The common case, kept short: for a params-only sweep the client's own Python is
-            # a fair share of the round trip.
-            result = self._sweep_call(name, key, items, fee)
-        else:
-            result = self._sweep_chunks(name, key, items, fee, chunk_combos, progress)
-        return result if as_arrow else pl.from_arrow(result)
-
-    def _sweep_chunks(
-        self, name: str, key: str, items: list, fee: float, chunk_combos: int, progress: bool | None
-    ) -> pa.Table:
-        """A grid as calls of ``chunk_combos`` each, stitched into one table."""
-        starts = range(0, len(items), chunk_combos)
+        starts = range(0, request.combos, chunk_combos)
         show = progress if progress is not None else len(starts) > PROGRESS_MIN_CHUNKS
-        bar = _progress(len(items), name) if show else None
+        bar = _Progress(request.combos, f"sweep {name}") if show else None
         tables = []
         try:
             for start in starts or [0]:
-                table = self._sweep_call(name, key, items[start : start + chunk_combos], fee)
+                table = self._sweep_call(request.chunk(start, start + chunk_combos), timeout)
                 if start:
-                    table = table.set_column(0, table.schema.field(0), pc.add(table["combo"], start))
+                    i = table.schema.get_field_index("combo")
+                    table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
                 tables.append(table)
                 if bar is not None:
-                    bar.update(table.num_rows)
+                    bar.update(min(chunk_combos, request.combos - start))
         finally:
             if bar is not None:
                 bar.close()
-        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        if len(tables) > 1 and table.schema.names[0] == _protocol.SERIES_COLUMN:
+            table = _series_major(table, tables[0])
+        return _result(table, request, as_arrow)
 
-    def _sweep_call(self, name: str, key: str, items: list, fee: float) -> pa.Table:
-        """One sweep call: ``items`` are the ``lengths`` or ``params`` (``key``) of its combos."""
-        encoded = _sweep_body(name, key, items, fee)
-        if len(items) <= SESSION_MAX_COMBOS:
-            return self._session_sweep(encoded)
-        action = flight.Action("sweep", encoded)
+    def _sweep_call(self, request: SweepRequest, timeout: float | None) -> pa.Table:
         with translated():
-            results = self._flight.do_action(action, options=self._options)
+            results = self._flight.do_action(flight.Action("sweep", request.body()), options=self._options(timeout))
             stream = b"".join(r.body.to_pybytes() for r in results)
-        return pa.ipc.open_stream(stream).read_all()
+        table = pa.ipc.open_stream(stream).read_all()
+        _check(table.schema)
+        return table
 
-    def _session_sweep(self, body: bytes) -> pa.Table:
-        """One sweep as a message on the open session, opening one if needed.
+    def session(self, *, keyed: bool = False, timeout: float | None = None) -> Session:
+        """Opens a ``session``: many small sweeps on one open stream, a message each way
+        instead of a gRPC call each (for tight loops of params-only sweeps). A session serves
+        unkeyed datasets, or keyed ones if ``keyed``. Use it as a context manager::
 
-        The server ends a session on a bad request (its status is raised here) and at shutdown
-        (the stream just ends); either way the next call opens a fresh one. A session found
-        ended before this request was answered is reopened once.
+            with sf.session() as s:
+                for L in range(6, 200):
+                    df = s.sweep("paper", lengths=[L])
+
+        ``timeout`` bounds the whole session.
         """
-        with self._session_lock:
-            for attempt in range(2):
-                reused = self._session is not None
-                if self._session is None:
-                    with translated():
-                        self._session = _Session(self._flight, self._options)
-                try:
-                    with translated():
-                        batch = self._session.sweep(body)
-                except (Unavailable, Cancelled):
-                    # A session left over from before a server restart; sweeps are idempotent.
-                    self._end_session()
-                    if reused and not attempt:
-                        continue
-                    raise
-                except BaseException:
-                    self._end_session()
-                    raise
-                if batch is not None:
-                    return pa.Table.from_batches([batch])
-                self._end_session()
-        raise ServerError("the server ended the sweep session without an answer")
+        return Session(self, keyed, self._options(timeout))
 
-    def _end_session(self) -> None:
-        if self._session is not None:
-            self._session.close()
-            self._session = None
-
-    def datasets(self) -> list[DatasetInfo]:
+    def datasets(self, *, timeout: float | None = None) -> list[DatasetInfo]:
         """Every stored dataset, by name."""
         with translated():
-            return [_info(i) for i in self._flight.list_flights(options=self._options)]
+            return [_info(i) for i in self._flight.list_flights(options=self._options(timeout))]
 
-    def info(self, name: str) -> DatasetInfo:
-        """One dataset's description.
-
-        Raises:
-            NotFound: no dataset called ``name``.
-        """
-        with translated():
-            return _info(self._flight.get_flight_info(flight.FlightDescriptor.for_path(name), options=self._options))
-
-    def get(self, name: str, as_arrow: bool = False) -> pl.DataFrame | pa.Table:
-        """The stored rows of dataset ``name`` (a polars DataFrame, or a pyarrow Table).
+    def info(self, name: str, *, timeout: float | None = None) -> DatasetInfo:
+        """One dataset's description (with its key and series count if keyed).
 
         Raises:
             NotFound: no dataset called ``name``.
         """
         with translated():
-            info = self._flight.get_flight_info(flight.FlightDescriptor.for_path(name), options=self._options)
-            table = self._flight.do_get(info.endpoints[0].ticket, options=self._options).read_all()
-        return table if as_arrow else pl.from_arrow(table)
+            d = flight.FlightDescriptor.for_path(name)
+            return _info(self._flight.get_flight_info(d, options=self._options(timeout)))
 
-    def drop(self, name: str) -> dict:
+    @overload
+    def get(self, name: str, *, as_arrow: Literal[False] = ..., timeout: float | None = ...) -> pl.DataFrame: ...
+
+    @overload
+    def get(self, name: str, *, as_arrow: Literal[True], timeout: float | None = ...) -> pa.Table: ...
+
+    def get(self, name: str, *, as_arrow: bool = False, timeout: float | None = None) -> pl.DataFrame | pa.Table:
+        """The stored rows of dataset ``name`` (a keyed one series after series).
+
+        Raises:
+            NotFound: no dataset called ``name``.
+        """
+        options = self._options(timeout)
+        with translated():
+            info = self._flight.get_flight_info(flight.FlightDescriptor.for_path(name), options=options)
+            table = self._flight.do_get(info.endpoints[0].ticket, options=options).read_all()
+        return table if as_arrow else _frame(table)
+
+    def drop(self, name: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Removes dataset ``name``; returns ``{"dataset": name, "version": v}``.
 
         Raises:
             NotFound: no dataset called ``name``.
         """
         with translated():
-            results = list(self._flight.do_action(flight.Action("drop", name.encode()), options=self._options))
-        return json.loads(results[0].body.to_pybytes()) if results else {"dataset": name}
+            results = list(self._flight.do_action(flight.Action("drop", name.encode()), options=self._options(timeout)))
+        answer: dict[str, Any] = json.loads(results[0].body.to_pybytes()) if results else {"dataset": name}
+        return answer
 
-    def echo(self, data: bytes) -> bytes:
+    def stats(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """The server's state: datasets, bytes, cache, sweeps running / queued / refused, memory."""
+        with translated():
+            results = list(self._flight.do_action(flight.Action("stats", b""), options=self._options(timeout)))
+        answer: dict[str, Any] = json.loads(results[0].body.to_pybytes())
+        return answer
+
+    def echo(self, data: bytes, *, timeout: float | None = None) -> bytes:
         """Sends ``data`` and returns what the server sent back (a round-trip probe)."""
         with translated():
-            results = list(self._flight.do_action(flight.Action("echo", data), options=self._options))
+            results = list(self._flight.do_action(flight.Action("echo", data), options=self._options(timeout)))
         return b"".join(r.body.to_pybytes() for r in results)
+
+
+class Session:
+    """An open ``session`` exchange (see :meth:`Client.session`): each sweep goes out as one
+    message's app_metadata and comes back as one record batch carrying the same app_metadata.
+
+    Sweeps are answered in order, one at a time; a session is not for sharing between threads.
+    A refused request (unknown dataset, bad body) ends the session with its error; open a new
+    one to go on.
+    """
+
+    def __init__(self, client: Client, keyed: bool, options: flight.FlightCallOptions) -> None:
+        command = _protocol.KEYED_SESSION_COMMAND if keyed else _protocol.SESSION_COMMAND
+        with translated():
+            self._writer, self._reader = client._flight.do_exchange(
+                flight.FlightDescriptor.for_command(command), options=options
+            )
+        self._open = True
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        fee: float | None = ...,
+        series: Sequence[str] | None = ...,
+        rows: tuple[int, int] | None = ...,
+        as_arrow: Literal[False] = ...,
+    ) -> pl.DataFrame: ...
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        fee: float | None = ...,
+        series: Sequence[str] | None = ...,
+        rows: tuple[int, int] | None = ...,
+        as_arrow: Literal[True],
+    ) -> pa.Table: ...
+
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        fee: float | None = None,
+        series: Sequence[str] | None = None,
+        rows: tuple[int, int] | None = None,
+        as_arrow: bool = False,
+    ) -> pl.DataFrame | pa.Table:
+        """One sweep on the session; the same arguments and result as :meth:`Client.sweep`
+        (without chunking).
+
+        Raises:
+            NotFound, InvalidRequest: as :meth:`Client.sweep`; the session is then over.
+            Cancelled: the server ended the session (it is shutting down).
+        """
+        if not self._open:
+            raise InvalidRequest("this session is closed; open a new one")
+        request = _request(name, lengths, params, fee, series, rows)
+        body = request.body()
+        try:
+            with translated():
+                self._writer.write_metadata(pa.py_buffer(body))
+                chunk = self._reader.read_chunk()
+        except StopIteration:
+            self._open = False
+            raise ServerError("the server ended the sweep session (shutting down?)", "CANCELLED") from None
+        except BaseException:
+            self._open = False
+            raise
+        if chunk.app_metadata is None or chunk.app_metadata.to_pybytes() != body:
+            raise ServerError("sweep session reply does not match its request")
+        if chunk.data is None:
+            raise ServerError("sweep session reply has no record batch")
+        table = pa.Table.from_batches([chunk.data])
+        _check(table.schema)
+        return _result(table, request, as_arrow)
+
+    def close(self) -> None:
+        """Ends the session."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._writer.done_writing()
+            self._writer.close()
+        except (flight.FlightError, pa.ArrowException, OSError):
+            pass  # the server may already have ended it
+
+
+def _request(
+    name: str,
+    lengths: Iterable[int] | None,
+    params: Params | None,
+    fee: float | None,
+    series: Sequence[str] | None,
+    rows: tuple[int, int] | None,
+) -> SweepRequest:
+    if (lengths is None) == (params is None):
+        raise InvalidRequest("give exactly one of lengths= and params=")
+    if isinstance(series, str):
+        raise InvalidRequest("series= takes a list of series names, not one string")
+    return SweepRequest(
+        dataset=name,
+        lengths=tuple(_int(v, "lengths") for v in lengths) if lengths is not None else None,
+        params=tuple(tuple(_int(v, "params") for v in row) for row in _rows_of(params)) if params is not None else None,
+        fee=float(fee) if fee is not None else None,
+        series=tuple(str(s) for s in series) if series is not None else None,
+        rows=(_int(rows[0], "rows"), _int(rows[1], "rows")) if rows is not None else None,
+    )
+
+
+def _rows_of(params: Params) -> list[Sequence[Any]]:
+    # A numpy array (or anything with tolist) becomes nested lists of plain ints.
+    tolist = getattr(params, "tolist", None)
+    rows: list[Sequence[Any]] = tolist() if callable(tolist) else [list(p) for p in params]
+    return rows
+
+
+def _int(v: Any, what: str) -> int:
+    if type(v) is int:
+        return v
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        raise InvalidRequest(f"{what} must hold integers, got {v!r}")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{what} must hold integers, got {v!r}") from None
+    if not f.is_integer():
+        raise InvalidRequest(f"{what} must hold integers, got {v!r}")
+    return int(v)
+
+
+def _check(schema: pa.Schema) -> None:
+    try:
+        _protocol.check_result_schema(schema)
+    except ValueError as e:
+        raise ServerError(f"unexpected result from the server: {e}") from None
+
+
+def _result(table: pa.Table, request: SweepRequest, as_arrow: bool) -> pl.DataFrame | pa.Table:
+    if as_arrow:
+        meta = dict(table.schema.metadata or {})
+        meta[REQUEST_METADATA] = json.dumps(dataclasses.asdict(request)).encode()
+        return table.replace_schema_metadata(meta)
+    frame = _frame(table)
+    frame.request = request  # type: ignore[attr-defined]  # polars frames take attributes
+    return frame
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _series_major(table: pa.Table, first: pa.Table) -> pa.Table:
+    """Chunks of a keyed sweep come back series-major within each chunk; one call answers
+    series-major over the whole grid. Sorts the concatenation (stably) into that order."""
+    order = pc.unique(first[_protocol.SERIES_COLUMN])
+    rank = pc.index_in(table[_protocol.SERIES_COLUMN], value_set=order)
+    ranked = table.append_column("__rank", rank)
+    return ranked.sort_by([("__rank", "ascending"), ("combo", "ascending")]).drop_columns(["__rank"])
 
 
 def _rows_per_message(batch: pa.RecordBatch) -> int:
@@ -291,34 +569,40 @@ def _rows_per_message(batch: pa.RecordBatch) -> int:
     return max(1, UPLOAD_MESSAGE_BYTES // per_row)
 
 
-def _as_batches(data: Any, close: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """Any supported input as a schema and a stream of record batches with a `close` column."""
-    if isinstance(data, pl.LazyFrame):
+def _as_reader(data: Any, close: str) -> pa.RecordBatchReader:
+    """Any supported input as a record batch reader with a ``close`` column."""
+    if type(data).__name__ == "LazyFrame" and hasattr(data, "collect"):
         data = data.collect()
-    if isinstance(data, pl.DataFrame):
-        data = data.to_arrow()
-    elif isinstance(data, np.ndarray):
-        if data.ndim != 1:
-            raise InvalidRequest(f"a numpy array must be 1-D closes, got shape {data.shape}")
-        data = pa.table({close: data})
-    elif type(data).__module__.startswith("pandas"):
-        import pandas as pd
-
-        if isinstance(data, pd.Series):
-            data = pa.table({close: pa.Array.from_pandas(data)})
-        elif isinstance(data, pd.DataFrame):
-            data = pa.Table.from_pandas(data, preserve_index=False)
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
-        schema = _renamed(data.schema, close)
-        return schema, (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in data.to_batches())
-    if isinstance(data, pa.RecordBatchReader):
-        schema = _renamed(data.schema, close)
-        return schema, (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in data)
-    raise InvalidRequest(
-        f"cannot upload {type(data).__name__}: give a polars/pandas frame, a pyarrow Table, "
-        "RecordBatch or RecordBatchReader, a pandas Series or a 1-D numpy array"
+        reader = data.to_reader()
+    elif isinstance(data, pa.RecordBatchReader):
+        reader = data
+    elif isinstance(data, (pa.Array, pa.ChunkedArray)):
+        reader = pa.Table.from_arrays([data], names=[close]).to_reader()
+    elif hasattr(data, "__arrow_c_stream__"):
+        try:
+            reader = pa.RecordBatchReader.from_stream(data)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # A stream of plain arrays (a polars or pandas Series): the closes themselves.
+            reader = pa.Table.from_arrays([pa.chunked_array(data)], names=[close]).to_reader()
+    elif hasattr(data, "__arrow_c_array__"):
+        reader = pa.table({close: pa.array(data)}).to_reader()
+    elif hasattr(data, "__array__") and hasattr(data, "ndim"):
+        if data.ndim != 1:
+            raise InvalidRequest(f"a numpy array must be 1-D closes, got shape {data.shape}")
+        reader = pa.table({close: pa.array(data)}).to_reader()
+    else:
+        raise InvalidRequest(
+            f"cannot upload {type(data).__name__}: give anything with an Arrow C stream (polars, pandas, "
+            "pyarrow, duckdb), a pyarrow RecordBatch or array, or a 1-D numpy array"
+        )
+    schema = _renamed(reader.schema, close)
+    if schema is reader.schema:
+        return reader
+    return pa.RecordBatchReader.from_batches(
+        schema, (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in reader)
     )
 
 
@@ -332,71 +616,45 @@ def _renamed(schema: pa.Schema, close: str) -> pa.Schema:
     return schema.set(schema.get_field_index(close), schema.field(close).with_name("close"))
 
 
-class _Session:
-    """An open ``session`` exchange: each sweep body goes out as one message's app_metadata and
-    comes back as one record batch carrying the same app_metadata."""
-
-    def __init__(self, client: flight.FlightClient, options: flight.FlightCallOptions) -> None:
-        descriptor = flight.FlightDescriptor.for_command(b'{"op": "session"}')
-        self._writer, self._reader = client.do_exchange(descriptor, options=options)
-
-    def sweep(self, body: bytes) -> pa.RecordBatch | None:
-        """The reply to ``body``, or None if the server had ended the session."""
-        try:
-            self._writer.write_metadata(pa.py_buffer(body))
-            chunk = self._reader.read_chunk()
-        except StopIteration:
-            return None
-        if chunk.app_metadata is None or chunk.app_metadata.to_pybytes() != body:
-            raise ServerError("sweep session reply does not match its request")
-        return chunk.data
-
-    def close(self) -> None:
-        try:
-            self._writer.done_writing()
-            self._writer.close()
-        except (flight.FlightError, pa.ArrowException, OSError):
-            pass  # the server may already have ended it
-
-
-def _combos(lengths: Iterable[int] | None, params: Any) -> tuple[str, list]:
-    if (lengths is None) == (params is None):
-        raise InvalidRequest("give exactly one of lengths= and params=")
-    if lengths is not None:
-        return "lengths", [_int(v, "lengths") for v in lengths]
-    rows = np.asarray(params).tolist() if isinstance(params, np.ndarray) else [list(p) for p in params]
-    return "params", [[_int(v, "params") for v in row] for row in rows]
-
-
-def _sweep_body(name: str, key: str, items: list, fee: float) -> bytes:
-    """The `sweep` body: the same bytes as ``json.dumps`` of the request, which it falls back to
-    for anything but the usual types.
-
-    Written out directly because a params-only round trip is short enough for the client's own
-    Python to be a fair share of it: with this (and plain ints passed straight through `_int`) a
-    one-combo ``sweep`` took 5-15 us less, 53-199 us instead of 58-214 us, in four A/B runs on
-    the benchmark VM, though ``json.dumps`` costs ~3 us in a warm loop.
-    """
-    if type(name) is str and type(fee) is float and math.isfinite(fee):
-        # `items` are plain ints (or lists of them) from `_combos`: their repr is their JSON.
-        return f'{{"dataset": {_json_str(name)}, "{key}": {items!r}, "fee": {fee!r}}}'.encode()
-    return json.dumps({"dataset": name, key: items, "fee": fee}).encode()
-
-
-def _int(v: Any, what: str) -> int:
-    if type(v) is int:
-        return v
-    if isinstance(v, (bool, np.bool_)) or not float(v).is_integer() or math.isinf(float(v)):
-        raise InvalidRequest(f"{what} must hold integers, got {v!r}")
-    return int(v)
-
-
 def _info(i: flight.FlightInfo) -> DatasetInfo:
     meta = json.loads(i.app_metadata) if getattr(i, "app_metadata", b"") else {}
-    return DatasetInfo(i.descriptor.path[0].decode(), i.total_records, i.total_bytes, meta.get("version"), i.schema)
+    path = i.descriptor.path
+    if not path:
+        raise ServerError("a dataset's FlightInfo without a PATH descriptor")
+    return DatasetInfo(
+        path[0].decode(),
+        i.total_records,
+        i.total_bytes,
+        meta.get("version"),
+        i.schema,
+        meta.get("key"),
+        meta.get("series"),
+    )
 
 
-def _progress(total: int, name: str):
-    from tqdm.auto import tqdm
+class _Progress:
+    """Progress of a long sweep: tqdm's bar (notebook-aware) when tqdm is installed, else a
+    line on stderr when it is a terminal."""
 
-    return tqdm(total=total, desc=f"sweep {name}", unit="combo")
+    def __init__(self, total: int, desc: str) -> None:
+        self._total, self._done, self._desc = total, 0, desc
+        self._bar: Any = None
+        try:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="combo")
+        except ImportError:
+            self._tty = sys.stderr.isatty()
+
+    def update(self, n: int) -> None:
+        self._done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self._tty:
+            print(f"\r{self._desc}: {self._done:,}/{self._total:,} combos", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self._tty:
+            print(file=sys.stderr)

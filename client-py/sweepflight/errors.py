@@ -1,12 +1,21 @@
-"""Errors of the sweepflight client: pyarrow's Flight exceptions mapped to a small hierarchy.
+"""The client's errors: one class per gRPC status the server answers with.
 
-Every exception carries the server's own message (without gRPC's debug context) as ``str(e)``,
-the gRPC status name as ``e.code``, and the original pyarrow exception as ``__cause__``.
+Every error carries the server's own message as ``str(e)``, the gRPC status name as ``e.code``,
+and the original pyarrow exception as ``__cause__``. Only failures of Flight calls are
+translated: an exception raised by your own code inside a call (a ``KeyError`` in a generator you
+passed to ``put``, say) passes through unchanged.
+
+How the status is read: pyarrow raises a distinct class for some codes (unauthenticated,
+unavailable, cancelled, timed out, internal, not found, unimplemented) and ``ArrowInvalid`` for
+the rest, always with Arrow's fixed prefix ``"<Flight|gRPC> returned <code> error, with message:
+..."``; :func:`status_of` reads the code from that prefix, falling back on the class.
 """
 
 from __future__ import annotations
 
 import re
+from types import TracebackType
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -24,113 +33,138 @@ class SweepflightError(Exception):
 
 
 class InvalidRequest(SweepflightError, ValueError):
-    """The server refused the request as malformed (INVALID_ARGUMENT), or the client did first."""
+    """The request breaks the contract (INVALID_ARGUMENT): a bad name, body, value or column;
+    the message names it (for bad data, the column, series and first bad row). Fix the request;
+    retrying it unchanged fails the same way. Also raised by the client itself before sending."""
 
     code = "INVALID_ARGUMENT"
 
 
-class NotFound(SweepflightError, KeyError):
-    """No dataset by that name (NOT_FOUND)."""
+class NotFound(SweepflightError, LookupError):
+    """No dataset (or, in a keyed dataset, no series) by that name (NOT_FOUND). Check
+    ``datasets()``; a dataset dropped or never put must be put again."""
 
     code = "NOT_FOUND"
 
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
-
 
 class Unauthenticated(SweepflightError):
-    """Missing or wrong token (UNAUTHENTICATED)."""
+    """Missing or wrong token (UNAUTHENTICATED): connect with ``token=`` (the server's
+    ``--token``)."""
 
     code = "UNAUTHENTICATED"
 
 
 class ResourceExhausted(SweepflightError):
-    """A server limit was hit: message size, dataset size (RESOURCE_EXHAUSTED)."""
+    """A server limit (RESOURCE_EXHAUSTED): a message, dataset or all datasets over their size
+    limits, a full disk, too many combos for the sweep memory, or a busy server whose sweep
+    queue is full. The message names the limit; a busy server is worth retrying later."""
 
     code = "RESOURCE_EXHAUSTED"
 
 
 class Unimplemented(SweepflightError, NotImplementedError):
-    """The server does not support the call (UNIMPLEMENTED)."""
+    """The server does not support the call (UNIMPLEMENTED), e.g. an older server."""
 
     code = "UNIMPLEMENTED"
 
 
 class Unavailable(SweepflightError, ConnectionError):
-    """The server cannot be reached (UNAVAILABLE)."""
+    """The server cannot be reached (UNAVAILABLE): not running, wrong address, or restarting.
+    Safe to retry: every call is idempotent but ``put`` under a name others also write."""
 
     code = "UNAVAILABLE"
 
 
 class Cancelled(SweepflightError):
-    """The call was cancelled or timed out (CANCELLED, DEADLINE_EXCEEDED)."""
+    """The call was cancelled (CANCELLED), by the client or because the server shut down."""
 
     code = "CANCELLED"
 
 
+class DeadlineExceeded(Cancelled, TimeoutError):
+    """The call's ``timeout=`` passed (DEADLINE_EXCEEDED); the server stopped its work."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
 class ServerError(SweepflightError):
-    """Anything else the server reported (INTERNAL, ...)."""
+    """The server failed (INTERNAL, UNKNOWN): a bug or an environment failure on its side; the
+    message says what. Not your request's fault."""
 
     code = "INTERNAL"
 
 
+#: gRPC status name -> the client's error class.
 _BY_CODE: dict[str, type[SweepflightError]] = {
-    "invalid argument": InvalidRequest,
-    "not found": NotFound,
-    "unauthenticated": Unauthenticated,
-    "resource exhausted": ResourceExhausted,
-    "out of range": ResourceExhausted,  # the transport's answer to an oversized request body
-    "unimplemented": Unimplemented,
-    "unavailable": Unavailable,
-    "cancelled": Cancelled,
-    "deadline exceeded": Cancelled,
-    "timed out": Cancelled,
+    "INVALID_ARGUMENT": InvalidRequest,
+    "OUT_OF_RANGE": ResourceExhausted,  # the transport's answer to an oversized message
+    "NOT_FOUND": NotFound,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": Unauthenticated,
+    "RESOURCE_EXHAUSTED": ResourceExhausted,
+    "UNIMPLEMENTED": Unimplemented,
+    "UNAVAILABLE": Unavailable,
+    "CANCELLED": Cancelled,
+    "DEADLINE_EXCEEDED": DeadlineExceeded,
+    "INTERNAL": ServerError,
+    "UNKNOWN": ServerError,
 }
 
-_BY_TYPE: list[tuple[type[BaseException], type[SweepflightError]]] = [
-    (flight.FlightUnauthenticatedError, Unauthenticated),
-    (flight.FlightUnavailableError, Unavailable),
-    (flight.FlightCancelledError, Cancelled),
-    (flight.FlightTimedOutError, Cancelled),
-    (KeyError, NotFound),
-    (NotImplementedError, Unimplemented),
-    (pa.ArrowInvalid, InvalidRequest),
-]
+#: pyarrow's class for the codes it maps to one.
+_BY_CLASS: tuple[tuple[type[BaseException], str], ...] = (
+    (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
+    (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
+    (flight.FlightUnavailableError, "UNAVAILABLE"),
+    (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
+    (flight.FlightCancelledError, "CANCELLED"),
+    (flight.FlightInternalError, "INTERNAL"),
+    (pa.ArrowKeyError, "NOT_FOUND"),
+    (pa.ArrowNotImplementedError, "UNIMPLEMENTED"),
+    (pa.ArrowInvalid, "INVALID_ARGUMENT"),
+)
 
-_MESSAGE = re.compile(r"returned ([a-z -]+?) error, with message: (.*?)(?:\. gRPC client debug context|$)", re.S)
+#: Arrow Flight's own names for some gRPC codes, as its messages spell them.
+_FLIGHT_NAMES = {"TIMEOUT": "DEADLINE_EXCEEDED", "UNAUTHORIZED": "PERMISSION_DENIED", "FAILED": "UNKNOWN"}
+
+_PREFIX = re.compile(
+    r"(?:Flight|gRPC) returned ([a-z ]+?) error, with message: (.*?)(?:\. gRPC client debug context|$)", re.S
+)
+
+
+def status_of(exc: BaseException) -> tuple[str, str]:
+    """The gRPC status (name, server message) a pyarrow Flight exception carries."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    m = _PREFIX.search(text)
+    if m:
+        code = m.group(1).upper().replace(" ", "_")
+        return _FLIGHT_NAMES.get(code, code), m.group(2).strip()
+    for cls, code in _BY_CLASS:
+        if isinstance(exc, cls):
+            return code, text.strip()
+    return "UNKNOWN", text.strip()
 
 
 def translate(exc: BaseException) -> SweepflightError:
-    """The client error for a pyarrow exception."""
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    m = _MESSAGE.search(text)
-    message = m.group(2).strip() if m else text.strip()
-    if m and m.group(1) in _BY_CODE:
-        cls = _BY_CODE[m.group(1)]
-        return cls(message, m.group(1).upper().replace(" ", "_"))
-    for pa_type, cls in _BY_TYPE:
-        if isinstance(exc, pa_type):
-            return cls(message)
-    return ServerError(message)
+    """The client error for a pyarrow Flight exception."""
+    code, message = status_of(exc)
+    return _BY_CODE.get(code, ServerError)(message, code)
 
 
 class _Translated:
-    """The context manager behind :func:`translated`.
-
-    A class rather than a ``contextlib.contextmanager`` generator: it wraps every call,
-    including the params-only sweeps whose whole round trip is ~100 us, and it is stateless,
-    so one instance serves every ``with`` without allocating.
-    """
+    """The context manager behind :func:`translated`: stateless, so one instance serves every
+    call without allocating."""
 
     __slots__ = ()
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
-        if exc is None or isinstance(exc, SweepflightError):
-            return False
-        if isinstance(exc, (flight.FlightError, pa.ArrowException, KeyError)):
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        # Flight failures only: pyarrow raises FlightError subclasses and, for statuses it maps
+        # to Arrow ones, ArrowException subclasses (ArrowKeyError for NOT_FOUND among them).
+        if isinstance(exc, (flight.FlightError, pa.ArrowException)) and not isinstance(exc, SweepflightError):
             raise translate(exc) from exc
         return False
 
@@ -139,5 +173,5 @@ _TRANSLATED = _Translated()
 
 
 def translated() -> _Translated:
-    """Re-raises pyarrow Flight failures inside the ``with`` block as client errors."""
+    """Re-raises Flight failures inside the ``with`` block as client errors."""
     return _TRANSLATED

@@ -1,17 +1,32 @@
-"""A picture of a sweep: PnL and trades against the length, the best combo marked."""
+"""Pictures of a sweep (needs matplotlib: ``pip install sweepflight[plot]``).
+
+:func:`plot` draws what the grid is: PnL by length for a one-parameter grid (the paper's
+lengths, or explicit combos where one window varies), one line per series on a keyed dataset,
+and a heatmap of PnL over the two windows that vary in a two-parameter grid.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+
+from ._protocol import SERIES_COLUMN, WINDOWS
+from .client import request_of
+
+#: More series than this are drawn as their mean and spread, not one line each.
+MAX_SERIES_LINES = 12
 
 
-def plot_sweep(df: pl.DataFrame | Any, path: str | None = None, title: str | None = None):
-    """Plots a sweep result (polars DataFrame or pyarrow Table) and returns the figure.
+def plot(
+    result: pl.DataFrame | pa.Table, path: str | None = None, title: str | None = None, metric: str = "pnl"
+) -> Any:
+    """Plots a sweep result and returns the matplotlib figure; with ``path`` also saves it.
 
-    PnL (left axis) and trade count (right axis) against ``full`` (the length ``L`` for paper
-    combos); the best-PnL combo is marked. With ``path`` the figure is also saved there.
+    The x axis is the length ``L`` (``full``) when the grid came from ``lengths`` or only one
+    window varies; a heatmap of ``metric`` when exactly two windows vary; the best combo is
+    marked.
     """
     import matplotlib
 
@@ -19,27 +34,72 @@ def plot_sweep(df: pl.DataFrame | Any, path: str | None = None, title: str | Non
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if not isinstance(df, pl.DataFrame):
-        df = pl.from_arrow(df)
-    df = df.sort("full")
-    best = df.sort("pnl", descending=True).row(0, named=True)
-
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    ax.plot(df["full"], df["pnl"], color="tab:blue", marker=".", label="PnL")
-    ax.set_xlabel("L (full window)")
-    ax.set_ylabel("PnL, percentage points", color="tab:blue")
-    ax.axhline(0, color="grey", linewidth=0.6)
-    ax.scatter([best["full"]], [best["pnl"]], s=120, facecolors="none", edgecolors="tab:red", linewidths=2, zorder=5)
-    ax.annotate(
-        f"best: L={best['full']}, PnL {best['pnl']:.1f} pp, {best['trades']} trades",
-        (best["full"], best["pnl"]), textcoords="offset points", xytext=(-10, -28), ha="right", color="tab:red",
-    )
-    ax2 = ax.twinx()
-    ax2.plot(df["full"], df["trades"], color="tab:orange", linestyle="--", label="trades")
-    ax2.set_ylabel("trades", color="tab:orange")
-    ax2.set_yscale("log")
-    ax.set_title(title or f"Sweep of {df.height} combos")
+    df = result if isinstance(result, pl.DataFrame) else pl.from_arrow(result)
+    assert isinstance(df, pl.DataFrame)
+    if df.height == 0:
+        raise ValueError("nothing to plot: the sweep result is empty")
+    request = request_of(result)
+    varying = [w for w in WINDOWS if df[w].n_unique() > 1]
+    from_lengths = request is not None and request.lengths is not None
+    if len(varying) == 2 and not from_lengths:
+        fig = _heatmap(plt, df, varying[0], varying[1], metric)
+    else:
+        fig = _lines(plt, df, "full", metric)
+    fig.axes[0].set_title(title or f"Sweep of {df.height:,} runs: {metric}")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
+    return fig
+
+
+def _lines(plt: Any, df: pl.DataFrame, x: str, metric: str) -> Any:
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    keyed = SERIES_COLUMN in df.columns
+    names = df[SERIES_COLUMN].unique(maintain_order=True).to_list() if keyed else [None]
+    if len(names) <= MAX_SERIES_LINES:
+        for name in names:
+            part = df if name is None else df.filter(pl.col(SERIES_COLUMN) == name)
+            part = part.sort(x)
+            ax.plot(part[x], part[metric], marker=".", label=name or metric)
+    else:
+        agg = df.group_by(x).agg(pl.col(metric).mean().alias("mean"), pl.col(metric).std().alias("std")).sort(x)
+        ax.plot(agg[x], agg["mean"], label=f"mean over {len(names)} series")
+        ax.fill_between(agg[x], agg["mean"] - agg["std"], agg["mean"] + agg["std"], alpha=0.25, label="+/- 1 std")
+    best = df.sort(metric, descending=True).row(0, named=True)
+    ax.scatter([best[x]], [best[metric]], s=120, facecolors="none", edgecolors="tab:red", linewidths=2, zorder=5)
+    where = f" ({best[SERIES_COLUMN]})" if keyed else ""
+    ax.annotate(
+        f"best: {x}={best[x]}{where}, {metric} {best[metric]:.4g}",
+        (best[x], best[metric]),
+        textcoords="offset points",
+        xytext=(-10, -28),
+        ha="right",
+        color="tab:red",
+    )
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.set_xlabel("L (full window)" if x == "full" else x)
+    ax.set_ylabel(metric)
+    if keyed or len(names) > 1:
+        ax.legend(fontsize="small")
+    return fig
+
+
+def _heatmap(plt: Any, df: pl.DataFrame, x: str, y: str, metric: str) -> Any:
+    if SERIES_COLUMN in df.columns:
+        df = df.group_by(x, y).agg(pl.col(metric).mean())
+    grid = df.pivot(on=x, index=y, values=metric, aggregate_function="mean").sort(y)
+    xs = sorted(int(c) for c in grid.columns if c != y)
+    values = grid.select([str(v) for v in xs]).to_numpy()
+    fig, ax = plt.subplots(figsize=(8, 6))
+    image = ax.imshow(values, origin="lower", aspect="auto", cmap="RdYlGn")
+    fig.colorbar(image, ax=ax, label=metric)
+    step = max(1, len(xs) // 12)
+    ax.set_xticks(range(0, len(xs), step), [str(v) for v in xs[::step]])
+    ys = grid[y].to_list()
+    step = max(1, len(ys) // 12)
+    ax.set_yticks(range(0, len(ys), step), [str(v) for v in ys[::step]])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    best = df.sort(metric, descending=True).row(0, named=True)
+    ax.scatter([xs.index(best[x])], [ys.index(best[y])], s=160, marker="*", color="black")
     return fig

@@ -6,7 +6,7 @@ paper's kernel does; this is the order the Rust kernel reproduces bit for bit.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numba
 import numpy as np
@@ -38,7 +38,7 @@ def wma(x: np.ndarray, n: int) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _run(close: np.ndarray, half: int, full: int, sqrt: int, p3: int, p2: int, p: int, fee: float):
+def _run(close: np.ndarray, half: int, full: int, sqrt: int, p3: int, p2: int, p: int, fee: float) -> tuple[float, int]:
     a = wma(2.0 * wma(close, half) - wma(close, full), sqrt)
     wp = wma(close, p)
     b = wma(3.0 * wma(close, p3) - wma(close, p2) - wp, p)
@@ -69,7 +69,7 @@ def _run(close: np.ndarray, half: int, full: int, sqrt: int, p3: int, p2: int, p
 
 
 @numba.njit(cache=True, parallel=True)
-def _sweep_parallel(close: np.ndarray, params: np.ndarray, fee: float):
+def _sweep_parallel(close: np.ndarray, params: np.ndarray, fee: float) -> tuple[np.ndarray, np.ndarray]:
     n = params.shape[0]
     pnl = np.empty(n)
     trades = np.empty(n, dtype=np.int64)
@@ -101,7 +101,8 @@ def sweep(
     close = np.ascontiguousarray(close, dtype=np.float64)
     params = np.ascontiguousarray(params, dtype=np.int64).reshape(-1, 6)
     if parallel:
-        return _sweep_parallel(close, params, fee)
+        pnl_p, trades_p = _sweep_parallel(close, params, fee)
+        return np.asarray(pnl_p), np.asarray(trades_p)
     pnl = np.empty(len(params))
     trades = np.empty(len(params), dtype=np.int64)
     for j, q in enumerate(params):

@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -57,7 +57,9 @@ def run_fresh_python(code: str, *args: str, grpc_experiments: str | None, timeou
         env["GRPC_EXPERIMENTS"] = grpc_experiments
     env["PYTHONPATH"] = str(ROOT / "client-py")
     try:
-        out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"still running after {timeout} s; stdout: {e.stdout!r}")
     assert out.returncode == 0, out.stderr

@@ -18,19 +18,58 @@ def make_certs(d: pathlib.Path) -> None:
     """A test CA and a server certificate for localhost / 127.0.0.1, with openssl."""
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run = lambda *a: subprocess.run(["openssl", *a], cwd=d, check=True, capture_output=True)  # noqa: E731
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=sweepflight-test-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sweepflight-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
     run("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
     (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
 
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory) -> tuple[Server, pathlib.Path]:
     d = tmp_path_factory.mktemp("tls")
     make_certs(d)
-    s = Server("--listen", "127.0.0.1:0", "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"), "--token", "s3cret")
+    s = Server(
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        str(d / "server.pem"),
+        "--tls-key",
+        str(d / "server.key"),
+        "--token",
+        "s3cret",
+    )
     yield s, d
     s.stop()
 
@@ -63,9 +102,11 @@ def test_client_token_and_unauthenticated(token_server: Server) -> None:
         with pytest.raises(sweepflight.Unauthenticated) as e:
             anon.datasets()
         assert e.value.code == "UNAUTHENTICATED"
-    with sweepflight.connect(token_server.uri, token="wrong") as bad:
-        with pytest.raises(sweepflight.Unauthenticated, match="invalid token"):
-            bad.echo(b"x")
+    with (
+        sweepflight.connect(token_server.uri, token="wrong") as bad,
+        pytest.raises(sweepflight.Unauthenticated, match="invalid token"),
+    ):
+        bad.echo(b"x")
 
 
 def test_tls(tls_server) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from sweepflight import paper, reference
 
-from .conftest import run_fresh_python
+from .conftest import Server, run_fresh_python
 
 
 def put(client: flight.FlightClient, name: str, table: pa.Table, max_chunksize: int | None = None) -> dict:
@@ -39,10 +39,12 @@ def test_paper_sweep_matches_numba(which: str, request: pytest.FixtureRequest) -
     meta = put(client, "paper", pa.table({"close": close}))
     assert meta["dataset"] == "paper" and meta["rows"] == 150_000 and meta["version"] >= 1
 
-    table = sweep(client, {"dataset": "paper", "lengths": paper.lengths().tolist()})
+    table = sweep(client, {"dataset": "paper", "lengths": paper.lengths()})
     assert table.column_names[:9] == ["combo", "half", "full", "sqrt", "p3", "p2", "p", "pnl", "trades"]
     params = reference.params_for(paper.lengths())
-    assert np.array_equal(np.column_stack([table[c].to_numpy() for c in ["half", "full", "sqrt", "p3", "p2", "p"]]), params)
+    assert np.array_equal(
+        np.column_stack([table[c].to_numpy() for c in ["half", "full", "sqrt", "p3", "p2", "p"]]), params
+    )
 
     # The equivalence gate against the numba reference, computed now.
     pnl, trades = reference.sweep(close, params)
@@ -55,7 +57,15 @@ def test_polars_frame_one_batch_and_many_small(server) -> None:
     client = flight.connect(server.uri)
     n = 20_000
     close = 100 * np.exp(np.cumsum(np.random.default_rng(7).normal(0, 0.001, n)))
-    df = pl.DataFrame({"ts": pl.datetime_range(pl.datetime(2026, 1, 1), pl.datetime(2026, 1, 1) + pl.duration(minutes=n - 1), "1m", eager=True), "close": close, "volume": np.arange(n)})
+    df = pl.DataFrame(
+        {
+            "ts": pl.datetime_range(
+                pl.datetime(2026, 1, 1), pl.datetime(2026, 1, 1) + pl.duration(minutes=n - 1), "1m", eager=True
+            ),
+            "close": close,
+            "volume": np.arange(n),
+        }
+    )
     big = put(client, "pl-big", df.to_arrow())
     small = put(client, "pl-small", df.to_arrow(), max_chunksize=97)
     assert big["rows"] == small["rows"] == n
@@ -146,13 +156,16 @@ for i in range(int(sys.argv[2])):
 """
 
 
-@pytest.mark.parametrize("grpc_experiments", [None, ""], ids=["package-setting", "grpc-defaults"])
-def test_large_interleaved_echoes_never_stall(unix_server, grpc_experiments: str | None) -> None:
+def test_large_interleaved_echoes_never_stall_with_read_wake(tmp_path) -> None:
     # The echoes fill the socket buffers both ways while gRPC pings the server, so the server's
-    # writes block and finish later within one poll: the case its connection wake-ups must not
-    # lose (flight-server/src/conn.rs). A lost wake-up leaves a call waiting forever (gRPC's
-    # deadline does not end a blocked write), hence a child process with a time limit (1000
-    # rounds take ~16 s against a debug build). Against the server before the fix this test
-    # stalled in 2 of 6 runs: a net with holes; conn.rs's unit test pins the mechanism down.
-    out = run_fresh_python(ECHOES, unix_server.uri, "1000", grpc_experiments=grpc_experiments, timeout=120)
-    assert out.split()[-1] == "999"
+    # writes block and finish later within one poll: the case the opt-in `--read-wake`
+    # connections must not lose a wake-up in (flight-server/src/conn.rs). A lost wake-up leaves
+    # a call waiting forever (gRPC's deadline does not end a blocked write), hence a child
+    # process with a time limit. Before the fix this stalled in 2 of 6 runs of 1000 rounds: a
+    # net with holes; conn.rs's unit test pins the mechanism down.
+    server = Server("--unix", f"{tmp_path}/sf.sock", "--read-wake")
+    try:
+        out = run_fresh_python(ECHOES, server.uri, "400", grpc_experiments=None, timeout=120)
+    finally:
+        server.stop()
+    assert out.split()[-1] == "399"

@@ -6,6 +6,7 @@ import csv
 import pathlib
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from sweepflight import paper, reference
@@ -20,17 +21,21 @@ def rows() -> list[dict[str, str]]:
 
 
 def test_paper_series_is_the_published_one() -> None:
-    close = paper.series()
-    assert close.dtype == np.float64 and close.shape == (150_000,)
+    series = paper.series()
+    assert series.type == pa.float64() and len(series) == 150_000 and series.null_count == 0
+    close = series.to_numpy()
     # The pinned values are the formula's within 2 ulp on any CPU (numpy's exp varies by CPU).
     ulps = np.abs(close.view(np.int64) - paper.generate().view(np.int64))
     assert ulps.max() <= 2
-    assert np.array_equal(paper.series(1_000), close[:1_000])
-    assert paper.series(10, seed=7).shape == (10,)
+    assert np.array_equal(paper.series(1_000).to_numpy(), close[:1_000])
+    assert paper.table(10).column("close").to_pylist() == close[:10].tolist()
+    assert paper.generate(10, seed=7).shape == (10,)
+    with pytest.raises(ValueError):
+        paper.series(150_001)
 
 
 def test_grid_and_combo_rule_match_reference(rows: list[dict[str, str]]) -> None:
-    assert [int(r["L"]) for r in rows] == paper.lengths().tolist()
+    assert [int(r["L"]) for r in rows] == paper.lengths()
     for r in rows:
         want = tuple(int(r[k]) for k in ("half", "full", "sqrt", "p3", "p2", "p"))
         assert paper.combo(int(r["L"])) == want

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     /// Opt-in socket tuning: register connections for read readiness only (see
     /// [`crate::conn`]); measured to help on one VM, off by default.
     pub read_wake: bool,
+    /// Rewrite gRPC-core clients' percent-encoded `:authority` on Unix sockets (see
+    /// [`crate::uds`]); on by default, off only to test clients that set their own.
+    pub unix_authority_fix: bool,
 }
 
 /// PEM contents of the server's certificate chain and private key.
@@ -142,6 +145,7 @@ impl Default for ServerConfig {
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             metrics_listen: None,
             read_wake: false,
+            unix_authority_fix: true,
         }
     }
 }
@@ -168,6 +172,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("idle_timeout", &self.idle_timeout)
             .field("metrics_listen", &self.metrics_listen)
             .field("read_wake", &self.read_wake)
+            .field("unix_authority_fix", &self.unix_authority_fix)
             .finish()
     }
 }

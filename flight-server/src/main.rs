@@ -110,6 +110,11 @@ struct Cli {
     /// of a params-only call on one VM (docs/perf-notes.md). Off by default.
     #[arg(long)]
     read_wake: bool,
+
+    /// Do not rewrite the percent-encoded `:authority` that gRPC-core clients (pyarrow, grpcio)
+    /// send over Unix sockets; for testing clients that set their own authority.
+    #[arg(long, hide = true)]
+    no_unix_authority_fix: bool,
 }
 
 impl TryFrom<&Cli> for ServerConfig {
@@ -165,6 +170,7 @@ impl TryFrom<&Cli> for ServerConfig {
             idle_timeout: secs("--idle-timeout-secs", cli.idle_timeout_secs)?,
             metrics_listen: cli.metrics_listen,
             read_wake: cli.read_wake,
+            unix_authority_fix: !cli.no_unix_authority_fix,
         })
     }
 }

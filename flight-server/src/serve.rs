@@ -241,7 +241,7 @@ impl Server {
             let _ = signalled.wait_for(|&s| s).await;
             tokio::time::sleep(grace).await;
         };
-        let read_wake = config.read_wake;
+        let (read_wake, fix) = (config.read_wake, config.unix_authority_fix);
         let (accepted, socket): (BoxStream<'static, std::io::Result<Box<dyn Io>>>, _) =
             match listener {
                 Listener::Tcp(l) => {
@@ -261,11 +261,13 @@ impl Server {
                 Listener::Unix(l, path) => {
                     let conns = UnixListenerStream::new(l).map(move |conn| {
                         let s = conn?;
-                        Ok(if read_wake {
-                            Box::new(AuthorityFix::new(ReadWake::new(s)?)) as Box<dyn Io>
-                        } else {
-                            Box::new(AuthorityFix::new(s))
-                        })
+                        let io: Box<dyn Io> = match (read_wake, fix) {
+                            (true, true) => Box::new(AuthorityFix::new(ReadWake::new(s)?)),
+                            (true, false) => Box::new(ReadWake::new(s)?),
+                            (false, true) => Box::new(AuthorityFix::new(s)),
+                            (false, false) => Box::new(s),
+                        };
+                        Ok(io)
                     });
                     (conns.boxed(), Some(path))
                 }

@@ -1,0 +1,54 @@
+"""The client writes the bodies, descriptors and commands, and expects the result schema, that
+the wire's one definition (the Rust crate sweepflight-protocol) writes into its golden file."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sweepflight import _protocol
+from sweepflight.client import _request
+
+GOLDEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "protocol" / "golden" / "protocol.json").read_text())
+
+
+@pytest.mark.parametrize("case", GOLDEN["sweep_bodies"], ids=lambda c: c["name"])
+def test_sweep_bodies(case: dict[str, Any]) -> None:
+    args = dict(case["args"])
+    dataset = args.pop("dataset")
+    rows = tuple(args.pop("rows")) if "rows" in args else None
+    # Through the client's own request building, as `sweep` and `Session.sweep` do.
+    request = _request(dataset, args.get("lengths"), args.get("params"), args.get("fee"), args.get("series"), rows)
+    assert json.loads(request.body()) == case["body"]
+
+
+@pytest.mark.parametrize("target", GOLDEN["put_targets"], ids=lambda t: t["dataset"])
+def test_put_descriptors(target: dict[str, Any]) -> None:
+    d = _protocol.put_descriptor(target["dataset"], target["key"])
+    if "path" in target["descriptor"]:
+        assert [p.decode() for p in d.path] == target["descriptor"]["path"]
+    else:
+        assert json.loads(d.command) == target["descriptor"]["cmd"]
+
+
+def test_session_commands() -> None:
+    commands = GOLDEN["exchange_commands"]
+    assert json.loads(_protocol.SESSION_COMMAND) == commands["session"]
+    assert json.loads(_protocol.KEYED_SESSION_COMMAND) == commands["keyed_session"]
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_result_schema(keyed: bool) -> None:
+    want = GOLDEN["result_schema"]["keyed" if keyed else "unkeyed"]
+    schema = _protocol.result_schema(keyed)
+    assert [[f.name, str(f.type)] for f in schema] == want
+    assert _protocol.check_result_schema(schema) is keyed
+    # The contract's first nine columns alone are a valid result; eight are not.
+    first = 10 if keyed else 9
+    assert _protocol.check_result_schema(pa.schema(list(schema)[:first])) is keyed
+    with pytest.raises(ValueError, match="trades"):
+        _protocol.check_result_schema(pa.schema(list(schema)[: first - 1]))

@@ -1,0 +1,64 @@
+"""Importing the package changes nothing in the process; :func:`sweepflight.tune_grpc` is the
+explicit opt-in, and it really moves reply reading from gRPC's pool threads to the caller.
+
+Each case runs in a fresh interpreter: gRPC reads its configuration once per process.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import Server, run_fresh_python
+
+# Small sweeps through the client; then the CPU time each kind of thread spent on them.
+PROBE = """
+import json, os, sys
+import numpy as np
+import polars, pyarrow.flight  # polars sets its allocator's variable on import; not ours
+before_import = dict(os.environ)
+import sweepflight
+assert dict(os.environ) == before_import, "importing sweepflight changed the environment"
+if sys.argv[2] == "tune":
+    assert sweepflight.tune_grpc()
+
+def ticks_by_thread_name():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            name = f.read().strip()
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
+    return out
+
+with sweepflight.connect(sys.argv[1]) as sf:
+    sf.put("tiny", 100 + np.random.default_rng(1).random(64))
+    with sf.session() as s:
+        s.sweep("tiny", lengths=[6])
+        before = ticks_by_thread_name()
+        for _ in range(3000):
+            assert s.sweep("tiny", lengths=[6], as_arrow=True).num_rows == 1
+        after = ticks_by_thread_name()
+print(json.dumps({
+    "experiments": os.environ.get("GRPC_EXPERIMENTS"),
+    "caller": after["python"] - before["python"],
+    "pool": sum(v - before.get(k, 0) for k, v in after.items() if k.startswith("event_engine")),
+}))
+"""
+
+
+def run_probe(uri: str, tune: bool) -> dict[str, object]:
+    out = run_fresh_python(PROBE, uri, "tune" if tune else "leave", grpc_experiments=None, timeout=300)
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def test_import_changes_nothing_and_tune_grpc_moves_reply_reading(unix_server: Server) -> None:
+    default = run_probe(unix_server.uri, tune=False)
+    assert default["experiments"] is None
+    tuned = run_probe(unix_server.uri, tune=True)
+    assert tuned["experiments"] == "-event_engine_client"
+    # CPU ticks (1/100 s) over 3000 calls. With gRPC's defaults its pool threads read every
+    # reply and burn about as much CPU as the caller; with the setting they sit idle.
+    assert default["pool"] * 3 > default["caller"], default  # type: ignore[operator]
+    assert tuned["pool"] * 3 < tuned["caller"], tuned  # type: ignore[operator]
