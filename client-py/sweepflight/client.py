@@ -161,7 +161,7 @@ class Client:
             kwargs["generic_options"] = [("grpc.default_authority", "localhost")]
         self.uri = uri
         self.timeout = timeout
-        self._headers = [("authorization", f"Bearer {token}")] if token else []
+        self._headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         with translated():
             self._flight = flight.FlightClient(uri, **kwargs)
 
@@ -177,7 +177,8 @@ class Client:
 
     def _options(self, timeout: float | None) -> flight.FlightCallOptions:
         t = timeout if timeout is not None else self.timeout
-        return flight.FlightCallOptions(headers=self._headers, timeout=t)
+        # pyarrow wants bytes here (pyarrow-stubs say str).
+        return flight.FlightCallOptions(headers=self._headers, timeout=t)  # type: ignore[arg-type]
 
     def put(
         self,
