@@ -24,3 +24,10 @@ def test_plot_sweep_example(server, tmp_path) -> None:
     png = tmp_path / "sweep.png"
     out = run("plot_sweep.py", "--uri", server.uri, "--out", str(png))
     assert png.stat().st_size > 10_000 and "wrote" in out
+
+
+def test_universe_example(server) -> None:
+    out = run("universe.py", "--uri", server.uri)
+    assert "put 160,000 bars of 8 symbols as one dataset" in out
+    assert "symbols kept a positive PnL out of sample" in out
+    assert "SYM7" in out

@@ -38,6 +38,14 @@ fn cli(uri: &str, args: &[&str]) -> Output {
         .expect("run sweepflight")
 }
 
+/// The exit code and stderr of a run.
+fn code(out: Output) -> (i32, String) {
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn ok(out: Output) -> String {
     assert!(
         out.status.success(),
@@ -217,13 +225,6 @@ fn csv_and_parquet_files_params_and_catalog() {
 fn exit_codes() {
     let s = Served::start();
     let dir = tempfile::tempdir().unwrap();
-    let code = |out: Output| {
-        (
-            out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-
     let (c, err) = code(cli(s.uri(), &["sweep", "nope", "--lengths", "6"]));
     assert_eq!(c, 3, "{err}");
     assert!(err.contains("`nope` not found"), "{err}");
@@ -252,4 +253,81 @@ fn exit_codes() {
     assert_eq!(code(cli(s.uri(), &["put", "x", "/nonexistent.csv"])).0, 4);
     assert_eq!(code(cli("grpc+unix:///nonexistent/sf.sock", &["ls"])).0, 7);
     assert_eq!(code(cli(s.uri(), &["sweep", "x"])).0, 2, "clap usage error");
+}
+
+#[test]
+fn a_keyed_universe_from_a_parquet_file_swept_by_series_and_rows() {
+    let s = Served::start();
+    let dir = tempfile::tempdir().unwrap();
+    // Two symbols, interleaved by timestamp.
+    let n = 2_000;
+    let syms: Vec<&str> = (0..n)
+        .map(|i| if i % 2 == 0 { "AAA" } else { "BBB" })
+        .collect();
+    let close: Vec<f64> = (0..n)
+        .map(|i| 100.0 + (i as f64 * if i % 2 == 0 { 0.05 } else { 0.11 }).sin() * 4.0)
+        .collect();
+    let batch = RecordBatch::try_from_iter([
+        ("symbol", Arc::new(StringArray::from(syms)) as ArrayRef),
+        (
+            "close",
+            Arc::new(Float64Array::from(close.clone())) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let pq = dir.path().join("universe.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&pq).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let out = ok(cli(
+        s.uri(),
+        &["put", "u", pq.to_str().unwrap(), "--key", "symbol"],
+    ));
+    assert!(out.contains("stored 2000 rows in 2 series"), "{out}");
+    assert!(ok(cli(s.uri(), &["info", "u"])).contains("key      symbol (2 series)"));
+    let csv = ok(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "u",
+            "--lengths",
+            "6,10",
+            "--series",
+            "BBB",
+            "--rows",
+            "0:600",
+            "--output",
+            "csv",
+        ],
+    ));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("series,combo,half"), "{csv}");
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert!(lines[1].starts_with("BBB,0,3,6,"), "{csv}");
+    // The same numbers as the kernel on BBB's first 600 closes.
+    let bbb: Vec<f64> = close.iter().skip(1).step_by(2).take(600).copied().collect();
+    let want = sweepflight_kernel::sweep(
+        &bbb,
+        &[sweepflight_kernel::Combo::from_length(10).unwrap()],
+        0.0009,
+    )
+    .unwrap();
+    let trades: i64 = lines[2].split(',').nth(9).unwrap().parse().unwrap();
+    assert_eq!(trades as u64, want[0].trades);
+    let (c, err) = code(cli(
+        s.uri(),
+        &["sweep", "u", "--lengths", "6", "--series", "ZZZ"],
+    ));
+    assert_eq!(c, 3, "{err}");
+    let (c, err) = code(cli(
+        s.uri(),
+        &["sweep", "u", "--lengths", "6", "--rows", "9:3"],
+    ));
+    assert_eq!(c, 2, "a bad --rows is a usage error: {err}");
 }

@@ -203,3 +203,59 @@ async fn session_sweeps_equal_action_sweeps_until_an_error_ends_it() {
     let after = session.sweep(&SweepRequest::lengths("s", [6])).await;
     assert!(matches!(after, Err(Error::SessionEnded)), "{after:?}");
 }
+
+#[tokio::test]
+async fn keyed_universes_by_series_and_rows_and_chunks() {
+    let s = server(|_| {}).await;
+    let mut c = Client::connect(s.uri()).await.unwrap();
+    let symbols = ["X", "Y", "Z"];
+    let closes: Vec<Vec<f64>> = (0..3).map(|k| series(1_500 + 100 * k)).collect();
+    let mut sym_col = Vec::new();
+    let mut close_col = Vec::new();
+    for (sym, values) in symbols.iter().zip(&closes) {
+        sym_col.extend(std::iter::repeat_n(*sym, values.len()));
+        close_col.extend_from_slice(values);
+    }
+    let batch = RecordBatch::try_from_iter([
+        (
+            "symbol",
+            Arc::new(arrow_array::StringArray::from(sym_col)) as ArrayRef,
+        ),
+        ("close", Arc::new(Float64Array::from(close_col)) as ArrayRef),
+    ])
+    .unwrap();
+    let put = c.put_keyed("u", "symbol", vec![batch]).await.unwrap();
+    assert_eq!(put.series, Some(3));
+    let info = c.info("u").await.unwrap();
+    assert_eq!(
+        (info.key.as_deref(), info.series),
+        (Some("symbol"), Some(3))
+    );
+
+    let lengths: Vec<u32> = (2..60).step_by(4).collect();
+    let rows = sweepflight_client::RowRange::new(100, 1_200).unwrap();
+    let request = SweepRequest::lengths("u", lengths.clone())
+        .with_series(["Z", "X"])
+        .with_rows(rows);
+    let one = c.sweep(&request).await.unwrap();
+    assert!(one.is_keyed());
+    let got = one.rows();
+    let combos: Vec<Combo> = lengths
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .collect();
+    for (i, (sym, values)) in [("Z", &closes[2]), ("X", &closes[0])].iter().enumerate() {
+        let want = sweep(&values[100..1_200], &combos, 0.0009).unwrap();
+        let part = &got[i * combos.len()..(i + 1) * combos.len()];
+        assert!(part.iter().all(|r| r.series.as_deref() == Some(*sym)));
+        let results: Vec<_> = part.iter().map(|r| (r.pnl, r.trades as u64)).collect();
+        let want: Vec<_> = want.iter().map(|r| (r.pnl, r.trades)).collect();
+        assert_eq!(results, want, "{sym}");
+    }
+    // Chunked, the keyed result is the same table (series-major across the chunks).
+    let chunked = c.sweep_chunked(&request, 4, |_| {}).await.unwrap();
+    assert_eq!(chunked, one);
+    // A keyed session gives the same answer.
+    let mut session = c.keyed_session().await.unwrap();
+    assert_eq!(session.sweep(&request).await.unwrap(), one);
+}

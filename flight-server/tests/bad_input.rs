@@ -588,7 +588,178 @@ fn cases() -> Vec<Case> {
             NotFound,
             "`nope` not found",
         ),
+        // --- v1.1 keyed puts
+        case(
+            "keyed put: null key",
+            Put(
+                keyed("k"),
+                vec![keyed_rows(vec![Some("A"), None], vec![1.0, 2.0])],
+            ),
+            Invalid,
+            "key column `sym` row 1: is null",
+        ),
+        case(
+            "keyed put: empty key",
+            Put(
+                keyed("k"),
+                vec![keyed_rows(vec![Some("A"), Some("")], vec![1.0, 2.0])],
+            ),
+            Invalid,
+            "row 1: is empty",
+        ),
+        case(
+            "keyed put: no such key column",
+            Put(
+                cmd(r#"{"dataset": "k", "key": "ticker"}"#),
+                vec![keyed_rows(vec![Some("A")], vec![1.0])],
+            ),
+            Invalid,
+            "key column `ticker` is not in the schema",
+        ),
+        case(
+            "keyed put: key of another type",
+            Put(
+                cmd(r#"{"dataset": "k", "key": "close"}"#),
+                vec![ten.clone()],
+            ),
+            Invalid,
+            "has type Float64",
+        ),
+        case(
+            "keyed put: a series breaks the close rules",
+            Put(
+                keyed("k"),
+                vec![
+                    keyed_rows(vec![Some("A"), Some("B")], vec![1.0, 2.0]),
+                    keyed_rows(vec![Some("B"), Some("A"), Some("B")], vec![3.0, 4.0, -5.0]),
+                ],
+            ),
+            Invalid,
+            "B\\\" row 2 (upload row 4): is <= 0",
+        ),
+        case(
+            "keyed put: CMD without a dataset",
+            Put(cmd(r#"{"key": "sym"}"#), vec![ten.clone()]),
+            Invalid,
+            "dataset",
+        ),
+        case(
+            "keyed put: empty key name",
+            Put(cmd(r#"{"dataset": "k", "key": ""}"#), vec![ten.clone()]),
+            Invalid,
+            "must name a column",
+        ),
+        // --- v1.1 series and rows
+        case(
+            "sweep: unknown series",
+            sweep(json!({"dataset": "ukeep", "lengths": [6], "series": ["A", "Z"]})),
+            NotFound,
+            "has no series",
+        ),
+        case(
+            "sweep: series on an unkeyed dataset",
+            sweep(json!({"dataset": "keep", "lengths": [6], "series": ["A"]})),
+            Invalid,
+            "not keyed",
+        ),
+        case(
+            "sweep: empty series list",
+            sweep(json!({"dataset": "ukeep", "lengths": [6], "series": []})),
+            Invalid,
+            "at least one",
+        ),
+        case(
+            "sweep: a series listed twice",
+            sweep(json!({"dataset": "ukeep", "lengths": [6], "series": ["A", "A"]})),
+            Invalid,
+            "listed twice",
+        ),
+        case(
+            "sweep: rows start == end",
+            sweep(json!({"dataset": "keep", "lengths": [6], "rows": [5, 5]})),
+            Invalid,
+            "start < end",
+        ),
+        case(
+            "sweep: rows of one number",
+            sweep(json!({"dataset": "keep", "lengths": [6], "rows": [5]})),
+            Invalid,
+            "`rows` must be [start, end]",
+        ),
+        case(
+            "sweep: negative rows",
+            sweep(json!({"dataset": "keep", "lengths": [6], "rows": [-1, 5]})),
+            Invalid,
+            "`rows` must be [start, end]",
+        ),
+        case(
+            "sweep: rows as a string",
+            sweep(json!({"dataset": "keep", "lengths": [6], "rows": "0:5"})),
+            Invalid,
+            "bad sweep body",
+        ),
+        case(
+            "sweep: rows start past the series",
+            sweep(json!({"dataset": "keep", "lengths": [6], "rows": [300, 400]})),
+            Invalid,
+            "has 300 rows",
+        ),
+        case(
+            "sweep: rows start past one series of a universe",
+            sweep(json!({"dataset": "ukeep", "lengths": [6], "rows": [3, 10]})),
+            Invalid,
+            "B\\\" has 3 rows",
+        ),
+        case(
+            "session: series on an unkeyed dataset",
+            Session(vec![
+                json!({"dataset": "keep", "lengths": [6], "series": ["A"]}),
+            ]),
+            Invalid,
+            "not keyed",
+        ),
+        case(
+            "session: a keyed dataset on a plain session",
+            Session(vec![json!({"dataset": "ukeep", "lengths": [6]})]),
+            Invalid,
+            "keyed",
+        ),
+        case(
+            "exchange: series without key",
+            Exchange(
+                cmd(r#"{"op": "sweep", "lengths": [6], "series": ["A"]}"#),
+                vec![ten.clone()],
+            ),
+            Invalid,
+            "needs `key`",
+        ),
+        case(
+            "exchange: keyed with an unknown series",
+            Exchange(
+                cmd(r#"{"op": "sweep", "lengths": [6], "key": "sym", "series": ["Z"]}"#),
+                vec![keyed_rows(vec![Some("A")], vec![1.0])],
+            ),
+            NotFound,
+            "has no series",
+        ),
     ]
+}
+
+fn keyed(name: &str) -> FlightDescriptor {
+    cmd(&json!({"dataset": name, "key": "sym"}).to_string())
+}
+
+/// A keyed upload's batch: `sym` (nullable strings) and `close`.
+fn keyed_rows(syms: Vec<Option<&str>>, closes: Vec<f64>) -> RecordBatch {
+    RecordBatch::try_from_iter_with_nullable([
+        ("sym", Arc::new(StringArray::from(syms)) as ArrayRef, true),
+        (
+            "close",
+            Arc::new(Float64Array::from(closes)) as ArrayRef,
+            false,
+        ),
+    ])
+    .unwrap()
 }
 
 /// Sends `call` and returns its error; panics if it succeeded.
@@ -673,6 +844,11 @@ async fn every_bad_request_gets_its_code_and_changes_nothing() {
     .await;
     let mut c = server.client().await;
     put(&mut c, "keep", vec![close_batch(&series(300))])
+        .await
+        .unwrap();
+    // A universe: A has 8 rows, B 3.
+    let syms = [vec![Some("A"); 5], vec![Some("B"); 3], vec![Some("A"); 3]].concat();
+    put_with(&mut c, keyed("ukeep"), vec![keyed_rows(syms, series(11))])
         .await
         .unwrap();
     let before = snapshot(&mut c, dir.path()).await;
