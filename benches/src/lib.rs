@@ -1,6 +1,10 @@
 //! Shared helpers of the benchmark tools: loading the paper series fixture. (The equivalence
 //! gate every timing must pass first is `sweepflight_kernel::paper::check_gate`.)
 
+// The server binary's allocator, so in-process timings allocate as the service does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 

@@ -1,12 +1,14 @@
-//! The kernel cache: arrays the kernel computed over a stored series, kept across sweeps so the
-//! next sweep on the same dataset version skips them. One LRU (moka) bounded by
-//! `--cache-bytes`, shared by every dataset; a version's entries go when the version does.
+//! The kernel cache: arrays the kernel computed over a stored series (first-level WMAs and the
+//! HMA / HMA3 lines, [`ArrayKey`]), kept across sweeps so the next sweep on the same dataset
+//! version skips them: with its lines cached, a repeated grid costs only its signal loops. One
+//! LRU (moka) bounded by `--cache-bytes`, shared by every dataset; a version's entries go when
+//! the version does.
 
 use std::sync::Arc;
 
 use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
-use sweepflight_kernel::WmaStore;
+use sweepflight_kernel::{ArrayCache, ArrayKey};
 
 use crate::metrics::Metrics;
 
@@ -22,7 +24,7 @@ pub struct InputKey {
     pub rows: Option<(u64, u64)>,
 }
 
-type Key = (InputKey, u32);
+type Key = (InputKey, ArrayKey);
 
 /// The server's kernel cache.
 pub struct KernelCache {
@@ -82,16 +84,16 @@ pub struct CacheView<'a> {
     metrics: &'a Metrics,
 }
 
-impl WmaStore for CacheView<'_> {
-    fn get(&self, n: u32) -> Option<Arc<[f64]>> {
-        let hit = self.cache.arrays.get(&(self.input, n));
+impl ArrayCache for CacheView<'_> {
+    fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+        let hit = self.cache.arrays.get(&(self.input, key));
         match hit {
             Some(_) => self.metrics.cache_hits.inc(),
             None => self.metrics.cache_misses.inc(),
         };
         hit
     }
-    fn insert(&self, n: u32, wma: Arc<[f64]>) {
-        self.cache.arrays.insert((self.input, n), wma);
+    fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+        self.cache.arrays.insert((self.input, key), array);
     }
 }

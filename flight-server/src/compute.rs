@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use arrow_array::Float64Array;
 use sweepflight_kernel::{
-    Combo, ComboResult, NoStore, PARALLEL_MIN_WORK, SCRATCH_ARRAYS, SweepControl, memory_bytes,
-    sweep_with, work,
+    ArrayCache, Combo, ComboResult, NoCache, PARALLEL_MIN_WORK, SweepControl, memory_bytes,
+    scratch_bytes, sweep_with, work,
 };
 use sweepflight_protocol::{Grid, RowRange};
 use tokio::sync::oneshot;
@@ -253,9 +253,9 @@ impl Compute {
             .map(|input| {
                 let close = input.closes();
                 let cap = plan.shared_cap(close.len(), reservation.bytes());
-                let run = |store: &dyn sweepflight_kernel::WmaStore| {
+                let run = |cache: &dyn ArrayCache| {
                     let control = SweepControl {
-                        store,
+                        cache,
                         cancelled,
                         working_set_bytes: cap,
                         parallel: Some(parallel),
@@ -264,7 +264,7 @@ impl Compute {
                 };
                 let results = match input.cache {
                     Some(key) => run(&self.cache.view(key, &self.metrics)),
-                    None => run(&NoStore),
+                    None => run(&NoCache),
                 }?;
                 Ok(results)
             })
@@ -336,7 +336,7 @@ impl Plan {
 
     /// The kernel's cap on shared arrays for an input of `bars` within `reserved` bytes.
     fn shared_cap(&self, bars: usize, reserved: u64) -> usize {
-        let scratch = self.workers * SCRATCH_ARRAYS * bars * size_of::<f64>();
+        let scratch = self.workers * scratch_bytes(bars);
         usize::try_from(reserved)
             .unwrap_or(usize::MAX)
             .saturating_sub(scratch + self.results)

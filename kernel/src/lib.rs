@@ -26,14 +26,15 @@ pub mod oracle;
 pub mod paper;
 mod signal;
 mod sweep;
+mod vector;
 pub mod wma;
 
 pub use combo::Combo;
 pub use error::{Error, Result};
 pub use signal::ComboResult;
 pub use sweep::{
-    NoStore, PARALLEL_MIN_WORK, SCRATCH_ARRAYS, SweepControl, WmaStore, memory_bytes, sweep,
-    sweep_with, work,
+    ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, memory_bytes, scratch_bytes,
+    sweep, sweep_with, work,
 };
 
 /// The paper's fee: 0.09% per round trip, as a fraction.

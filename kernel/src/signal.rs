@@ -60,6 +60,63 @@ impl Ledger {
     }
 }
 
+/// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
+/// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
+pub(crate) const ABOVE: u8 = 1;
+/// See [`ABOVE`].
+pub(crate) const BELOW: u8 = 2;
+/// See [`ABOVE`].
+pub(crate) const UNDEFINED: u8 = 3;
+
+/// [`run`], faster and with the same result bit for bit.
+///
+/// The lines are first reduced to one sign byte per bar (a loop the compiler vectorises), and
+/// the crosses are found by comparing neighbouring bytes eight at a time: a cross at bar `i` is
+/// a state at `i` that is above or below, differs from the state at `i - 1`, and follows a
+/// defined bar, which is exactly the reference's test (`b0 <= a0` on defined values is "not
+/// above").
+/// Long windows cross rarely, so most words of eight bars are skipped with one comparison.
+/// Trades are booked in bar order with the reference's arithmetic.
+pub(crate) fn run_fast(
+    close: &[f64],
+    a: &[f64],
+    b: &[f64],
+    fee: f64,
+    signs: &mut Vec<u8>,
+) -> ComboResult {
+    let n = close.len();
+    debug_assert!(a.len() == n && b.len() == n);
+    crate::vector::signs(a, b, signs);
+    let mut ledger = Ledger::new(fee);
+    let mut pos = 0.0f64;
+    let mut entry = 0.0f64;
+    let word = |i: usize| u64::from_le_bytes(signs[i..i + 8].try_into().expect("8 bytes"));
+    let mut i = 1;
+    while i < n {
+        // Eight bars whose signs equal their predecessors' hold no cross.
+        if i + 8 <= n && word(i) == word(i - 1) {
+            i += 8;
+            continue;
+        }
+        let (s0, s1) = (signs[i - 1], signs[i]);
+        if s1 != s0 && (s1 == ABOVE || s1 == BELOW) && s0 != UNDEFINED {
+            let signal = if s1 == ABOVE { 1.0 } else { -1.0 };
+            if signal != pos {
+                if pos != 0.0 {
+                    ledger.book(pos, entry, close[i]);
+                }
+                pos = signal;
+                entry = close[i];
+            }
+        }
+        i += 1;
+    }
+    if pos != 0.0 {
+        ledger.book(pos, entry, close[n - 1]);
+    }
+    ledger.result
+}
+
 /// Runs the strategy on `close` with indicator lines `a` (HMA) and `b` (HMA3).
 ///
 /// Bar `i >= 1` is evaluated only where `a[i-1], a[i], b[i-1], b[i]` are all defined. `b`
@@ -130,6 +187,40 @@ mod tests {
         assert_eq!(r.wins, 0);
         assert_eq!(r.max_drawdown, -(first + second));
         assert_eq!(r.win_rate(), 0.0);
+    }
+
+    #[test]
+    fn the_fast_loop_equals_the_reference_on_ties_nans_and_word_edges() {
+        let nan = f64::NAN;
+        let mut signs = Vec::new();
+        // Ties (b == a), NaN gaps, crosses right at word boundaries, a repeat cross.
+        let a: Vec<f64> = (0..40)
+            .map(|i| if i % 9 == 4 { nan } else { 1.0 })
+            .collect();
+        let b: Vec<f64> = (0..40)
+            .map(|i| match i % 7 {
+                0 => 1.0,
+                1 | 2 => 2.0,
+                3 => 0.5,
+                4 => nan,
+                _ => 1.5,
+            })
+            .collect();
+        let close: Vec<f64> = (0..40).map(|i| 100.0 + i as f64).collect();
+        for fee in [0.0, 0.001] {
+            assert_eq!(
+                run_fast(&close, &a, &b, fee, &mut signs),
+                run(&close, &a, &b, fee)
+            );
+        }
+        assert_eq!(
+            run_fast(&[], &[], &[], 0.0, &mut signs),
+            ComboResult::default()
+        );
+        assert_eq!(
+            run_fast(&[1.0], &[nan], &[nan], 0.0, &mut signs),
+            ComboResult::default()
+        );
     }
 
     #[test]

@@ -1,45 +1,67 @@
 //! The parameter sweep: many combos over one close series, fast, in input order, and identical
 //! for any thread count.
 //!
-//! Where the time goes and what is done about it:
-//! - The five WMAs of the raw series per combo repeat across combos (`half == p` always, and
-//!   neighbouring lengths share sub-windows), so each distinct `WMA(close, n)` is computed once
-//!   per sweep, or fetched from a caller's [`WmaStore`] that outlives the sweep.
-//! - The two WMAs of derived series are per combo; they reuse per-worker scratch buffers.
-//! - Combos run in parallel on rayon, largest first so the long tail does not land last.
-//! - Memory is bounded: combos are taken in groups whose shared WMAs fit the working-set budget.
+//! A combo's two lines are `a = HMA(half, full, sqrt)` and `b = HMA3(p3, p2, p)`. Both are
+//! functions of three of the six windows, and grids repeat them, so the sweep computes each
+//! distinct array once, in three phases:
 //!
-//! None of this changes the arithmetic of any output (see [`crate::wma`]), so the results are
-//! the same whatever the grouping, the cache state or the number of threads.
+//! 1. **First level**: every distinct `WMA(close, n)` the missing lines need, all of them in
+//!    *one* pass over the closes ([`wma_multi`], prefix sharing): the pass costs the longest
+//!    window in multiply-adds per bar, not the sum of the windows.
+//! 2. **Second level**: each distinct HMA3 line (per `(p3, p2, p)`), and each distinct HMA line
+//!    (per `(half, full, sqrt)`; the sqrt windows over one `(half, full)` difference series in
+//!    one pass), in parallel.
+//! 3. **Signals**: each combo's stop-and-reverse loop over its two lines, in parallel.
+//!
+//! An [`ArrayCache`] that outlives the sweep (the server's) is asked for every array before it
+//! is computed and offered every array after; a warm cache turns a repeated sweep into phase 3
+//! alone. Memory is bounded: combos are taken in groups whose arrays fit the working-set
+//! budget.
+//!
+//! None of this changes the arithmetic of any output (see [`crate::wma`]): every result is the
+//! reference's bit for bit, whatever the grouping, the cache state or the number of threads.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::wma::wma_into_with;
+use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
-/// A cache of `WMA(close, n)` arrays for one close series, shared by sweeps over it.
-///
-/// The sweep asks for each window it needs and offers back each one it computed; the store
-/// decides what to keep. Implementations must be thread-safe: the sweep calls them from rayon.
-pub trait WmaStore: Sync {
-    /// `WMA(close, n)` if the store holds it.
-    fn get(&self, n: u32) -> Option<Arc<[f64]>>;
-    /// Offers a freshly computed `WMA(close, n)`; the store may keep or drop it.
-    fn insert(&self, n: u32, wma: Arc<[f64]>);
+/// An array the sweep computes over one close series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ArrayKey {
+    /// `WMA(close, n)`.
+    Wma(u32),
+    /// The HMA line `WMA(2*WMA(close, half) - WMA(close, full), sqrt)`: `[half, full, sqrt]`.
+    Hma([u32; 3]),
+    /// The HMA3 line `WMA(3*WMA(close, p3) - WMA(close, p2) - WMA(close, p), p)`:
+    /// `[p3, p2, p]`.
+    Hma3([u32; 3]),
 }
 
-/// A store that keeps nothing: every sweep computes its own shared WMAs.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoStore;
+/// A cache of arrays over one close series, shared by sweeps over it.
+///
+/// The sweep asks for each array it needs and offers back each one it computed; the cache
+/// decides what to keep. Implementations must be thread-safe: the sweep calls them from rayon.
+pub trait ArrayCache: Sync {
+    /// The array if the cache holds it.
+    fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>>;
+    /// Offers a freshly computed array; the cache may keep or drop it.
+    fn insert(&self, key: ArrayKey, array: Arc<[f64]>);
+}
 
-impl WmaStore for NoStore {
-    fn get(&self, _n: u32) -> Option<Arc<[f64]>> {
+/// A cache that keeps nothing: every sweep computes everything it needs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCache;
+
+impl ArrayCache for NoCache {
+    fn get(&self, _key: ArrayKey) -> Option<Arc<[f64]>> {
         None
     }
-    fn insert(&self, _n: u32, _wma: Arc<[f64]>) {}
+    fn insert(&self, _key: ArrayKey, _array: Arc<[f64]>) {}
 }
 
 /// Below this many multiply-adds (about a millisecond of one core) a sweep runs on the calling
@@ -53,27 +75,59 @@ pub fn work(bars: usize, combos: &[Combo]) -> u64 {
     per_bar.saturating_mul(bars as u64)
 }
 
-/// Bytes a sweep allocates besides its input series, at most: the shared `WMA(close, n)` arrays
-/// (all distinct windows, but never more than `shared_cap` bytes of them, and never fewer than
-/// one combo's five), `workers` sets of per-worker scratch arrays, and the results.
+/// Bytes of new lines a batch of combos computes before running their signals: well inside a
+/// server CPU's last-level cache, so the signals read them from cache, not memory.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// Arrays one combo can need at once: five first-level windows and its two lines.
+const ARRAYS_PER_COMBO: usize = 7;
+
+/// Bytes of per-worker scratch per bar, at most: a chunk of a difference series (f64; a whole
+/// one for windows longer than a quarter of a chunk) and the signal bytes.
+const SCRATCH_BYTES_PER_BAR: usize = size_of::<f64>() + size_of::<u8>();
+
+/// Bytes a sweep allocates besides its input series, at most: its arrays (all the distinct
+/// ones, but never more than `shared_cap` bytes of them, and never fewer than one combo's),
+/// `workers` sets of per-worker scratch, and the results.
 pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
     let array = bars.max(1) * size_of::<f64>();
-    let distinct: HashSet<u32> = combos.iter().flat_map(Combo::close_windows).collect();
-    let shared = (distinct.len().min(5 * combos.len()) * array).min(shared_cap.max(5 * array));
-    shared + workers * SCRATCH_ARRAYS * array + combos.len() * size_of::<ComboResult>()
+    let distinct = distinct_arrays(combos);
+    let least = ARRAYS_PER_COMBO.min(distinct.max(1)) * array;
+    let arrays = (distinct * array).min(shared_cap.max(least));
+    arrays + workers * scratch_bytes(bars) + combos.len() * size_of::<ComboResult>()
 }
 
-/// Arrays of scratch each worker holds (see [`Scratch`]).
-pub const SCRATCH_ARRAYS: usize = 3;
+/// Per-worker scratch bytes for a series of `bars`.
+pub fn scratch_bytes(bars: usize) -> usize {
+    bars * SCRATCH_BYTES_PER_BAR
+}
 
-/// How a sweep is run: where shared WMAs come from, when to stop, how much memory to use.
+fn distinct_arrays(combos: &[Combo]) -> usize {
+    let mut keys: BTreeSet<ArrayKey> = BTreeSet::new();
+    for c in combos {
+        keys.extend(c.close_windows().map(ArrayKey::Wma));
+        keys.insert(hma_key(c));
+        keys.insert(hma3_key(c));
+    }
+    keys.len()
+}
+
+fn hma_key(c: &Combo) -> ArrayKey {
+    ArrayKey::Hma([c.half(), c.full(), c.sqrt()])
+}
+
+fn hma3_key(c: &Combo) -> ArrayKey {
+    ArrayKey::Hma3([c.p3(), c.p2(), c.p()])
+}
+
+/// How a sweep is run: where arrays come from, when to stop, how much memory to use.
 pub struct SweepControl<'a> {
-    /// Cache of `WMA(close, n)` for this series.
-    pub store: &'a dyn WmaStore,
-    /// Polled before each combo; once it answers true the sweep ends with
-    /// [`Error::Cancelled`].
+    /// Cache of arrays for this series.
+    pub cache: &'a dyn ArrayCache,
+    /// Polled between tasks; once it answers true the sweep ends with [`Error::Cancelled`].
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
-    /// Upper bound on the bytes of shared WMA arrays held at once by the sweep itself.
+    /// Upper bound on the bytes of arrays the sweep holds at once (besides scratch and
+    /// results); at least one combo's arrays are always allowed.
     pub working_set_bytes: usize,
     /// Use rayon (`Some(true)`), stay on the calling thread (`Some(false)`), or decide by
     /// [`work`] against [`PARALLEL_MIN_WORK`] (`None`). The results are the same either way.
@@ -83,7 +137,7 @@ pub struct SweepControl<'a> {
 impl Default for SweepControl<'_> {
     fn default() -> Self {
         Self {
-            store: &NoStore,
+            cache: &NoCache,
             cancelled: &|| false,
             working_set_bytes: 512 << 20,
             parallel: None,
@@ -100,7 +154,7 @@ pub fn sweep(close: &[f64], combos: &[Combo], fee: f64) -> Result<Vec<ComboResul
     sweep_with(close, combos, fee, &SweepControl::default())
 }
 
-/// [`sweep`] with a WMA cache, a cancellation check and a memory budget.
+/// [`sweep`] with a cache, a cancellation check and a memory budget.
 ///
 /// # Errors
 /// [`Error::InvalidFee`] if `fee` is negative or not finite; [`Error::Cancelled`] once
@@ -114,154 +168,286 @@ pub fn sweep_with(
     if !fee.is_finite() || fee < 0.0 {
         return Err(Error::InvalidFee(fee));
     }
-    let mut order: Vec<usize> = (0..combos.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(combos[i].cost()));
-
-    let array_bytes = size_of_val(close).max(1);
-    // Five arrays is what one combo can need; a group always admits its first combo.
-    let max_arrays = (control.working_set_bytes / array_bytes).max(5);
-
     let parallel = control
         .parallel
         .unwrap_or_else(|| work(close.len(), combos) >= PARALLEL_MIN_WORK);
+    let run = Run {
+        close,
+        combos,
+        fee,
+        control,
+        parallel,
+    };
+    // Combos sorted so that neighbours share arrays (the paper rule's lengths in order share
+    // half/p windows), which keeps groups small when the budget forces several.
+    let mut order: Vec<usize> = (0..combos.len()).collect();
+    order.sort_by_key(|&i| {
+        let c = &combos[i];
+        (c.p(), c.full(), c.p3(), c.p2(), c.half(), c.sqrt())
+    });
+    let array_bytes = size_of_val(close).max(1);
+    let max_arrays = (control.working_set_bytes / array_bytes).max(ARRAYS_PER_COMBO);
     let mut results = vec![ComboResult::default(); combos.len()];
     let mut rest = &order[..];
     while !rest.is_empty() {
-        let (group, windows) = next_group(rest, combos, max_arrays);
-        rest = &rest[group.len()..];
-        let shared = shared_wmas(close, &windows, control, parallel)?;
-        let job = |scratch: &mut Scratch, &i: &usize| {
-            if (control.cancelled)() {
-                return Err(Error::Cancelled);
-            }
-            Ok((
-                i,
-                run_combo(close, &combos[i], fee, &shared, scratch, parallel),
-            ))
-        };
-        let done: Vec<(usize, ComboResult)> = if parallel {
-            group
-                .par_iter()
-                .map_init(|| Scratch::new(close.len()), job)
-                .collect::<Result<_>>()?
-        } else {
-            let mut scratch = Scratch::new(close.len());
-            group
-                .iter()
-                .map(|i| job(&mut scratch, i))
-                .collect::<Result<_>>()?
-        };
-        for (i, r) in done {
+        let taken = group_len(rest, combos, max_arrays);
+        let (group, tail) = rest.split_at(taken);
+        rest = tail;
+        for (i, r) in run.group(group)? {
             results[i] = r;
         }
     }
     Ok(results)
 }
 
-/// The longest prefix of `order` whose distinct close windows number at most `max_arrays`
-/// (never empty), and those windows.
-fn next_group<'o>(
-    order: &'o [usize],
-    combos: &[Combo],
-    max_arrays: usize,
-) -> (&'o [usize], Vec<u32>) {
-    let mut windows: HashSet<u32> = HashSet::new();
-    let mut taken = 0;
-    for &i in order {
-        let new: HashSet<u32> = combos[i]
+/// The length of the longest prefix of `order` whose distinct arrays number at most
+/// `max_arrays` (never empty).
+fn group_len(order: &[usize], combos: &[Combo], max_arrays: usize) -> usize {
+    let mut keys: BTreeSet<ArrayKey> = BTreeSet::new();
+    for (taken, &i) in order.iter().enumerate() {
+        let c = &combos[i];
+        let new: Vec<ArrayKey> = c
             .close_windows()
+            .map(ArrayKey::Wma)
             .into_iter()
-            .filter(|w| !windows.contains(w))
+            .chain([hma_key(c), hma3_key(c)])
+            .filter(|k| !keys.contains(k))
             .collect();
-        if taken > 0 && windows.len() + new.len() > max_arrays {
-            break;
+        if taken > 0 && keys.len() + new.len() > max_arrays {
+            return taken;
         }
-        windows.extend(new);
-        taken += 1;
+        keys.extend(new);
     }
-    (&order[..taken], windows.into_iter().collect())
+    order.len()
 }
 
-type Shared = HashMap<u32, Arc<[f64]>>;
+type Arrays = HashMap<ArrayKey, Arc<[f64]>>;
 
-/// Fetches or computes `WMA(close, n)` for each window, computing the missing ones in parallel
-/// and offering them to the store.
-fn shared_wmas(
-    close: &[f64],
-    windows: &[u32],
-    control: &SweepControl<'_>,
+/// One sweep's inputs, shared by its phases.
+struct Run<'a> {
+    close: &'a [f64],
+    combos: &'a [Combo],
+    fee: f64,
+    control: &'a SweepControl<'a>,
     parallel: bool,
-) -> Result<Shared> {
-    let mut shared = Shared::with_capacity(windows.len());
-    let mut missing = Vec::new();
-    for &n in windows {
-        match control.store.get(n) {
-            Some(w) if w.len() == close.len() => {
-                shared.insert(n, w);
-            }
-            _ => missing.push(n),
-        }
-    }
-    // Longest windows first: they are the most work.
-    missing.sort_unstable_by(|a, b| b.cmp(a));
-    let compute = |&n: &u32| {
-        if (control.cancelled)() {
+}
+
+impl Run<'_> {
+    fn check(&self) -> Result<()> {
+        if (self.control.cancelled)() {
             return Err(Error::Cancelled);
         }
-        let mut out = vec![0.0; close.len()];
-        wma_into_with(close, n as usize, &mut out, parallel);
-        Ok((n, Arc::from(out)))
-    };
-    let computed: Vec<(u32, Arc<[f64]>)> = if parallel {
-        missing.par_iter().map(compute).collect::<Result<_>>()?
-    } else {
-        missing.iter().map(compute).collect::<Result<_>>()?
-    };
-    for (n, w) in computed {
-        control.store.insert(n, Arc::clone(&w));
-        shared.insert(n, w);
+        Ok(())
     }
-    Ok(shared)
-}
 
-/// Per-worker buffers for the two derived series and the two indicator lines.
-struct Scratch {
-    diff: Vec<f64>,
-    a: Vec<f64>,
-    b: Vec<f64>,
-}
-
-impl Scratch {
-    fn new(len: usize) -> Self {
-        Self {
-            diff: vec![0.0; len],
-            a: vec![0.0; len],
-            b: vec![0.0; len],
+    /// Maps `f` over `items`, on the pool if the sweep is parallel, with per-worker scratch.
+    fn map<T: Sync, R: Send>(
+        &self,
+        items: &[T],
+        f: impl Fn(&mut Scratch, &T) -> Result<R> + Sync,
+    ) -> Result<Vec<R>> {
+        if self.parallel {
+            items
+                .par_iter()
+                .map_init(Scratch::default, |s, item| f(s, item))
+                .collect()
+        } else {
+            let mut s = Scratch::default();
+            items.iter().map(|item| f(&mut s, item)).collect()
         }
     }
+
+    /// The three phases for one group of combos (indices into `combos`).
+    fn group(&self, group: &[usize]) -> Result<Vec<(usize, ComboResult)>> {
+        let cache = self.control.cache;
+        let mut lines = Arrays::new();
+        // What the lines need, and which of them the cache already has.
+        let mut hma: BTreeMap<(u32, u32), BTreeSet<u32>> = BTreeMap::new();
+        let mut hma3: BTreeSet<[u32; 3]> = BTreeSet::new();
+        for &i in group {
+            let c = &self.combos[i];
+            for key in [hma_key(c), hma3_key(c)] {
+                if lines.contains_key(&key) {
+                    continue;
+                }
+                if let Some(line) = cache.get(key).filter(|l| l.len() == self.close.len()) {
+                    lines.insert(key, line);
+                    continue;
+                }
+                match key {
+                    ArrayKey::Hma([h, f, s]) => {
+                        hma.entry((h, f)).or_default().insert(s);
+                    }
+                    ArrayKey::Hma3(t) => {
+                        hma3.insert(t);
+                    }
+                    ArrayKey::Wma(_) => unreachable!("lines only"),
+                }
+            }
+        }
+        // Phase 1: the first-level WMAs the missing lines read.
+        let mut windows: BTreeSet<u32> = BTreeSet::new();
+        for &(h, f) in hma.keys() {
+            windows.extend([h, f]);
+        }
+        for &[p3, p2, p] in &hma3 {
+            windows.extend([p3, p2, p]);
+        }
+        let wmas = self.first_level(&windows)?;
+        // Phases 2 and 3 by batches of combos whose new lines fit in the last-level cache:
+        // each batch's signals read the lines just written, before they are evicted to memory.
+        let per_batch = (BATCH_BYTES / size_of_val(self.close).max(1))
+            .max(4 * rayon::current_num_threads())
+            .max(2);
+        let mut results = Vec::with_capacity(group.len());
+        let mut start = 0;
+        while start < group.len() {
+            let mut batch_lines: BTreeSet<ArrayKey> = BTreeSet::new();
+            let mut end = start;
+            while end < group.len() && (end == start || batch_lines.len() < per_batch) {
+                let c = &self.combos[group[end]];
+                batch_lines.extend(
+                    [hma_key(c), hma3_key(c)]
+                        .into_iter()
+                        .filter(|k| !lines.contains_key(k)),
+                );
+                end += 1;
+            }
+            let batch = &group[start..end];
+            start = end;
+            // Phase 2: the batch's missing lines, largest first so the long tail does not land
+            // last.
+            let mut tasks: Vec<Line> = Vec::new();
+            for key in &batch_lines {
+                match *key {
+                    ArrayKey::Hma([h, f, q]) => match tasks.last_mut() {
+                        Some(Line::Hma(h0, f0, sqrts)) if (*h0, *f0) == (h, f) => sqrts.push(q),
+                        _ => tasks.push(Line::Hma(h, f, vec![q])),
+                    },
+                    ArrayKey::Hma3(t) => tasks.push(Line::Hma3(t)),
+                    ArrayKey::Wma(_) => unreachable!("lines only"),
+                }
+            }
+            tasks.sort_by_key(|t| std::cmp::Reverse(t.cost()));
+            let computed = self.map(&tasks, |_, task| {
+                self.check()?;
+                Ok(task.compute(&wmas, self.parallel))
+            })?;
+            for (key, line) in computed.into_iter().flatten() {
+                cache.insert(key, Arc::clone(&line));
+                lines.insert(key, line);
+            }
+            // Phase 3: the batch's trades.
+            results.extend(self.map(batch, |s, &i| {
+                self.check()?;
+                let c = &self.combos[i];
+                let (a, b) = (&lines[&hma_key(c)], &lines[&hma3_key(c)]);
+                Ok((
+                    i,
+                    signal::run_fast(self.close, a, b, self.fee, &mut s.signs),
+                ))
+            })?);
+        }
+        Ok(results)
+    }
+
+    /// `WMA(close, n)` for each window: from the cache, the rest in one shared pass.
+    fn first_level(&self, windows: &BTreeSet<u32>) -> Result<Arrays> {
+        self.check()?;
+        let cache = self.control.cache;
+        let len = self.close.len();
+        let mut out = Arrays::with_capacity(windows.len());
+        let mut missing = Vec::new();
+        for &n in windows {
+            match cache.get(ArrayKey::Wma(n)).filter(|a| a.len() == len) {
+                Some(a) => {
+                    out.insert(ArrayKey::Wma(n), a);
+                }
+                None => missing.push(n),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let sizes: Vec<usize> = missing.iter().map(|&n| n as usize).collect();
+        let arrays = computed(Input::Series(self.close), &sizes, self.parallel);
+        for (n, a) in missing.into_iter().zip(arrays) {
+            cache.insert(ArrayKey::Wma(n), Arc::clone(&a));
+            out.insert(ArrayKey::Wma(n), a);
+        }
+        Ok(out)
+    }
 }
 
-fn run_combo(
-    close: &[f64],
-    combo: &Combo,
-    fee: f64,
-    shared: &Shared,
-    s: &mut Scratch,
-    parallel: bool,
-) -> ComboResult {
-    let get = |n: u32| -> &[f64] { &shared[&n] };
-    let (half, full) = (get(combo.half()), get(combo.full()));
-    for ((d, h), f) in s.diff.iter_mut().zip(half).zip(full) {
-        *d = 2.0 * h - f;
-    }
-    wma_into_with(&s.diff, combo.sqrt() as usize, &mut s.a, parallel);
+/// `WMA(x, n)` for each of `windows` (ascending), each in an `Arc` of its own, as the cache and
+/// the later phases share them.
+fn computed(x: Input<'_>, windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
+    // Allocated as the `Arc`s they end up in (no copy into one) and left uninitialised: the
+    // pass writes every element, so zeroing them first would be a wasted pass over memory.
+    let mut arrays: Vec<Arc<[MaybeUninit<f64>]>> = windows
+        .iter()
+        .map(|_| Arc::new_uninit_slice(x.len()))
+        .collect();
+    let outs: Vec<*mut f64> = arrays
+        .iter_mut()
+        .map(|a| {
+            Arc::get_mut(a)
+                .expect("just allocated, not shared")
+                .as_mut_ptr()
+                .cast::<f64>()
+        })
+        .collect();
+    // SAFETY: each pointer is a fresh allocation of x.len() elements owned by `arrays`.
+    unsafe { wma_multi_raw(x, windows, &outs, parallel) };
+    arrays
+        .into_iter()
+        // SAFETY: wma_multi_raw wrote every element.
+        .map(|a| unsafe { a.assume_init() })
+        .collect()
+}
 
-    let (w3, w2, w1) = (get(combo.p3()), get(combo.p2()), get(combo.p()));
-    for (i, d) in s.diff.iter_mut().enumerate() {
-        *d = 3.0 * w3[i] - w2[i] - w1[i];
+/// Per-worker buffers: the signal bytes.
+#[derive(Default)]
+struct Scratch {
+    signs: Vec<u8>,
+}
+
+/// A second-level task: the lines over one difference series.
+enum Line {
+    /// `2*WMA(half) - WMA(full)`, smoothed by each of the sqrt windows.
+    Hma(u32, u32, Vec<u32>),
+    /// `3*WMA(p3) - WMA(p2) - WMA(p)`, smoothed by `p`.
+    Hma3([u32; 3]),
+}
+
+impl Line {
+    /// Multiply-adds per bar.
+    fn cost(&self) -> u64 {
+        match self {
+            Self::Hma(_, _, sqrts) => u64::from(sqrts.iter().copied().max().unwrap_or(0)),
+            Self::Hma3([_, _, p]) => u64::from(*p),
+        }
     }
-    wma_into_with(&s.diff, combo.p() as usize, &mut s.b, parallel);
-    signal::run(close, &s.a, &s.b, fee)
+
+    fn compute(&self, wmas: &Arrays, parallel: bool) -> Vec<(ArrayKey, Arc<[f64]>)> {
+        let wma = |n: u32| -> &[f64] { &wmas[&ArrayKey::Wma(n)] };
+        match self {
+            Self::Hma(h, f, sqrts) => {
+                let sizes: Vec<usize> = sqrts.iter().map(|&w| w as usize).collect();
+                let outs = computed(Input::HmaDifference(wma(*h), wma(*f)), &sizes, parallel);
+                sqrts
+                    .iter()
+                    .zip(outs)
+                    .map(|(&q, line)| (ArrayKey::Hma([*h, *f, q]), line))
+                    .collect()
+            }
+            Self::Hma3([p3, p2, p]) => {
+                let input = Input::Hma3Difference(wma(*p3), wma(*p2), wma(*p));
+                let mut lines = computed(input, &[*p as usize], parallel);
+                vec![(ArrayKey::Hma3([*p3, *p2, *p]), lines.remove(0))]
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -289,6 +475,21 @@ mod tests {
             .collect()
     }
 
+    #[derive(Default)]
+    struct Counting(Mutex<HashMap<ArrayKey, Arc<[f64]>>>, AtomicUsize);
+
+    impl ArrayCache for Counting {
+        fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+            let hit = self.0.lock().unwrap().get(&key).cloned();
+            self.1
+                .fetch_add(usize::from(hit.is_some()), Ordering::Relaxed);
+            hit
+        }
+        fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+            self.0.lock().unwrap().insert(key, array);
+        }
+    }
+
     #[test]
     fn equals_oracle() {
         let close = series(3_000);
@@ -300,35 +501,64 @@ mod tests {
     }
 
     #[test]
-    fn tiny_working_set_and_store_give_the_same_answer() {
-        #[derive(Default)]
-        struct Counting(Mutex<HashMap<u32, Arc<[f64]>>>, AtomicUsize);
-        impl WmaStore for Counting {
-            fn get(&self, n: u32) -> Option<Arc<[f64]>> {
-                let hit = self.0.lock().unwrap().get(&n).cloned();
-                self.1
-                    .fetch_add(usize::from(hit.is_some()), Ordering::Relaxed);
-                hit
-            }
-            fn insert(&self, n: u32, wma: Arc<[f64]>) {
-                self.0.lock().unwrap().insert(n, wma);
+    fn explicit_tuples_share_lines_and_still_equal_the_oracle() {
+        // Many combos over few lines: 3 HMA lines x 4 HMA3 lines, in a scrambled order.
+        let close = series(2_000);
+        let mut combos = Vec::new();
+        for (h, f, s) in [(3, 6, 2), (5, 10, 3), (3, 6, 5)] {
+            for (p3, p2, p) in [(1, 2, 3), (2, 3, 7), (4, 4, 4), (7, 2, 40)] {
+                combos.push(Combo::new([h, f, s, p3, p2, p]).unwrap());
             }
         }
+        combos.reverse();
+        assert_eq!(
+            sweep(&close, &combos, 0.001).unwrap(),
+            oracle::sweep(&close, &combos, 0.001)
+        );
+    }
+
+    #[test]
+    fn tiny_working_set_and_a_cache_give_the_same_answer() {
         let close = series(2_000);
         let combos = grid();
         let want = sweep(&close, &combos, 0.0009).unwrap();
-        let store = Counting::default();
+        let cache = Counting::default();
         let control = SweepControl {
-            store: &store,
+            cache: &cache,
             working_set_bytes: 1,
             ..SweepControl::default()
         };
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        let hits_first = store.1.load(Ordering::Relaxed);
+        let hits_first = cache.1.load(Ordering::Relaxed);
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        assert!(
-            store.1.load(Ordering::Relaxed) > hits_first,
-            "second sweep used the store"
+        // The second sweep found every line: two lookups per combo's lines, nothing else.
+        let hits = cache.1.load(Ordering::Relaxed) - hits_first;
+        assert!(hits >= distinct_lines(&combos), "{hits} hits");
+    }
+
+    fn distinct_lines(combos: &[Combo]) -> usize {
+        let keys: BTreeSet<ArrayKey> = combos
+            .iter()
+            .flat_map(|c| [hma_key(c), hma3_key(c)])
+            .collect();
+        keys.len()
+    }
+
+    #[test]
+    fn memory_estimate_bounds_groups() {
+        let combos = grid();
+        let bars = 10_000;
+        let all = memory_bytes(bars, &combos, 2, usize::MAX);
+        let least = memory_bytes(bars, &combos, 2, 0);
+        assert!(least < all);
+        assert_eq!(
+            least,
+            ARRAYS_PER_COMBO * bars * 8 + 2 * scratch_bytes(bars) + combos.len() * 32
+        );
+        assert_eq!(
+            group_len(&[0, 1, 2], &combos, 1),
+            1,
+            "a group is never empty"
         );
     }
 

@@ -1,21 +1,27 @@
-//! The weighted moving average, the kernel's only primitive, in its fast bit-exact form.
+//! The weighted moving average, the kernel's only primitive, in its fast bit-exact forms.
 //!
 //! `WMA(x, n)[i] = (sum_{k=0..n-1} x[i-n+1+k] * (k+1)) / (n(n+1)/2)`, NaN for `i < n-1`.
 //!
 //! The reference sums each output on its own, `k` ascending. Reassociating that sum (a running
 //! window, a reciprocal multiply, FMA) changes the last bits and, on near-tie crosses, the trade
-//! count. So the speed here comes only from loop structure: the `k` loop is hoisted *outside* a
-//! block of `B` neighbouring outputs, whose partial sums stay in vector registers for all `n`
-//! steps. Each lane still performs exactly the reference's multiply-then-add sequence. Rust never
-//! contracts `a * b + c` into an FMA, so the arithmetic is the reference's on every target.
+//! count. So the speed here comes only from loop structure:
 //!
-//! Blocks are compiled three times (AVX-512, AVX2, baseline) and picked at run time; output
-//! ranges are spread over rayon's pool in chunks, which cannot change any value.
+//! - **Register blocking.** The `k` loop is hoisted *outside* a block of `B` neighbouring
+//!   outputs (window starts), whose partial sums stay in vector registers for all the steps.
+//!   Each lane still performs exactly the reference's multiply-then-add sequence. Rust never
+//!   contracts `a * b + c` into an FMA, so the arithmetic is the reference's on every target.
+//! - **Prefix sharing** ([`wma_multi`]). For a window start `s`, the running sum after `n` steps
+//!   is the numerator of `WMA(x, n)` at `s + n - 1`, bit for bit, whatever longer window the
+//!   sum goes on to: same operations, same order. So one pass over `k = 0..max_n` per block of
+//!   starts emits every requested window of the same input, each with its one division.
+//!
+//! Blocks are compiled three times (AVX-512, AVX2, baseline) and picked at run time; ranges of
+//! starts are spread over rayon's pool in chunks, which cannot change any value.
 
 use rayon::prelude::*;
 
-/// Outputs per rayon task. Large enough that a task is tens of microseconds of work even for
-/// short windows; small enough that a single 150k-bar WMA still spreads over many cores.
+/// Window starts per rayon task. Large enough that a task is tens of microseconds of work even
+/// for short windows; small enough that one 150k-bar input still spreads over many cores.
 const CHUNK: usize = 8192;
 
 /// `WMA(x, n)` into a new vector of `x.len()` values (NaN where undefined).
@@ -32,38 +38,129 @@ pub fn wma(x: &[f64], n: usize) -> Vec<f64> {
 /// # Panics
 /// If `out.len() != x.len()` or `n == 0` (callers hold a validated [`crate::Combo`]).
 pub fn wma_into(x: &[f64], n: usize, out: &mut [f64]) {
-    wma_into_with(x, n, out, true);
+    wma_multi(x, &[n], &mut [out], true);
 }
 
-/// [`wma_into`], on the calling thread only unless `parallel` (and the input is long).
-pub(crate) fn wma_into_with(x: &[f64], n: usize, out: &mut [f64], parallel: bool) {
-    assert_eq!(
-        x.len(),
-        out.len(),
-        "wma_into: output length must equal input length"
+/// `WMA(x, n)` for every `n` of `windows` (strictly ascending) in one pass over `x`:
+/// `outs[t]` receives `WMA(x, windows[t])` and must have `x.len()` elements. On the calling
+/// thread only unless `parallel` (and the input is long).
+///
+/// The pass costs `max(windows)` multiply-adds per output start, however many windows there
+/// are, plus one division per output of each window.
+///
+/// # Panics
+/// If the windows are not strictly ascending and at least 1, or an output has the wrong length.
+pub fn wma_multi(x: &[f64], windows: &[usize], outs: &mut [&mut [f64]], parallel: bool) {
+    assert_eq!(windows.len(), outs.len(), "one output per window");
+    assert!(
+        outs.iter().all(|o| o.len() == x.len()),
+        "wma_multi: output length must equal input length"
     );
-    assert!(n >= 1, "wma_into: window must be >= 1");
-    let lead = (n - 1).min(x.len());
-    let (undefined, defined) = out.split_at_mut(lead);
-    undefined.fill(f64::NAN);
-    if defined.is_empty() {
-        return;
+    let ptrs: Vec<*mut f64> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+    // SAFETY: each pointer is a distinct `&mut` slice of `x.len()` elements, borrowed for the
+    // whole call.
+    unsafe { wma_multi_raw(Input::Series(x), windows, &ptrs, parallel) };
+}
+
+/// What a pass reads: a series, or a difference series of the second level, computed a chunk
+/// at a time where the pass needs it (so it is read from cache, never written out whole).
+#[derive(Clone, Copy)]
+pub(crate) enum Input<'a> {
+    /// The values themselves.
+    Series(&'a [f64]),
+    /// `2*h - f` (the HMA's difference series).
+    HmaDifference(&'a [f64], &'a [f64]),
+    /// `3*w3 - w2 - w1` (the HMA3's difference series).
+    Hma3Difference(&'a [f64], &'a [f64], &'a [f64]),
+}
+
+impl Input<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Series(x) | Self::HmaDifference(x, _) | Self::Hma3Difference(x, _, _) => x.len(),
+        }
     }
-    let denom = denominator(n);
-    // `defined[s]` is the output whose window starts at x[s].
-    let chunk_job = |(c, chunk): (usize, &mut [f64])| {
-        let start = c * CHUNK;
-        let src = &x[start..start + chunk.len() + n - 1];
-        wma_windows(src, n, denom, chunk);
+
+    /// Values `lo..hi`: a slice of the series, or the difference computed into `buf`.
+    fn values<'b>(&'b self, lo: usize, hi: usize, buf: &'b mut Vec<f64>) -> &'b [f64] {
+        match *self {
+            Self::Series(x) => &x[lo..hi],
+            Self::HmaDifference(h, f) => {
+                crate::vector::hma_difference(&h[lo..hi], &f[lo..hi], buf);
+                buf
+            }
+            Self::Hma3Difference(w3, w2, w1) => {
+                crate::vector::hma3_difference(&w3[lo..hi], &w2[lo..hi], &w1[lo..hi], buf);
+                buf
+            }
+        }
+    }
+}
+
+/// [`wma_multi`] into raw outputs, which may be uninitialised: every one of their `x.len()`
+/// elements is written (NaN where undefined) before this returns.
+///
+/// # Safety
+/// Each pointer must be valid for writes of `x.len()` elements and not aliased by anything else
+/// during the call.
+///
+/// # Panics
+/// If the windows are not strictly ascending and at least 1.
+pub(crate) unsafe fn wma_multi_raw(
+    input: Input<'_>,
+    windows: &[usize],
+    outs: &[*mut f64],
+    parallel: bool,
+) {
+    assert_eq!(windows.len(), outs.len(), "one output per window");
+    assert!(
+        windows.first().is_none_or(|&n| n >= 1) && windows.windows(2).all(|w| w[0] < w[1]),
+        "windows must be >= 1 and strictly ascending"
+    );
+    let len = input.len();
+    let mut plan = Vec::with_capacity(windows.len());
+    for (&n, &out) in windows.iter().zip(outs) {
+        for i in 0..(n - 1).min(len) {
+            // SAFETY: i < len; the caller's contract.
+            unsafe { out.add(i).write(f64::NAN) };
+        }
+        plan.push(Window {
+            n,
+            denom: denominator(n),
+            out,
+        });
+    }
+    // Starts that have an output for at least the shortest window.
+    let Some(first) = windows.first() else {
+        return;
     };
+    let starts = (len + 1).saturating_sub(*first);
+    let longest = windows.last().copied().unwrap_or(0).min(len);
+    let weights: Vec<f64> = (1..=longest).map(|k| k as f64).collect();
+    let targets = Targets(&plan, &weights);
+    // A chunk reads `longest - 1` values past its last start; for a derived input those are
+    // computed again by the next chunk, so chunks stay at least four windows long.
+    let chunk = match input {
+        Input::Series(_) => CHUNK,
+        _ => CHUNK.max(4 * longest),
+    };
+    let chunk_job = |c: usize| {
+        let lo = c * chunk;
+        let hi = (lo + chunk).min(starts);
+        let end = (hi + longest).saturating_sub(1).min(len);
+        let mut buf = Vec::new();
+        let x = input.values(lo, end, &mut buf);
+        // SAFETY: chunks cover disjoint ranges of starts, and window `n`'s output for start `s`
+        // is element `s + n - 1`: disjoint across chunks for each window; the caller's
+        // contract covers the rest. `x` holds values lo..end, all the starts lo..hi read.
+        unsafe { pass(x, lo, 0, hi - lo, targets) };
+    };
+    let chunks = starts.div_ceil(chunk);
     // Even one chunk through rayon costs a hop to a pool thread and back; short inputs stay.
-    if parallel && defined.len() > CHUNK {
-        defined
-            .par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(chunk_job);
+    if parallel && chunks > 1 {
+        (0..chunks).into_par_iter().for_each(chunk_job);
     } else {
-        defined.chunks_mut(CHUNK).enumerate().for_each(chunk_job);
+        (0..chunks).for_each(chunk_job);
     }
 }
 
@@ -73,72 +170,167 @@ pub(crate) fn denominator(n: usize) -> f64 {
     (n * (n + 1) / 2) as f64
 }
 
-/// Fills `out[s] = WMA` of the window `src[s..s+n]` for every `s`; `src.len() == out.len()+n-1`.
-fn wma_windows(src: &[f64], n: usize, denom: f64, out: &mut [f64]) {
-    debug_assert_eq!(src.len(), out.len() + n - 1);
+/// One requested window: its length, its divisor and where its outputs go.
+#[derive(Clone, Copy)]
+struct Window {
+    n: usize,
+    denom: f64,
+    out: *mut f64,
+}
+
+/// The windows of one pass, shareable with the pool's threads, and the weights `1, 2, ...,
+/// max(n)` as f64 (read with a broadcast load each step: cheaper than counting in a register,
+/// which costs an add on the ports the multiply-adds need).
+#[derive(Clone, Copy)]
+struct Targets<'a>(&'a [Window], &'a [f64]);
+
+// SAFETY: the pointers are only written through at indices that one task owns (see
+// `wma_multi`), and the slices they point into outlive the pass.
+unsafe impl Send for Targets<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Targets<'_> {}
+
+/// Emits every window's outputs for window starts `lo..hi` of `x`, whose element 0 is the
+/// input's element `base` (outputs go to `base + s + n - 1`).
+///
+/// # Safety
+/// `x` must hold the input's values from `base` on, at least up to the last value the starts
+/// `lo..hi` read (or to the input's end). For every window `n`, the output element of each
+/// valid start must be writable and not written concurrently by anyone else.
+unsafe fn pass(x: &[f64], base: usize, lo: usize, hi: usize, targets: Targets<'_>) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just above.
-            unsafe { windows_avx512(src, n, denom, out) };
+            // SAFETY: the CPU supports AVX-512F, checked just above; the caller's contract.
+            unsafe { pass_avx512(x, base, lo, hi, targets) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            unsafe { windows_avx2(src, n, denom, out) };
+            // SAFETY: the CPU supports AVX2, checked just above; the caller's contract.
+            unsafe { pass_avx2(x, base, lo, hi, targets) };
             return;
         }
     }
-    windows_blocked::<16>(src, n, denom, out);
+    // SAFETY: the caller's contract.
+    unsafe { pass_blocked::<16>(x, base, lo, hi, targets) };
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn windows_avx512(src: &[f64], n: usize, denom: f64, out: &mut [f64]) {
+unsafe fn pass_avx512(x: &[f64], base: usize, lo: usize, hi: usize, targets: Targets<'_>) {
     // 64 lanes = 8 zmm accumulators: enough independent add chains to hide the add latency.
-    windows_blocked::<64>(src, n, denom, out);
+    // SAFETY: the caller's contract.
+    unsafe { pass_blocked::<64>(x, base, lo, hi, targets) };
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn windows_avx2(src: &[f64], n: usize, denom: f64, out: &mut [f64]) {
-    windows_blocked::<32>(src, n, denom, out);
+unsafe fn pass_avx2(x: &[f64], base: usize, lo: usize, hi: usize, targets: Targets<'_>) {
+    // 32 lanes = 8 ymm accumulators.
+    // SAFETY: the caller's contract.
+    unsafe { pass_blocked::<32>(x, base, lo, hi, targets) };
 }
 
-/// The register-blocked loop. `B` partial sums live in registers while `k` runs over the whole
-/// window; lane `j` computes `sum_k src[s+j+k] * (k+1)` in ascending `k`, exactly the reference.
+/// The register-blocked pass: for each block of `B` starts, `B` partial sums live in registers
+/// while `k` runs up to the longest window, and each window's outputs are divided out and
+/// stored the moment `k` reaches it. Lane `j` computes `sum_k x[s+j+k] * (k+1)` in ascending
+/// `k`, exactly the reference.
+///
+/// # Safety
+/// As [`pass`].
 #[inline(always)]
-fn windows_blocked<const B: usize>(src: &[f64], n: usize, denom: f64, out: &mut [f64]) {
-    let mut blocks = out.chunks_exact_mut(B);
-    let mut s = 0;
-    for block in &mut blocks {
-        let win = &src[s..s + B + n - 1];
+unsafe fn pass_blocked<const B: usize>(
+    x: &[f64],
+    base: usize,
+    lo: usize,
+    hi: usize,
+    targets: Targets<'_>,
+) {
+    let len = x.len();
+    let Targets(windows, weights) = targets;
+    let mut s = lo;
+    while s < hi {
+        // Lanes past `hi` belong to the next chunk: never stored here.
+        let lanes = B.min(hi - s);
+        // Steps every lane can take without reading past the input's end.
+        let vector_steps = (len + 1).saturating_sub(s + B);
+        // Indexed only with constant lane numbers, so it stays in registers.
         let mut acc = [0.0f64; B];
-        for k in 0..n {
-            let w = (k + 1) as f64;
-            let xs: &[f64; B] = win[k..k + B].try_into().expect("slice of length B");
-            for j in 0..B {
-                acc[j] += xs[j] * w;
+        let mut k = 0;
+        let mut done = 0;
+        if lanes == B {
+            for w in windows {
+                if w.n > vector_steps {
+                    break;
+                }
+                while k < w.n {
+                    // The weight of step k is k + 1 (exact in f64).
+                    let weight = weights[k];
+                    // SAFETY: k < vector_steps, so s + k + B <= len.
+                    let xs: &[f64; B] = unsafe { &*x.as_ptr().add(s + k).cast::<[f64; B]>() };
+                    for j in 0..B {
+                        acc[j] += xs[j] * weight;
+                    }
+                    k += 1;
+                }
+                // Divided as one array (vector divisions), then stored.
+                let mut quotients = [0.0f64; B];
+                for j in 0..B {
+                    quotients[j] = acc[j] / w.denom;
+                }
+                // SAFETY: every lane is a valid start of this window (s + B - 1 + n - 1 <=
+                // len - 1) owned by this pass (lanes == B, s + B <= hi).
+                unsafe {
+                    let at = w.out.add(base + s + w.n - 1);
+                    std::ptr::copy_nonoverlapping(quotients.as_ptr(), at, B);
+                }
+                done += 1;
             }
         }
-        for j in 0..B {
-            block[j] = acc[j] / denom;
+        if done < windows.len() {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { finish_block(x, base, s, lanes, k, acc, &windows[done..]) };
         }
         s += B;
     }
-    for (j, o) in blocks.into_remainder().iter_mut().enumerate() {
-        *o = window_sum(&src[s + j..s + j + n]) / denom;
-    }
 }
 
-/// One output's sum in reference order; the scalar fallback for block remainders.
-#[inline(always)]
-fn window_sum(window: &[f64]) -> f64 {
-    let mut acc = 0.0;
-    for (k, &v) in window.iter().enumerate() {
-        acc += v * (k + 1) as f64;
+/// The rest of a block that the vector loop cannot finish: a block cut short by the chunk's end,
+/// or near the input's end, where the last lanes would read past it. The lanes that still have
+/// a window continue one by one. Out of line, so the vector loop's sums stay in registers.
+///
+/// # Safety
+/// As [`pass`], for the starts `s..s + lanes`.
+#[inline(never)]
+unsafe fn finish_block<const B: usize>(
+    x: &[f64],
+    base: usize,
+    s: usize,
+    lanes: usize,
+    mut k: usize,
+    mut acc: [f64; B],
+    windows: &[Window],
+) {
+    let len = x.len();
+    for w in windows {
+        // Lanes whose window of length n fits: s + j + n - 1 <= len - 1.
+        let valid = lanes.min((len + 1).saturating_sub(s + w.n));
+        if valid == 0 {
+            // Longer windows fit even fewer lanes.
+            break;
+        }
+        for (j, a) in acc.iter_mut().enumerate().take(valid) {
+            for kk in k..w.n {
+                *a += x[s + j + kk] * (kk + 1) as f64;
+            }
+        }
+        k = w.n;
+        for (j, a) in acc.iter().enumerate().take(valid) {
+            // SAFETY: s + j is a valid start of this window (j < valid) owned by this pass
+            // (j < lanes), so the index is in the output and written only here.
+            unsafe { *w.out.add(base + s + j + w.n - 1) = a / w.denom };
+        }
     }
-    acc
 }
 
 #[cfg(test)]
@@ -152,20 +344,51 @@ mod tests {
             .collect()
     }
 
+    fn same(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    }
+
     #[test]
     fn matches_oracle_bit_for_bit_across_block_edges() {
         let x = series(20_000);
         for n in [
-            1, 2, 3, 7, 31, 32, 33, 63, 64, 65, 200, 8191, 8192, 8193, 19_999, 20_000,
+            1, 2, 3, 7, 31, 32, 33, 63, 64, 65, 200, 8191, 8192, 8193, 19_999, 20_000, 20_001,
         ] {
-            let fast = wma(&x, n);
-            let slow = oracle::wma(&x, n);
-            for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
-                assert!(
-                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                    "n={n} i={i}: {a} vs {b}"
-                );
+            assert!(same(&wma(&x, n), &oracle::wma(&x, n)), "n={n}");
+        }
+    }
+
+    #[test]
+    fn many_windows_in_one_pass_equal_one_pass_each() {
+        for len in [0, 1, 5, 63, 64, 65, 1_000, 20_000] {
+            let x = series(len);
+            let windows = [
+                1, 2, 3, 17, 31, 32, 33, 64, 65, 200, 999, 1_000, 1_001, 25_000,
+            ];
+            let mut outs: Vec<Vec<f64>> = windows.iter().map(|_| vec![0.0; len]).collect();
+            let mut views: Vec<&mut [f64]> = outs.iter_mut().map(Vec::as_mut_slice).collect();
+            wma_multi(&x, &windows, &mut views, true);
+            for (n, got) in windows.iter().zip(&outs) {
+                assert!(same(got, &oracle::wma(&x, *n)), "len={len} n={n}");
             }
+            // The same on one thread.
+            let mut serial: Vec<Vec<f64>> = windows.iter().map(|_| vec![0.0; len]).collect();
+            let mut views: Vec<&mut [f64]> = serial.iter_mut().map(Vec::as_mut_slice).collect();
+            wma_multi(&x, &windows, &mut views, false);
+            assert_eq!(
+                outs.iter()
+                    .flatten()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                serial
+                    .iter()
+                    .flatten()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>()
+            );
         }
     }
 

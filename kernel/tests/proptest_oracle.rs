@@ -2,6 +2,7 @@
 //! and the answer does not depend on the number of threads.
 
 use proptest::prelude::*;
+use sweepflight_kernel::wma::wma_multi;
 use sweepflight_kernel::{Combo, SweepControl, oracle, sweep, sweep_with};
 
 /// A positive random walk, like a price series.
@@ -64,6 +65,43 @@ proptest! {
         let serial = run(1, false);
         prop_assert_eq!(&serial, &run(1, true));
         prop_assert_eq!(&serial, &run(3, true));
+    }
+
+    #[test]
+    fn one_pass_over_many_windows_equals_the_oracle_for_each(
+        x in series(3_000),
+        windows in prop::collection::btree_set(prop_oneof![4 => 1usize..80, 1 => 1usize..4_000], 1..24),
+        parallel in any::<bool>(),
+    ) {
+        let windows: Vec<usize> = windows.into_iter().collect();
+        let mut outs: Vec<Vec<f64>> = windows.iter().map(|_| vec![0.0; x.len()]).collect();
+        let mut views: Vec<&mut [f64]> = outs.iter_mut().map(Vec::as_mut_slice).collect();
+        wma_multi(&x, &windows, &mut views, parallel);
+        for (n, got) in windows.iter().zip(&outs) {
+            let want = oracle::wma(&x, *n);
+            let bits = |v: &[f64]| v.iter().map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() }).collect::<Vec<_>>();
+            prop_assert_eq!(bits(got), bits(&want), "n = {}", n);
+        }
+    }
+
+    #[test]
+    fn combos_that_share_lines_equal_the_oracle(
+        close in series(2_000),
+        picks in prop::collection::vec((0usize..4, 0usize..4), 1..16),
+        hma in prop::collection::vec([window(), window(), window()], 4),
+        hma3 in prop::collection::vec([window(), window(), window()], 4),
+    ) {
+        // Few distinct HMA and HMA3 lines, combined many ways: the sweep computes each line
+        // once and shares it.
+        let combos: Vec<Combo> = picks
+            .iter()
+            .map(|&(i, j)| {
+                let [h, f, s] = hma[i];
+                let [p3, p2, p] = hma3[j];
+                Combo::new([h, f, s, p3, p2, p]).unwrap()
+            })
+            .collect();
+        prop_assert_eq!(sweep(&close, &combos, 0.0009).unwrap(), oracle::sweep(&close, &combos, 0.0009));
     }
 
     #[test]

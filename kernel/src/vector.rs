@@ -1,0 +1,60 @@
+//! The element-wise loops between the WMA passes, compiled for AVX2 as well as the baseline and
+//! picked at run time (the crate is built for the portable baseline; tuning for one CPU is
+//! not a default). Each computes exactly the reference's expression per element.
+
+use crate::signal::{ABOVE, BELOW, UNDEFINED};
+
+/// Defines `pub(crate) fn $name(args)` that runs `$body` compiled for AVX2 when the CPU has it
+/// and for the baseline otherwise. The body must be safe code: only the instruction set differs.
+macro_rules! multiversion {
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$meta])*
+        pub(crate) fn $name($($arg: $ty),*) {
+            #[inline(always)]
+            fn generic($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2($($arg: $ty),*) {
+                    generic($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2, checked just above.
+                    unsafe { avx2($($arg),*) };
+                    return;
+                }
+            }
+            generic($($arg),*)
+        }
+    };
+}
+
+multiversion! {
+    /// `out = 2*h - f`, element by element: the HMA's difference series.
+    fn hma_difference(h: &[f64], f: &[f64], out: &mut Vec<f64>) {
+        out.clear();
+        out.extend(h.iter().zip(f).map(|(h, f)| 2.0 * h - f));
+    }
+}
+
+multiversion! {
+    /// `out = 3*w3 - w2 - w1`, element by element: the HMA3's difference series.
+    fn hma3_difference(w3: &[f64], w2: &[f64], w1: &[f64], out: &mut Vec<f64>) {
+        out.clear();
+        out.extend(w3.iter().zip(w2).zip(w1).map(|((w3, w2), w1)| 3.0 * w3 - w2 - w1));
+    }
+}
+
+multiversion! {
+    /// One state byte per bar (see [`crate::signal`]): above, below, equal or undefined.
+    fn signs(a: &[f64], b: &[f64], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend(a.iter().zip(b).map(|(&a, &b)| {
+            if a.is_nan() || b.is_nan() {
+                UNDEFINED
+            } else {
+                (u8::from(b > a) * ABOVE) | (u8::from(b < a) * BELOW)
+            }
+        }));
+    }
+}
