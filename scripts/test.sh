@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting and lints, the Rust test suite (including the
-# equivalence gate and the property tests), the fixture drift check, and the Python tests.
+# Runs every test of the project: formatting and lints (Rust and Python), the Rust test suite
+# (the equivalence gate, the property tests, the server's integration suites against in-process
+# servers and the binary), the golden and fixture drift checks, the Python tests against the
+# real server (Ray cluster tests included), and a benchmark smoke test. Each step prints its
+# time; CI runs exactly this (.ci/run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-step() { printf '\n== %s\n' "$*"; }
+started=$SECONDS
+last=$SECONDS
+step() {
+  printf '\n== %s   (previous step %ss, total %ss)\n' "$*" $((SECONDS - last)) $((SECONDS - started))
+  last=$SECONDS
+}
 
 step "python environment"
 py=$(scripts/setup-python.sh)
@@ -13,10 +21,15 @@ py=$(scripts/setup-python.sh)
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "ruff (lint and format) and mypy (strict, the package)"
+"$py" -m ruff check client-py benches scripts kernel/testdata
+"$py" -m ruff format --check client-py benches scripts kernel/testdata
+(cd client-py && "$py" -m mypy)
+
 step "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 
-step "cargo test"
+step "cargo test (builds the debug binaries the Python tests and the smoke test use)"
 cargo test --workspace --all-features
 
 step "fixture drift check"
@@ -28,6 +41,8 @@ step "pytest"
 step "docs/benchmarks.md is the rendering of docs/benchmarks.json"
 "$py" benches/study.py --check-doc
 
-step "benchmark smoke test (benches/study.py --quick: builds release, gates every result)"
-"$py" benches/study.py --quick > target/study-quick.log 2>&1 || { cat target/study-quick.log; exit 1; }
+step "benchmark smoke test (benches/study.py --quick on the debug build: gates every result)"
+"$py" benches/study.py --quick --profile debug > target/study-quick.log 2>&1 || { cat target/study-quick.log; exit 1; }
 tail -n 4 target/study-quick.log
+
+step "done"

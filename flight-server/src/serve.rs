@@ -35,7 +35,16 @@ use crate::{Error, Result, ServerConfig};
 #[derive(Debug)]
 enum Listener {
     Tcp(tokio::net::TcpListener),
-    Unix(tokio::net::UnixListener, std::path::PathBuf),
+    /// The socket, its path, and the path's (device, inode) when bound: on the way out the
+    /// path is removed only if it is still this socket (another server may have replaced it).
+    Unix(tokio::net::UnixListener, std::path::PathBuf, (u64, u64)),
+}
+
+/// A path's (device, inode).
+fn socket_id(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// A server that has loaded its datasets and bound its address, ready to [`Server::serve`].
@@ -96,8 +105,10 @@ impl Server {
                 remove_stale_socket(path)?;
                 let l = tokio::net::UnixListener::bind(path)
                     .map_err(|e| Error::Transport(format!("bind {}: {e}", path.display())))?;
+                let id = socket_id(path)
+                    .map_err(|e| Error::Transport(format!("stat {}: {e}", path.display())))?;
                 (
-                    Listener::Unix(l, path.clone()),
+                    Listener::Unix(l, path.clone(), id),
                     format!("grpc+unix://{}", path.display()),
                 )
             }
@@ -258,7 +269,7 @@ impl Server {
                     });
                     (conns.boxed(), None)
                 }
-                Listener::Unix(l, path) => {
+                Listener::Unix(l, path, id) => {
                     let conns = UnixListenerStream::new(l).map(move |conn| {
                         let s = conn?;
                         let io: Box<dyn Io> = match (read_wake, fix) {
@@ -269,7 +280,7 @@ impl Server {
                         };
                         Ok(io)
                     });
-                    (conns.boxed(), Some(path))
+                    (conns.boxed(), Some((path, id)))
                 }
             };
         // Connections past the cap are closed here (dropped), never handed to hyper.
@@ -284,7 +295,9 @@ impl Server {
                 Ok(())
             }
         };
-        if let Some(path) = socket {
+        if let Some((path, id)) = socket
+            && socket_id(&path).ok() == Some(id)
+        {
             let _ = std::fs::remove_file(path);
         }
         tracing::info!("stopped");
@@ -302,8 +315,14 @@ fn keepalive_interval(idle: Duration) -> Duration {
 fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)
-            .map_err(|e| Error::Transport(format!("remove stale socket {}: {e}", path.display()))),
+        Ok(m) if m.file_type().is_socket() => match std::fs::remove_file(path) {
+            // Gone meanwhile (its server removed it on the way out): nothing to do.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Transport(format!(
+                "remove stale socket {}: {e}",
+                path.display()
+            ))),
+            _ => Ok(()),
+        },
         Ok(_) => Err(Error::Transport(format!(
             "{} exists and is not a socket",
             path.display()
