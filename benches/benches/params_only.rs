@@ -32,7 +32,7 @@ fn store(rt: &tokio::runtime::Runtime) -> Arc<DatasetStore> {
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
     let store = Arc::new(DatasetStore::new(1 << 30));
     let new = assemble(&schema, vec![batch], None).expect("valid series");
-    rt.block_on(store.put("tiny", new)).expect("stored");
+    rt.block_on(store.put("tiny", new, None)).expect("stored");
     store
 }
 

@@ -37,7 +37,7 @@ pub fn put_stream(data: &[u8]) {
         let messages = unframe(data)
             .into_iter()
             .map(|m| check_ipc_bounds(&m).map(|()| m));
-        let upload = read_upload(futures::stream::iter(messages), limits, key);
+        let upload = read_upload(futures::stream::iter(messages), limits, key, None);
         let _ = futures::executor::block_on(upload);
     }
 }

@@ -26,6 +26,7 @@ use crate::dataset::{
     NewDataset, RowOf, Universe, bad_close, close_column, close_index, first_bad_close,
     first_bad_value, widened_schema,
 };
+use crate::persist::{DataDir, Staged, StagedFile, upload_file_schema};
 use crate::{Error, Result};
 
 /// Limits an upload is checked against while it streams in.
@@ -43,21 +44,65 @@ impl UploadLimits {
 }
 
 /// Reads a whole upload: the schema, then every batch, validating as it goes; with `key`, the
-/// rows are grouped into series by that column.
+/// rows are grouped into series by that column. With a data directory, each validated batch is
+/// also written to a staged file as it arrives (by a blocking thread, so the network and the
+/// disk overlap), and the staged file, fsynced, comes back with the dataset.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] / [`Error::BadValue`] for a stream that breaks the dataset rules,
-/// [`Error::ResourceExhausted`] past `limits`, or the client's own stream error.
+/// [`Error::ResourceExhausted`] past `limits` or on a full disk, or the client's own stream
+/// error. A staged file is deleted on any error.
 pub async fn read_upload<S>(
     stream: S,
     limits: UploadLimits,
     key: Option<&str>,
-) -> Result<NewDataset>
+    disk: Option<Arc<DataDir>>,
+) -> Result<(NewDataset, Option<Staged>)>
 where
     S: Stream<Item = std::result::Result<FlightData, FlightError>> + Send + 'static,
 {
     let mut stream = Box::pin(stream);
     let mut decoder: Option<Decoder> = None;
+    let read = read_messages(&mut stream, &mut decoder, limits, key, disk.as_ref()).await;
+    let decoder = match (read, decoder) {
+        (Ok(()), Some(d)) => d,
+        (Ok(()), None) => return Err(Error::invalid("empty upload: the stream carried no schema")),
+        (Err(e), d) => {
+            // Remove a partial file before answering: a refused upload leaves no trace.
+            if let Some(sink) = d.and_then(|d| d.sink) {
+                sink.abort().await;
+            }
+            return Err(e);
+        }
+    };
+    let Decoder { builder, sink, .. } = decoder;
+    let dataset = match builder.finish() {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some(sink) = sink {
+                sink.abort().await;
+            }
+            return Err(e);
+        }
+    };
+    let staged = match sink {
+        Some(sink) => Some(sink.finish().await?),
+        None => None,
+    };
+    Ok((dataset, staged))
+}
+
+/// Feeds every message of `stream` to the decoder (made from the schema message).
+async fn read_messages<S>(
+    stream: &mut std::pin::Pin<Box<S>>,
+    decoder: &mut Option<Decoder>,
+    limits: UploadLimits,
+    key: Option<&str>,
+    disk: Option<&Arc<DataDir>>,
+) -> Result<()>
+where
+    S: Stream<Item = std::result::Result<FlightData, FlightError>> + Send + 'static,
+{
     while let Some(msg) = stream.next().await {
         let msg = msg?;
         // Messages with only app_metadata carry no data.
@@ -75,7 +120,13 @@ where
                     ));
                 }
                 let schema = Schema::try_from(&msg).map_err(Error::ClientData)?;
-                decoder = Some(Decoder::new(Arc::new(schema), limits, key)?);
+                let mut d = Decoder::new(Arc::new(schema), limits, key)?;
+                if let Some(disk) = disk {
+                    let file_schema = upload_file_schema(&d.builder.schema, key);
+                    d.sink = Some(FileSink::start(disk.create(&file_schema)?));
+                    d.builder.emit = true;
+                }
+                *decoder = Some(d);
             }
             MessageHeader::DictionaryBatch => decoder
                 .as_mut()
@@ -83,12 +134,16 @@ where
                     Error::invalid("invalid Flight stream: a dictionary before the schema")
                 })?
                 .dictionary(&msg, &message)?,
-            MessageHeader::RecordBatch => decoder
-                .as_mut()
-                .ok_or_else(|| {
+            MessageHeader::RecordBatch => {
+                let d = decoder.as_mut().ok_or_else(|| {
                     Error::invalid("invalid Flight stream: a record batch before the schema")
-                })?
-                .batch(&msg, &message)?,
+                })?;
+                if let Some(batch) = d.batch(&msg, &message)?
+                    && let Some(sink) = &mut d.sink
+                {
+                    sink.send(batch).await?;
+                }
+            }
             other => {
                 return Err(Error::invalid(format!(
                     "invalid Flight stream: unexpected IPC message {}",
@@ -97,10 +152,79 @@ where
             }
         }
     }
-    decoder
-        .ok_or_else(|| Error::invalid("empty upload: the stream carried no schema"))?
-        .builder
-        .finish()
+    Ok(())
+}
+
+/// A staged file written by a blocking thread from a bounded queue of batches.
+struct FileSink {
+    tx: tokio::sync::mpsc::Sender<RecordBatch>,
+    /// Tells the writer to drop its file instead of finishing it.
+    aborted: Arc<std::sync::atomic::AtomicBool>,
+    /// The writer; taken when awaited.
+    done: Option<tokio::task::JoinHandle<Result<Staged>>>,
+}
+
+impl FileSink {
+    fn start(mut file: StagedFile) -> Self {
+        // A few batches in flight: enough to keep the disk busy while the network delivers.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(4);
+        let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::clone(&aborted);
+        let done = tokio::task::spawn_blocking(move || {
+            while let Some(batch) = rx.blocking_recv() {
+                file.write(&batch)?;
+            }
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Dropping the file deletes it.
+                return Err(Error::Internal("upload abandoned".into()));
+            }
+            file.finish()
+        });
+        Self {
+            tx,
+            aborted,
+            done: Some(done),
+        }
+    }
+
+    /// Stops the writer and waits until its file is deleted.
+    async fn abort(mut self) {
+        self.aborted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(self.tx);
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+
+    async fn send(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.tx.send(batch).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stops at its first error (a full disk, say) and drops the queue: that
+        // error is the upload's.
+        match self.join().await {
+            Err(e) => Err(e),
+            Ok(_) => Err(Error::Internal(
+                "the dataset file writer stopped early".into(),
+            )),
+        }
+    }
+
+    async fn finish(mut self) -> Result<Staged> {
+        let (tx, _) = tokio::sync::mpsc::channel(1);
+        drop(std::mem::replace(&mut self.tx, tx));
+        self.join().await
+    }
+
+    async fn join(&mut self) -> Result<Staged> {
+        let done = self
+            .done
+            .take()
+            .ok_or_else(|| Error::Internal("the dataset file writer was already joined".into()))?;
+        done.await
+            .map_err(|e| Error::internal("the dataset file writer", e))?
+    }
 }
 
 /// Decodes an upload's IPC messages into a [`SeriesBuilder`].
@@ -114,6 +238,8 @@ where
 struct Decoder {
     schema: SchemaRef,
     builder: SeriesBuilder,
+    /// The staged file, for a durable put.
+    sink: Option<FileSink>,
     dictionaries: HashMap<i64, ArrayRef>,
     /// Where the close column's node and values buffer are in each message, when the fast path
     /// applies.
@@ -151,6 +277,7 @@ impl Decoder {
         Ok(Self {
             schema,
             builder,
+            sink: None,
             dictionaries: HashMap::new(),
             close_layout,
             others,
@@ -173,7 +300,12 @@ impl Decoder {
         .map_err(Error::ClientData)
     }
 
-    fn batch(&mut self, msg: &FlightData, message: &arrow_ipc::Message<'_>) -> Result<()> {
+    /// Takes one record batch message; the validated batch, when a sink wants it.
+    fn batch(
+        &mut self,
+        msg: &FlightData,
+        message: &arrow_ipc::Message<'_>,
+    ) -> Result<Option<RecordBatch>> {
         let header = message.header_as_record_batch().ok_or_else(|| {
             Error::invalid("invalid Flight stream: a record batch message without its batch")
         })?;
@@ -317,6 +449,8 @@ struct SeriesBuilder {
     rows: usize,
     bytes: u64,
     keys: Option<KeyGrouper>,
+    /// Hand each batch back, whole, for a staged file.
+    emit: bool,
 }
 
 impl SeriesBuilder {
@@ -335,19 +469,27 @@ impl SeriesBuilder {
             rows: 0,
             bytes: 0,
             keys,
+            emit: false,
         })
     }
 
-    /// A whole decoded batch (a file read back, or the general decoding path).
-    fn push(&mut self, batch: RecordBatch) -> Result<()> {
+    /// A whole decoded batch (a file read back, or the general decoding path); the batch back,
+    /// close widened, if `emit`.
+    fn push(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
         let close = close_column(&batch, self.close_index)?;
         let mut others = batch.columns().to_vec();
         others.remove(self.close_index);
         self.push_part(batch.num_rows(), others, Close::Array(close))
     }
 
-    /// One batch: its row count, its columns but `close`, and its closes.
-    fn push_part(&mut self, rows: usize, others: Vec<ArrayRef>, close: Close<'_>) -> Result<()> {
+    /// One batch: its row count, its columns but `close`, and its closes; the whole batch back,
+    /// close widened, if `emit`.
+    fn push_part(
+        &mut self,
+        rows: usize,
+        others: Vec<ArrayRef>,
+        close: Close<'_>,
+    ) -> Result<Option<RecordBatch>> {
         let other_bytes: u64 = others
             .iter()
             .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
@@ -390,8 +532,23 @@ impl SeriesBuilder {
             });
         }
         self.rows += rows;
+        let whole = if self.emit {
+            let mut columns = others.clone();
+            let close = Float64Array::from(self.closes.tail(rows).to_vec());
+            columns.insert(self.close_index, Arc::new(close));
+            Some(
+                RecordBatch::try_new_with_options(
+                    Arc::clone(&self.schema),
+                    columns,
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+                )
+                .map_err(|e| Error::internal("rebuild a batch", e))?,
+            )
+        } else {
+            None
+        };
         self.parts.push((rows, others));
-        Ok(())
+        Ok(whole)
     }
 
     fn finish(self) -> Result<NewDataset> {

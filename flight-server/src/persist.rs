@@ -35,7 +35,7 @@ use arrow_ipc::reader::FileDecoder;
 use arrow_ipc::writer::FileWriter;
 use rayon::prelude::*;
 
-use crate::dataset::{CLOSE, KEY_METADATA, NewDataset};
+use crate::dataset::{KEY_METADATA, NewDataset, Universe};
 use crate::ingest::assemble;
 use crate::{Error, Result};
 
@@ -55,6 +55,55 @@ pub struct Recovered {
     pub file: PathBuf,
     /// The data, validated.
     pub dataset: NewDataset,
+}
+
+/// An upload's file being written to `tmp/`. Dropping it deletes the file.
+pub struct StagedFile {
+    writer: FileWriter<BufWriter<CrcWriter<File>>>,
+    staged: Staged,
+}
+
+impl std::fmt::Debug for StagedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedFile")
+            .field("path", &self.staged.path)
+            .finish()
+    }
+}
+
+impl StagedFile {
+    /// Appends a batch (with the file's schema).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED).
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.writer
+            .write(batch)
+            .map_err(|e| Error::storage_arrow(format!("write {}", self.staged.path.display()), e))
+    }
+
+    /// Ends the file and fsyncs it: the upload is staged, ready to commit.
+    ///
+    /// # Errors
+    /// [`Error::Storage`]; the file is then deleted.
+    pub fn finish(self) -> Result<Staged> {
+        let Self {
+            mut writer,
+            mut staged,
+        } = self;
+        let write_err = |e| Error::storage_arrow(format!("write {}", staged.path.display()), e);
+        writer.finish().map_err(write_err)?;
+        let sink = writer
+            .into_inner()
+            .map_err(write_err)?
+            .into_inner()
+            .map_err(|e| Error::storage("flush dataset file", e.into_error()))?;
+        sink.inner
+            .sync_all()
+            .map_err(|e| Error::storage(format!("fsync {}", staged.path.display()), e))?;
+        staged.crc = sink.crc;
+        Ok(staged)
+    }
 }
 
 /// An upload written to `tmp/` and fsynced, not yet committed. Dropping it deletes the file.
@@ -125,16 +174,16 @@ impl DataDir {
         Ok((me, recovered))
     }
 
-    /// Writes `dataset` to a new file in `tmp/` and fsyncs it. The expensive half of a put,
-    /// done before the store's commit lock is taken.
+    /// Starts a new file in `tmp/` for an upload with this (file) schema; batches are written
+    /// to it as they arrive ([`StagedFile::write`]) and [`StagedFile::finish`] fsyncs it.
     ///
     /// # Errors
     /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED; permissions: INTERNAL). The partial
     /// file is deleted.
-    pub fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
+    pub fn create(&self, schema: &arrow_schema::Schema) -> Result<StagedFile> {
         let id = self.next_tmp.fetch_add(1, Ordering::Relaxed);
         // The guard exists before the file does: any error below deletes it.
-        let mut staged = Staged {
+        let staged = Staged {
             path: self.tmp.join(format!("{id}{EXT}")),
             crc: 0,
         };
@@ -147,29 +196,21 @@ impl DataDir {
                 crc: 0,
             },
         );
-        let write_err = |e| Error::storage_arrow(format!("write {}", staged.path.display()), e);
-        let mut writer = FileWriter::try_new(sink, &file_schema(dataset)).map_err(write_err)?;
-        match one_batch(dataset) {
-            Ok(batch) => writer.write(&batch).map_err(write_err)?,
-            // A column too large for one batch (over 2 GiB of 32-bit-offset strings): keep
-            // the uploaded batches; loading concatenates their closes instead.
-            Err(_) => {
-                for batch in &dataset.batches {
-                    writer.write(batch).map_err(write_err)?;
-                }
-            }
+        let writer = FileWriter::try_new(sink, schema)
+            .map_err(|e| Error::storage_arrow(format!("write {}", staged.path.display()), e))?;
+        Ok(StagedFile { writer, staged })
+    }
+
+    /// Writes a whole dataset to a new staged file: [`DataDir::create`], each batch, finish.
+    ///
+    /// # Errors
+    /// As [`DataDir::create`].
+    pub fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
+        let mut file = self.create(&file_schema(&dataset.schema, dataset.universe.as_ref()))?;
+        for batch in &dataset.batches {
+            file.write(batch)?;
         }
-        writer.finish().map_err(write_err)?;
-        let sink = writer
-            .into_inner()
-            .map_err(write_err)?
-            .into_inner()
-            .map_err(|e| Error::storage("flush dataset file", e.into_error()))?;
-        sink.inner
-            .sync_all()
-            .map_err(|e| Error::storage(format!("fsync {}", staged.path.display()), e))?;
-        staged.crc = sink.crc;
-        Ok(staged)
+        file.finish()
     }
 
     /// Renames `staged` to its final name for (`name`, `version`) and fsyncs `datasets/`:
@@ -278,9 +319,12 @@ impl DataDir {
 }
 
 /// The file's schema: the dataset's, plus the key column of a universe in the metadata.
-fn file_schema(dataset: &NewDataset) -> arrow_schema::Schema {
-    let mut schema = dataset.schema.as_ref().clone();
-    if let Some(u) = &dataset.universe {
+pub fn file_schema(
+    schema: &arrow_schema::Schema,
+    universe: Option<&Universe>,
+) -> arrow_schema::Schema {
+    let mut schema = schema.clone();
+    if let Some(u) = universe {
         schema
             .metadata
             .insert(KEY_METADATA.to_owned(), u.key.clone());
@@ -288,34 +332,18 @@ fn file_schema(dataset: &NewDataset) -> arrow_schema::Schema {
     schema
 }
 
-/// The dataset as one record batch: its contiguous close column as is, the other columns
-/// concatenated across the uploaded batches.
-fn one_batch(dataset: &NewDataset) -> Result<RecordBatch> {
-    let schema = Arc::new(file_schema(dataset));
-    if let [only] = dataset.batches.as_slice() {
-        return only
-            .clone()
-            .with_schema(schema)
-            .map_err(|e| Error::internal("file schema", e));
+/// The file's schema for an upload keyed by `key` (known before any row arrives).
+pub fn upload_file_schema(
+    schema: &arrow_schema::Schema,
+    key: Option<&str>,
+) -> arrow_schema::Schema {
+    let mut schema = schema.clone();
+    if let Some(key) = key {
+        schema
+            .metadata
+            .insert(KEY_METADATA.to_owned(), key.to_owned());
     }
-    let close = dataset
-        .schema
-        .index_of(CLOSE)
-        .map_err(|e| Error::internal("stored schema", e))?;
-    let columns = (0..dataset.schema.fields().len())
-        .map(|i| {
-            if i == close {
-                return Ok(Arc::new(dataset.close.clone()) as arrow_array::ArrayRef);
-            }
-            let parts: Vec<&dyn arrow_array::Array> = dataset
-                .batches
-                .iter()
-                .map(|b| b.column(i).as_ref())
-                .collect();
-            arrow_select::concat::concat(&parts).map_err(|e| Error::internal("concatenate", e))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    RecordBatch::try_new(schema, columns).map_err(|e| Error::internal("file batch", e))
+    schema
 }
 
 /// `NAME.vVERSION.CRC.arrow`. Names may contain dots, so the fields are taken from the right.

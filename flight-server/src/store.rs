@@ -22,7 +22,7 @@ pub struct DatasetStore {
     datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
     next_id: AtomicU64,
     cache: Arc<KernelCache>,
-    disk: Option<DataDir>,
+    disk: Option<Arc<DataDir>>,
     max_total_bytes: u64,
     // Held while a put or drop changes the files and the map, so the two always agree and
     // versions are handed out in commit order. Never held during a big write.
@@ -72,7 +72,7 @@ impl DatasetStore {
                 map.insert(r.name, Arc::new(d));
             }
         }
-        store.disk = Some(disk);
+        store.disk = Some(Arc::new(disk));
         Ok(store)
     }
 
@@ -97,13 +97,25 @@ impl DatasetStore {
         self.read().values().map(|d| d.bytes()).sum()
     }
 
+    /// The data directory, if datasets persist: uploads stage their files in it as they arrive.
+    pub fn data_dir(&self) -> Option<&Arc<DataDir>> {
+        self.disk.as_ref()
+    }
+
     /// Stores `new` under `name`, replacing any dataset of that name in one step; returns it.
-    /// With a data directory the dataset is on disk (fsynced) before this returns.
+    /// With a data directory the dataset is on disk (fsynced) before this returns: `staged`
+    /// is its file if the upload wrote one as it arrived ([`DatasetStore::data_dir`]), else the
+    /// file is written here.
     ///
     /// # Errors
     /// [`Error::ResourceExhausted`] past `--max-total-bytes`, [`Error::Storage`] if it cannot
     /// be written; either way nothing is stored and the old version stays.
-    pub async fn put(self: &Arc<Self>, name: &str, new: NewDataset) -> Result<Arc<Dataset>> {
+    pub async fn put(
+        self: &Arc<Self>,
+        name: &str,
+        new: NewDataset,
+        staged: Option<Staged>,
+    ) -> Result<Arc<Dataset>> {
         // Fail fast, before writing gigabytes that could not be kept anyway.
         self.check_total(name, new.bytes)?;
         if self.disk.is_none() {
@@ -112,7 +124,10 @@ impl DatasetStore {
         let this = Arc::clone(self);
         let name = name.to_owned();
         blocking(move || {
-            let staged = this.disk.as_ref().map(|d| d.stage(&new)).transpose()?;
+            let staged = match staged {
+                Some(s) => Some(s),
+                None => this.disk.as_ref().map(|d| d.stage(&new)).transpose()?,
+            };
             this.commit(&name, new, staged)
         })
         .await

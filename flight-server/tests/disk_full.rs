@@ -86,10 +86,10 @@ async fn check(uri: &str, data_dir: &Path) {
     put(&mut c, "small", vec![close_batch(&series(10_000))])
         .await
         .unwrap();
-    // 20 MB of closes: more than the disk holds.
-    let err = put(&mut c, "big", vec![close_batch(&series(2_500_000))])
-        .await
-        .unwrap_err();
+    // 20 MB of closes in five messages: more than the disk holds, found while streaming.
+    let big = close_batch(&series(2_500_000));
+    let parts = (0..5).map(|i| big.slice(i * 500_000, 500_000)).collect();
+    let err = put(&mut c, "big", parts).await.unwrap_err();
     assert_eq!(code(&err), Code::ResourceExhausted, "{err}");
     let message = err.to_string();
     assert!(

@@ -47,7 +47,7 @@ async fn transient(
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     let max = state.config.max_combos;
     sweep_check(&sweep, max)?;
-    let upload = read_upload(data, upload_limits(state), sweep.key.as_deref()).await?;
+    let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
     let close = Arc::new(upload.close.clone());
     let combos = combos(&sweep.grid)?;
     let (inputs, names) = match &upload.universe {

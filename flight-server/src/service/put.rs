@@ -20,8 +20,11 @@ pub(super) async fn put(
     })?;
     let target = PutTarget::from_descriptor(descriptor)?;
     let started = std::time::Instant::now();
-    let upload = read_upload(data, upload_limits(state), target.key.as_deref()).await?;
-    let d = state.store.put(&target.dataset, upload).await?;
+    // A durable put writes its file while the stream arrives; only the commit is left after.
+    let disk = state.store.data_dir().cloned();
+    let (upload, staged) =
+        read_upload(data, upload_limits(state), target.key.as_deref(), disk).await?;
+    let d = state.store.put(&target.dataset, upload, staged).await?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(dataset = %d.name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
     let summary = PutSummary {
