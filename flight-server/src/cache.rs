@@ -95,5 +95,9 @@ impl ArrayCache for CacheView<'_> {
     }
     fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
         self.cache.arrays.insert((self.input, key), array);
+        // moka applies evictions in batches; a sweep offers hundreds of megabytes of arrays in
+        // a row, which would all stay resident until the next batch. Evicting as we go keeps
+        // the cache within --cache-bytes at every moment, not just eventually.
+        self.cache.arrays.run_pending_tasks();
     }
 }
