@@ -35,7 +35,11 @@ cargo test --workspace --all-features
 step "fixture drift check"
 "$py" kernel/testdata/make_paper_fixture.py --check
 
-step "pytest"
+step "server wheel (maturin, dev profile: reuses the debug build) into the environment"
+"$py" -m maturin build --quiet --profile dev -m flight-server/Cargo.toml -o target/wheels
+"$py" -m pip install --quiet --force-reinstall --no-deps target/wheels/sweepflight_server-*.whl
+
+step "pytest (the Ray cluster tests use the server from the wheel)"
 "$py" -m pytest -q client-py/tests
 
 step "docs/benchmarks.md is the rendering of docs/benchmarks.json"

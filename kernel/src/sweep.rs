@@ -91,25 +91,36 @@ const SCRATCH_BYTES_PER_BAR: usize = size_of::<f64>() + size_of::<u8>();
 /// `workers` sets of per-worker scratch, and the results.
 pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
     let array = bars.max(1) * size_of::<f64>();
-    let distinct = distinct_arrays(combos);
+    let uses = line_uses(combos);
+    let windows: BTreeSet<u32> = combos.iter().flat_map(Combo::close_windows).collect();
+    let shared = uses.values().filter(|&&n| n > 1).count();
+    let single = uses.len() - shared;
+    // First-level arrays and shared lines stay for a group; single-use lines only for a batch.
+    let distinct = windows.len() + shared + single.min(batch_lines(array, workers));
     let least = ARRAYS_PER_COMBO.min(distinct.max(1)) * array;
     let arrays = (distinct * array).min(shared_cap.max(least));
     arrays + workers * scratch_bytes(bars) + combos.len() * size_of::<ComboResult>()
 }
 
+/// How many lines a batch computes before running its signals (see [`BATCH_BYTES`]).
+fn batch_lines(array_bytes: usize, workers: usize) -> usize {
+    (BATCH_BYTES / array_bytes.max(1)).max(4 * workers).max(2)
+}
+
+/// How many combos read each line.
+fn line_uses(combos: &[Combo]) -> HashMap<ArrayKey, usize> {
+    let mut uses: HashMap<ArrayKey, usize> = HashMap::new();
+    for c in combos {
+        for key in [hma_key(c), hma3_key(c)] {
+            *uses.entry(key).or_default() += 1;
+        }
+    }
+    uses
+}
+
 /// Per-worker scratch bytes for a series of `bars`.
 pub fn scratch_bytes(bars: usize) -> usize {
     bars * SCRATCH_BYTES_PER_BAR
-}
-
-fn distinct_arrays(combos: &[Combo]) -> usize {
-    let mut keys: BTreeSet<ArrayKey> = BTreeSet::new();
-    for c in combos {
-        keys.extend(c.close_windows().map(ArrayKey::Wma));
-        keys.insert(hma_key(c));
-        keys.insert(hma3_key(c));
-    }
-    keys.len()
 }
 
 fn hma_key(c: &Combo) -> ArrayKey {
@@ -187,13 +198,20 @@ pub fn sweep_with(
     });
     let array_bytes = size_of_val(close).max(1);
     let max_arrays = (control.working_set_bytes / array_bytes).max(ARRAYS_PER_COMBO);
+    let uses = line_uses(combos);
+    let workers = if parallel {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    let batch = batch_lines(array_bytes, workers).min(max_arrays.saturating_sub(5).max(2));
     let mut results = vec![ComboResult::default(); combos.len()];
     let mut rest = &order[..];
     while !rest.is_empty() {
-        let taken = group_len(rest, combos, max_arrays);
+        let taken = group_len(rest, combos, max_arrays, &uses, batch);
         let (group, tail) = rest.split_at(taken);
         rest = tail;
-        for (i, r) in run.group(group)? {
+        for (i, r) in run.group(group, batch)? {
             results[i] = r;
         }
     }
@@ -202,7 +220,17 @@ pub fn sweep_with(
 
 /// The length of the longest prefix of `order` whose distinct arrays number at most
 /// `max_arrays` (never empty).
-fn group_len(order: &[usize], combos: &[Combo], max_arrays: usize) -> usize {
+/// The length of the longest prefix of `order` whose arrays fit `max_arrays` at once: its
+/// first-level windows and its shared lines (read by several combos of the sweep, `uses`) for
+/// the whole group, plus `batch` single-use lines, which live only as long as their batch.
+/// Never empty.
+fn group_len(
+    order: &[usize],
+    combos: &[Combo],
+    max_arrays: usize,
+    uses: &HashMap<ArrayKey, usize>,
+    batch: usize,
+) -> usize {
     let mut keys: BTreeSet<ArrayKey> = BTreeSet::new();
     for (taken, &i) in order.iter().enumerate() {
         let c = &combos[i];
@@ -210,10 +238,14 @@ fn group_len(order: &[usize], combos: &[Combo], max_arrays: usize) -> usize {
             .close_windows()
             .map(ArrayKey::Wma)
             .into_iter()
-            .chain([hma_key(c), hma3_key(c)])
+            .chain(
+                [hma_key(c), hma3_key(c)]
+                    .into_iter()
+                    .filter(|k| uses[k] > 1),
+            )
             .filter(|k| !keys.contains(k))
             .collect();
-        if taken > 0 && keys.len() + new.len() > max_arrays {
+        if taken > 0 && keys.len() + new.len() + batch > max_arrays {
             return taken;
         }
         keys.extend(new);
@@ -258,7 +290,7 @@ impl Run<'_> {
     }
 
     /// The three phases for one group of combos (indices into `combos`).
-    fn group(&self, group: &[usize]) -> Result<Vec<(usize, ComboResult)>> {
+    fn group(&self, group: &[usize], per_batch: usize) -> Result<Vec<(usize, ComboResult)>> {
         let cache = self.control.cache;
         let mut lines = Arrays::new();
         // What the lines need, and which of them the cache already has.
@@ -296,9 +328,16 @@ impl Run<'_> {
         let wmas = self.first_level(&windows)?;
         // Phases 2 and 3 by batches of combos whose new lines fit in the last-level cache:
         // each batch's signals read the lines just written, before they are evicted to memory.
-        let per_batch = (BATCH_BYTES / size_of_val(self.close).max(1))
-            .max(4 * rayon::current_num_threads())
-            .max(2);
+        // Lines are dropped once the last combo of the group that reads them has run (they have
+        // been offered to the cache): a grid of single-use lines then holds about a batch of
+        // them at a time, not the whole group's.
+        let mut uses: HashMap<ArrayKey, usize> = HashMap::new();
+        for &i in group {
+            let c = &self.combos[i];
+            for key in [hma_key(c), hma3_key(c)] {
+                *uses.entry(key).or_default() += 1;
+            }
+        }
         let mut results = Vec::with_capacity(group.len());
         let mut start = 0;
         while start < group.len() {
@@ -347,6 +386,16 @@ impl Run<'_> {
                     signal::run_fast(self.close, a, b, self.fee, &mut s.signs),
                 ))
             })?);
+            for &i in batch {
+                let c = &self.combos[i];
+                for key in [hma_key(c), hma3_key(c)] {
+                    let left = uses.get_mut(&key).expect("counted above");
+                    *left -= 1;
+                    if *left == 0 {
+                        lines.remove(&key);
+                    }
+                }
+            }
         }
         Ok(results)
     }
@@ -555,11 +604,28 @@ mod tests {
             least,
             ARRAYS_PER_COMBO * bars * 8 + 2 * scratch_bytes(bars) + combos.len() * 32
         );
+        let uses = line_uses(&combos);
         assert_eq!(
-            group_len(&[0, 1, 2], &combos, 1),
+            group_len(&[0, 1, 2], &combos, 1, &uses, 2),
             1,
             "a group is never empty"
         );
+        // Single-use lines (every combo of a random grid) count as one batch, not all of them.
+        let random: Vec<Combo> = (0..2_000u32)
+            .map(|i| {
+                Combo::new([
+                    1 + i % 37,
+                    2 + i % 41,
+                    1 + i % 5,
+                    1 + i % 7,
+                    1 + i % 11,
+                    3 + i % 43,
+                ])
+                .unwrap()
+            })
+            .collect();
+        let held = memory_bytes(bars, &random, 2, usize::MAX);
+        assert!(held < 400 * bars * 8, "{held}");
     }
 
     #[test]

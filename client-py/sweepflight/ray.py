@@ -1,0 +1,484 @@
+"""A cluster of sweepflight servers on Ray: one per node, driven from Python.
+
+Ray places and restarts the servers; the data goes over Flight, straight from the driver to each
+server (a Ray actor call costs several times a Flight call). Needs ``pip install
+sweepflight[ray]`` and the server binary on every node (``pip install ./flight-server`` puts
+``sweepflight-server`` on PATH; ``SWEEPFLIGHT_SERVER_BIN`` names another).
+
+    import ray, sweepflight.ray
+
+    ray.init(address="auto")
+    with sweepflight.ray.Cluster() as cluster:          # one server per node with the resource
+        cluster.put("paper", sweepflight.paper.series())
+        df = cluster.sweep("paper", params=grid)        # equal to one server's answer
+
+Placement: each server is a Ray actor that asks for one unit of a custom resource
+(``{"sweepflight": 1}`` by default), which nodes advertise (``ray start
+--resources='{"sweepflight": 1}'``): one server per node that has it, never a hard node
+affinity, so a lost node's server comes back on another node that has the resource.
+
+Failures: an actor owns its server process (the process dies with the actor, and the actor with
+the process, and Ray restarts it: ``max_restarts=-1``). When a call fails because its server is
+gone, the driver waits for the actor to come back, reads its new address, puts again the data
+that server held (from the Arrow tables it keeps in Ray's object store) and hands the
+unfinished chunk to the queue again: the sweep completes with nothing lost or duplicated.
+Errors that are the caller's (``InvalidRequest``, ``NotFound``) are raised, not retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import queue
+import shutil
+import sysconfig
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _protocol
+from .client import (
+    DEFAULT_CHUNK_COMBOS,
+    Client,
+    Params,
+    PutSummary,
+    SweepRequest,
+    _as_reader,
+    _Progress,
+    _request,
+    _result,
+    _series_major,
+    connect,
+)
+from .errors import Cancelled, InvalidRequest, NotFound, ServerError, SweepflightError, Unavailable
+
+#: The resource every server asks for one unit of, unless told otherwise.
+DEFAULT_RESOURCES = {"sweepflight": 1}
+#: How long a lost server may take to come back before the sweep gives up, in seconds.
+RESTART_TIMEOUT = 120.0
+#: Combos per chunk handed to a server: large enough that dispatch costs little, small enough
+#: that the last chunks spread over every server and a lost chunk is little work lost.
+CLUSTER_CHUNK_COMBOS = 2_000
+
+#: How many times one chunk is tried before the sweep gives up on it.
+MAX_ATTEMPTS = 5
+
+#: Errors that mean the server (not the request) failed: retried on a server that came back.
+_SERVER_GONE = (Unavailable, Cancelled, ServerError)
+#: Errors that are the caller's: raised at once.
+_CALLER_FAULT = (InvalidRequest, NotFound)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - the extra is missing
+        raise ImportError("sweepflight.ray needs Ray: pip install 'sweepflight[ray]'") from e
+    return ray
+
+
+def server_binary(explicit: str | None = None) -> str:
+    """The server binary the actors start: ``explicit``, ``$SWEEPFLIGHT_SERVER_BIN``,
+    ``sweepflight-server`` on PATH, or beside this Python's scripts (where ``pip install
+    ./flight-server`` puts it, whether or not the environment is activated)."""
+    beside = os.path.join(sysconfig.get_path("scripts"), "sweepflight-server")
+    found = (
+        explicit
+        or os.environ.get("SWEEPFLIGHT_SERVER_BIN")
+        or shutil.which("sweepflight-server")
+        or (beside if os.path.exists(beside) else None)
+    )
+    if not found:
+        raise FileNotFoundError(
+            "no sweepflight-server: pip install ./flight-server on every node, or set SWEEPFLIGHT_SERVER_BIN"
+        )
+    return found
+
+
+def _actor_class(ray: Any) -> Any:
+    """The Ray actor that owns one server process (defined lazily: Ray is optional)."""
+
+    @ray.remote(max_restarts=-1, max_task_retries=0)
+    class SweepflightServer:
+        def __init__(self, binary: str, args: list[str], threads: int | None) -> None:
+            import signal
+            import subprocess
+
+            def die_with_parent() -> None:
+                # The server gets SIGKILL when this actor's process dies, however it dies.
+                import ctypes
+
+                ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+            cmd = [binary, "--listen", "0.0.0.0:0", "--in-memory", *args]
+            if threads:
+                cmd += ["--threads", str(threads)]
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                preexec_fn=die_with_parent,
+                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+            )
+            assert self.proc.stdout is not None
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"sweepflight-server exited with {self.proc.wait()}")
+            port = int(line.strip().rsplit(":", 1)[1])
+            self.uri = f"grpc://{ray.util.get_node_ip_address()}:{port}"
+            # The watchdog: if the server dies, so does the actor, and Ray restarts both.
+            threading.Thread(target=self._watch, daemon=True).start()
+
+        def _watch(self) -> None:
+            self.proc.wait()
+            os._exit(1)
+
+        def address(self) -> str:
+            return self.uri
+
+        def pid(self) -> int:
+            return int(self.proc.pid)
+
+        def node_id(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+    return SweepflightServer
+
+
+@dataclasses.dataclass
+class _Dataset:
+    """What the driver keeps to put a dataset again on a server that came back."""
+
+    ref: Any  # the whole table, in Ray's object store
+    key: str | None
+    #: Series in dataset order (first appearance), for keyed datasets.
+    series: list[str]
+    #: Sharded: server index -> its series; None when every server holds everything.
+    shards: dict[int, list[str]] | None
+
+
+@dataclasses.dataclass
+class _Server:
+    actor: Any
+    uri: str
+    client: Client
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class Cluster:
+    """sweepflight servers on a Ray cluster; see the module docs.
+
+    Args:
+        servers: how many servers; by default as many as the cluster has units of the resource.
+        threads_per_server: each server's ``--threads`` (default: one per CPU of its node).
+        server_args: more flags for every server (``--cache-bytes``, ``--sweep-memory-bytes``...).
+        resources: the Ray resources each server's actor asks for (default one ``sweepflight``).
+        chunk_combos: combos per chunk handed to a server.
+        timeout: deadline of each call to a server, in seconds.
+        server_bin: the server binary (default: ``$SWEEPFLIGHT_SERVER_BIN`` or PATH).
+    """
+
+    def __init__(
+        self,
+        servers: int | None = None,
+        *,
+        threads_per_server: int | None = None,
+        server_args: Sequence[str] = (),
+        resources: dict[str, float] | None = None,
+        chunk_combos: int = CLUSTER_CHUNK_COMBOS,
+        timeout: float | None = None,
+        server_bin: str | None = None,
+    ) -> None:
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init()
+        self._ray = ray
+        self.resources = dict(DEFAULT_RESOURCES if resources is None else resources)
+        if servers is None:
+            total = ray.cluster_resources()
+            units = min((total.get(k, 0) / v for k, v in self.resources.items() if v), default=0)
+            servers = int(units)
+        if servers < 1:
+            raise ValueError(f"no room for a server: the cluster has no {self.resources} to give")
+        self.chunk_combos = max(1, int(chunk_combos))
+        self.timeout = timeout
+        actor = _actor_class(ray).options(resources=self.resources, num_cpus=0)
+        binary = server_binary(server_bin)
+        actors = [actor.remote(binary, list(server_args), threads_per_server) for _ in range(servers)]
+        uris = ray.get([a.address.remote() for a in actors], timeout=RESTART_TIMEOUT)
+        self._servers = [_Server(a, u, connect(u, timeout=timeout)) for a, u in zip(actors, uris, strict=True)]
+        self._data: dict[str, _Dataset] = {}
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops the servers and kills their actors."""
+        for s in self._servers:
+            s.client.close()
+            with contextlib.suppress(Exception):  # already gone
+                self._ray.kill(s.actor, no_restart=True)
+        self._servers = []
+
+    @property
+    def addresses(self) -> list[str]:
+        """Each server's current address."""
+        return [s.uri for s in self._servers]
+
+    def server_pids(self) -> list[int]:
+        """Each server process's pid (on its node)."""
+        return [int(p) for p in self._ray.get([s.actor.pid.remote() for s in self._servers])]
+
+    def put(self, name: str, data: Any, *, key: str | None = None, shard: bool = False) -> PutSummary:
+        """Stores ``data`` as dataset ``name`` on the servers: on every one (replicated), or with
+        ``shard=True`` (a keyed universe only) each series on one server, by a hash of its key.
+
+        The driver keeps the table in Ray's object store to put it again on a server that
+        comes back after a failure.
+        """
+        if shard and key is None:
+            raise InvalidRequest("shard=True spreads a keyed universe's series: give key=")
+        table = _plain(_as_reader(data, "close").read_all())
+        series: list[str] = []
+        if key is not None:
+            if key not in table.column_names:
+                raise InvalidRequest(f"no column {key!r} in the data (columns: {table.column_names})")
+            series = [str(v) for v in pc.unique(table[key]).to_pylist()]
+        shards: dict[int, list[str]] | None = None
+        if shard:
+            shards = {i: [] for i in range(len(self._servers))}
+            for s in series:
+                shards[zlib.crc32(s.encode()) % len(self._servers)].append(s)
+        self._data[name] = _Dataset(self._ray.put(table), key, series, shards)
+        summaries = self._each(lambda i, s: self._put_on(i, s, name, table))
+        rows = sum(p.rows for p in summaries if p is not None) if shard else table.num_rows
+        first = next(p for p in summaries if p is not None)
+        return PutSummary(name, rows, first.bytes, first.version, len(series) if key else None)
+
+    def _put_on(self, index: int, server: _Server, name: str, table: pa.Table | None = None) -> PutSummary | None:
+        ds = self._data[name]
+        if table is None:
+            table = self._ray.get(ds.ref)
+        assert table is not None
+        if ds.shards is not None:
+            mine = ds.shards[index]
+            if not mine:
+                return None
+            assert ds.key is not None
+            table = table.filter(pc.is_in(pc.cast(table[ds.key], pa.string()), value_set=pa.array(mine)))
+        return server.client.put(name, table, key=ds.key)
+
+    def _each(self, f: Any) -> list[Any]:
+        """``f(index, server)`` for every server, in parallel threads; results in order."""
+        out: list[Any] = [None] * len(self._servers)
+        errors: list[BaseException] = []
+
+        def run(i: int) -> None:
+            try:
+                out[i] = f(i, self._servers[i])
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(self._servers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return out
+
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        fee: float | None = None,
+        series: Sequence[str] | None = None,
+        rows: tuple[int, int] | None = None,
+        as_arrow: bool = False,
+        progress: bool | None = None,
+    ) -> pl.DataFrame | pa.Table:
+        """Runs every combo on dataset ``name`` across the servers; the result equals one
+        server's (same rows, same order, same columns).
+
+        The grid is cut into chunks that go to whichever server is free (a work queue). On a
+        sharded universe each server sweeps the series it holds. A chunk whose server dies is
+        done again once the server is back.
+
+        Raises:
+            InvalidRequest, NotFound: the caller's errors, as from one server, not retried.
+            ServerError: a server did not come back within the restart timeout.
+        """
+        if name not in self._data:
+            raise NotFound(f"dataset `{name}` was not put through this cluster")
+        ds = self._data[name]
+        request = _request(name, lengths, params, fee, series, rows)
+        if request.series is not None and ds.key is None:
+            raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
+        chunks = [
+            (start, request.chunk(start, start + self.chunk_combos))
+            for start in range(0, max(request.combos, 1), self.chunk_combos)
+        ]
+        # Tasks: (server or None for any, chunk start, request). Sharded: each server its series.
+        tasks: list[tuple[int | None, int, SweepRequest]] = []
+        if ds.shards is None:
+            tasks = [(None, start, chunk) for start, chunk in chunks]
+        else:
+            wanted = list(request.series) if request.series is not None else ds.series
+            unknown = [s for s in wanted if s not in ds.series]
+            if unknown:
+                raise NotFound(f"dataset `{name}` has no series {unknown[0]!r}")
+            for i, mine in ds.shards.items():
+                subset = [s for s in wanted if s in mine]
+                if subset:
+                    tasks += [(i, start, dataclasses.replace(chunk, series=tuple(subset))) for start, chunk in chunks]
+        show = progress if progress is not None else len(tasks) > 4
+        bar = _Progress(len(tasks) * self.chunk_combos, f"sweep {name}") if show else None
+        try:
+            results = self._run(tasks, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        tables = []
+        for (_, start, _), table in zip(tasks, results, strict=True):
+            if start:
+                i = table.schema.get_field_index("combo")
+                table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
+            tables.append(table)
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        if table.schema.names[0] == _protocol.SERIES_COLUMN:
+            order = list(request.series) if request.series is not None else ds.series
+            table = _series_major(table, pa.table({_protocol.SERIES_COLUMN: pa.array(order)}))
+        return _result(table, request, as_arrow)
+
+    def _run(self, tasks: list[tuple[int | None, int, SweepRequest]], bar: Any) -> list[pa.Table]:
+        """Runs the tasks on the servers: a shared queue for tasks any server can do, one per
+        server for the rest; a task whose server fails goes back in its queue."""
+        shared: queue.Queue[int] = queue.Queue()
+        own: list[queue.Queue[int]] = [queue.Queue() for _ in self._servers]
+        for t, (server, _, _) in enumerate(tasks):
+            (shared if server is None else own[server]).put(t)
+        results: list[pa.Table | None] = [None] * len(tasks)
+        attempts = [0] * len(tasks)
+        left = [len(tasks)]
+        done = threading.Condition()
+        failure: list[BaseException] = []
+
+        def take(i: int) -> int | None:
+            for q in (own[i], shared):
+                try:
+                    return q.get_nowait()
+                except queue.Empty:
+                    continue
+            return None
+
+        def worker(i: int) -> None:
+            while True:
+                with done:
+                    if failure or left[0] == 0:
+                        return
+                t = take(i)
+                if t is None:
+                    with done:
+                        if failure or left[0] == 0:
+                            return
+                        done.wait(0.05)
+                    continue
+                server = tasks[t][0]
+                try:
+                    table = self._servers[i].client.sweep(tasks[t][2].dataset, **_fields(tasks[t][2]), as_arrow=True)
+                except _CALLER_FAULT as e:
+                    with done:
+                        failure.append(e)
+                        done.notify_all()
+                    return
+                except _SERVER_GONE as e:
+                    attempts[t] += 1
+                    if attempts[t] >= MAX_ATTEMPTS:
+                        with done:
+                            failure.append(e)
+                            done.notify_all()
+                        return
+                    (shared if server is None else own[i]).put(t)
+                    try:
+                        self._recover(i)
+                    except BaseException as e:
+                        with done:
+                            failure.append(e)
+                            done.notify_all()
+                        return
+                    continue
+                with done:
+                    results[t] = table
+                    left[0] -= 1
+                    done.notify_all()
+                if bar is not None:
+                    bar.update(tasks[t][2].combos)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(self._servers))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if failure:
+            raise failure[0]
+        assert all(r is not None for r in results)
+        return [r for r in results if r is not None]
+
+    def _recover(self, index: int) -> None:
+        """Waits for server ``index``'s actor to come back, reconnects to its new address and
+        puts again every dataset it held."""
+        server = self._servers[index]
+        with server.lock:
+            deadline = time.monotonic() + RESTART_TIMEOUT
+            while True:
+                try:
+                    uri = self._ray.get(server.actor.address.remote(), timeout=10)
+                    client = connect(uri, timeout=self.timeout)
+                    client.echo(b"ping")
+                    break
+                except Exception as e:  # restarting: try again
+                    if time.monotonic() > deadline:
+                        raise ServerError(f"server {index} did not come back within {RESTART_TIMEOUT} s: {e}") from e
+                    time.sleep(0.5)
+            if uri != server.uri or not client.datasets():
+                server.client.close()
+                server.uri, server.client = uri, client
+                for name in self._data:
+                    self._put_on(index, server, name)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """The table with view types (polars exports strings as views) as their plain types, which
+    Ray's object store serialises."""
+    views = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    fields = [f.with_type(views.get(f.type, f.type)) for f in table.schema]
+    schema = pa.schema(fields, metadata=table.schema.metadata)
+    return table if schema == table.schema else table.cast(schema)
+
+
+def _fields(r: SweepRequest) -> dict[str, Any]:
+    return {
+        "lengths": r.lengths,
+        "params": r.params,
+        "fee": r.fee,
+        "series": r.series,
+        "rows": r.rows,
+        "chunk_combos": max(1, r.combos),
+    }
+
+
+__all__ = ["CLUSTER_CHUNK_COMBOS", "DEFAULT_CHUNK_COMBOS", "Cluster", "SweepflightError", "server_binary"]

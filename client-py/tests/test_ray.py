@@ -1,0 +1,154 @@
+"""sweepflight.ray on a multi-node Ray cluster on this machine (ray.cluster_utils): a head with no
+CPUs and worker nodes that advertise the `sweepflight` resource, the server binary from the
+wheel (`pip install ./flight-server`, done by scripts/test.sh), Ray on loopback.
+
+Cases: a replicated sweep and a sharded universe sweep equal one server's answer; a server
+process killed mid-sweep, and a node removed mid-sweep with another added, both finish with
+the same answer; a caller's error is not retried.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+# Ray binds the machine's interface address unless told to stay on loopback.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import numpy as np
+import polars as pl
+import pytest
+import ray
+from ray.cluster_utils import Cluster as RayCluster
+
+import sweepflight
+import sweepflight.ray as sfray
+
+from .conftest import Server
+
+NODE = {"num_cpus": 1, "resources": {"sweepflight": 1}}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayCluster]:
+    cluster = RayCluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False},
+    )
+    for _ in range(2):
+        cluster.add_node(**NODE)
+    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+    cluster.wait_for_nodes()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def walk(n: int, seed: int) -> np.ndarray:
+    return 100 * np.exp(np.cumsum(np.random.default_rng(seed).normal(0, 0.001, n)))
+
+
+def grid(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.integers(1, 60, n) for _ in range(6)])
+
+
+def universe() -> pl.DataFrame:
+    parts = [pl.DataFrame({"symbol": f"S{k}", "close": walk(3_000, k)}) for k in range(7)]
+    return pl.concat(parts)
+
+
+def single_server(*calls: tuple[str, object, dict]) -> list[pl.DataFrame]:
+    """Each call's answer from one ordinary server: (dataset, data, sweep kwargs)."""
+    server = Server("--listen", "127.0.0.1:0")
+    try:
+        with sweepflight.connect(server.uri) as sf:
+            out = []
+            for name, (data, key), kwargs in calls:
+                sf.put(name, data, key=key)
+                out.append(sf.sweep(name, **kwargs))
+            return out
+    finally:
+        server.stop()
+
+
+def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster) -> None:
+    close, params = walk(20_000, 1), grid(3_000)
+    frame = universe()
+    want_grid, want_universe, want_subset = single_server(
+        ("g", (close, None), {"params": params}),
+        ("u", (frame, "symbol"), {"lengths": [6, 20, 45], "rows": (100, 2_500)}),
+        ("v", (frame, "symbol"), {"lengths": [8, 30], "series": ["S5", "S0", "S3"]}),
+    )
+    with sfray.Cluster(threads_per_server=1, chunk_combos=250) as cluster:
+        assert len(cluster.addresses) == 2
+        assert all(a.startswith("grpc://127.0.0.1:") for a in cluster.addresses)
+        cluster.put("g", close)
+        got = cluster.sweep("g", params=params, progress=False)
+        assert got.equals(want_grid)
+        assert sweepflight.request_of(got) is not None
+        summary = cluster.put("u", frame, key="symbol", shard=True)
+        assert (summary.rows, summary.series) == (21_000, 7)
+        assert cluster.sweep("u", lengths=[6, 20, 45], rows=(100, 2_500)).equals(want_universe)
+        cluster.put("v", frame, key="symbol", shard=True)
+        assert cluster.sweep("v", lengths=[8, 30], series=["S5", "S0", "S3"]).equals(want_subset)
+
+
+def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
+    with sfray.Cluster(threads_per_server=1) as cluster:
+        cluster.put("g", walk(1_000, 2))
+        started = time.monotonic()
+        with pytest.raises(sweepflight.InvalidRequest, match="lengths"):
+            cluster.sweep("g", lengths=[0, 5])
+        with pytest.raises(sweepflight.NotFound):
+            cluster.sweep("nope", lengths=[5])
+        with pytest.raises(sweepflight.InvalidRequest, match="not keyed"):
+            cluster.sweep("g", lengths=[5], series=["A"])
+        assert time.monotonic() - started < 10
+
+
+def sweep_while(cluster: sfray.Cluster, name: str, params: np.ndarray, disturb) -> pl.DataFrame:  # noqa: ANN001
+    """Runs the sweep in a thread and calls `disturb()` once it is under way."""
+    out: dict[str, object] = {}
+    t = threading.Thread(target=lambda: out.update(df=cluster.sweep(name, params=params, progress=False)))
+    t.start()
+    time.sleep(1.0)
+    disturb()
+    t.join(timeout=240)
+    assert not t.is_alive(), "the sweep did not finish"
+    df = out.get("df")
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+def test_a_killed_server_is_restarted_and_its_chunks_redone(ray_cluster: RayCluster) -> None:
+    close, params = walk(60_000, 3), grid(6_000, seed=1)
+    (want,) = single_server(("k", (close, None), {"params": params}))
+    with sfray.Cluster(threads_per_server=1, chunk_combos=200) as cluster:
+        cluster.put("k", close)
+        before = cluster.addresses
+        victim = cluster.server_pids()[0]
+        got = sweep_while(cluster, "k", params, lambda: os.kill(victim, signal.SIGKILL))
+        assert got.equals(want)
+        assert cluster.addresses[0] != before[0], "the killed server came back on a new port"
+
+
+def test_a_removed_node_is_replaced_and_the_sweep_completes(ray_cluster: RayCluster) -> None:
+    close, params = walk(60_000, 4), grid(6_000, seed=2)
+    (want,) = single_server(("n", (close, None), {"params": params}))
+    with sfray.Cluster(threads_per_server=1, chunk_combos=200) as cluster:
+        cluster.put("n", close)
+        nodes = ray.get([s.actor.node_id.remote() for s in cluster._servers])
+        victim = next(n for n in ray_cluster.list_all_nodes() if n.node_id == nodes[0])
+
+        def swap_node() -> None:
+            ray_cluster.add_node(**NODE)
+            ray_cluster.remove_node(victim)
+
+        got = sweep_while(cluster, "n", params, swap_node)
+        assert got.equals(want)
+        moved = ray.get(cluster._servers[0].actor.node_id.remote())
+        assert moved != nodes[0]
