@@ -464,9 +464,9 @@ class Cluster:
 def _plain(table: pa.Table) -> pa.Table:
     """The table with view types (polars exports strings as views) as their plain types, which
     Ray's object store serialises."""
-    views = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    views: dict[pa.DataType, pa.DataType] = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
     fields = [f.with_type(views.get(f.type, f.type)) for f in table.schema]
-    schema = pa.schema(fields, metadata=table.schema.metadata)
+    schema = pa.schema(fields).with_metadata(table.schema.metadata or {})
     return table if schema == table.schema else table.cast(schema)
 
 

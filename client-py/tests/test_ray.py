@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # Ray binds the machine's interface address unless told to stay on loopback.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -110,7 +110,7 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
         assert time.monotonic() - started < 10
 
 
-def sweep_while(cluster: sfray.Cluster, name: str, params: np.ndarray, disturb) -> pl.DataFrame:  # noqa: ANN001
+def sweep_while(cluster: sfray.Cluster, name: str, params: np.ndarray, disturb: Callable[[], None]) -> pl.DataFrame:
     """Runs the sweep in a thread and calls `disturb()` once it is under way."""
     out: dict[str, object] = {}
     t = threading.Thread(target=lambda: out.update(df=cluster.sweep(name, params=params, progress=False)))
