@@ -75,6 +75,31 @@ pub fn work(bars: usize, combos: &[Combo]) -> u64 {
     per_bar.saturating_mul(bars as u64)
 }
 
+/// Multiply-adds a cold sweep performs when its arrays fit one group (no cache): one pass over
+/// the closes as long as the longest first-level window, one pass per distinct `(half, full)`
+/// difference series as long as its longest `sqrt`, and one per distinct HMA3 triple of length
+/// `p`. This is the arithmetic the answer needs (see the module docs), the figure a measured
+/// rate is quoted against; windows longer than the series cost what the series has.
+pub fn multiply_adds(bars: usize, combos: &[Combo]) -> u64 {
+    let bars = bars as u64;
+    let clamp = |w: u32| u64::from(w).min(bars);
+    let first = combos
+        .iter()
+        .flat_map(Combo::close_windows)
+        .map(clamp)
+        .max()
+        .unwrap_or(0);
+    let mut hma: BTreeMap<[u32; 2], u64> = BTreeMap::new();
+    let mut hma3: BTreeSet<[u32; 3]> = BTreeSet::new();
+    for c in combos {
+        let longest = hma.entry([c.half(), c.full()]).or_default();
+        *longest = (*longest).max(clamp(c.sqrt()));
+        hma3.insert([c.p3(), c.p2(), c.p()]);
+    }
+    let second: u64 = hma.values().sum::<u64>() + hma3.iter().map(|t| clamp(t[2])).sum::<u64>();
+    bars * (first + second)
+}
+
 /// Bytes of new lines a batch of combos computes before running their signals: well inside a
 /// server CPU's last-level cache, so the signals read them from cache, not memory.
 const BATCH_BYTES: usize = 16 << 20;
@@ -522,6 +547,25 @@ mod tests {
             .step_by(3)
             .map(|l| Combo::from_length(l).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn multiply_adds_counts_one_pass_per_input() {
+        // One combo: the close pass runs to its longest window (full = 200), then one pass of
+        // sqrt = 14 and one of p = 100.
+        let one = [Combo::from_length(200).unwrap()];
+        assert_eq!(multiply_adds(1000, &one), 1000 * (200 + 14 + 100));
+        // Two combos sharing (half, full): one difference series, its longest sqrt.
+        let shared = [
+            Combo::new([4, 8, 2, 1, 2, 4]).unwrap(),
+            Combo::new([4, 8, 3, 1, 2, 5]).unwrap(),
+        ];
+        assert_eq!(multiply_adds(10, &shared), 10 * (8 + 3 + 4 + 5));
+        // Windows longer than the series cost what the series has.
+        assert_eq!(multiply_adds(5, &one), 5 * 15);
+        // The paper sweep: the arithmetic the issue derives (~0.64 G).
+        let paper = multiply_adds(150_000, &crate::paper::combos());
+        assert!((0.55e9..0.7e9).contains(&(paper as f64)), "{paper}");
     }
 
     #[derive(Default)]

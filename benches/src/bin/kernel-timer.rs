@@ -1,53 +1,184 @@
-//! `kernel-timer`: times the in-process Rust paper sweep and prints JSON, for the side-by-side
-//! scripts (`benches/kernel_vs_numba.py`).
+//! `kernel-timer`: times in-process Rust sweeps and prints JSON, for benches/study.py.
 //!
-//! Usage: `kernel-timer [--runs N] [--threads T]...` (T = 0 means all cores). The sweep result
-//! is checked against the reference before timing; a mismatch exits non-zero. Each run sweeps
-//! from scratch (no WMA cache), timed with a monotonic clock around the sweep call only.
+//! ```text
+//! kernel-timer [--runs N] [--threads T]... [--series FILE] [--params FILE] [--check K]
+//! ```
+//!
+//! By default it sweeps the 80 paper combos over the paper series, after the equivalence gate.
+//! `--series` takes an Arrow IPC file with a float64 `close` column and, optionally, a utf8
+//! `key` column whose values come in contiguous runs (a universe); `--params` a JSON list of
+//! six-window rows. Anything but the paper sweep is checked instead against the oracle
+//! (`sweepflight_kernel::oracle`, bit for bit) on `K` combos spread over the grid (default 2).
+//! `--threads 0` means all cores; without `--threads`, 1 and all.
+//!
+//! Each run sweeps from scratch (no cache), timed with a monotonic clock around the sweep call
+//! only, after one untimed checked sweep. With a `key` column, two timings per thread count:
+//! `whole`, the kernel on the concatenated closes (the same work in one call), and `per-key`,
+//! one sweep per series, one after another; the check is then on the first series.
+//!
+//! Output: `{"bars", "series", "combos", "multiply_adds", "runs": {LABEL: [seconds]}}`.
 
+use std::fs::File;
+use std::ops::Range;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
-use sweepflight_benches::{paper_fixture_path, read_close};
-use sweepflight_kernel::{DEFAULT_FEE, paper, sweep};
+use anyhow::{Context, ensure};
+use arrow_array::{Array, StringArray};
+use sweepflight_benches::{closes, paper_fixture_path};
+use sweepflight_kernel::{Combo, ComboResult, DEFAULT_FEE, multiply_adds, oracle, paper, sweep};
 
-fn main() -> anyhow::Result<()> {
-    let mut runs = 5usize;
-    let mut threads = Vec::new();
+struct Args {
+    runs: usize,
+    threads: Vec<usize>,
+    series: Option<PathBuf>,
+    params: Option<PathBuf>,
+    check: usize,
+}
+
+fn parse() -> anyhow::Result<Args> {
+    let mut out = Args {
+        runs: 5,
+        threads: Vec::new(),
+        series: None,
+        params: None,
+        check: 2,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let v = args.next().context("flag needs a value")?;
+        let v = args.next().with_context(|| format!("{a} needs a value"))?;
         match a.as_str() {
-            "--runs" => runs = v.parse()?,
-            "--threads" => threads.push(v.parse::<usize>()?),
+            "--runs" => out.runs = v.parse()?,
+            "--threads" => out.threads.push(v.parse()?),
+            "--series" => out.series = Some(v.into()),
+            "--params" => out.params = Some(v.into()),
+            "--check" => out.check = v.parse()?,
             _ => anyhow::bail!("unknown flag {a}"),
         }
     }
-    if threads.is_empty() {
-        threads = vec![1, 0];
+    if out.threads.is_empty() {
+        out.threads = vec![1, 0];
     }
-    let close = read_close(&paper_fixture_path())?;
-    let combos = paper::combos();
+    Ok(out)
+}
 
-    let mut out = serde_json::Map::new();
-    for t in threads {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-        let label = format!("threads={}", pool.current_num_threads());
-        let got = pool.install(|| sweep(&close, &combos, DEFAULT_FEE))?;
-        paper::check_gate(&got)
-            .map_err(anyhow::Error::msg)
-            .context("equivalence gate")?;
-        let secs: Vec<f64> = (0..runs)
-            .map(|_| {
-                let t0 = Instant::now();
-                let r = pool.install(|| sweep(&close, &combos, DEFAULT_FEE));
-                let dt = t0.elapsed().as_secs_f64();
-                assert!(r.is_ok_and(|r| r.len() == combos.len()));
-                dt
-            })
-            .collect();
-        out.insert(label, serde_json::json!(secs));
+/// The closes of an IPC file and the row range of each series (one range without a `key`).
+fn load(path: &std::path::Path) -> anyhow::Result<(Vec<f64>, Vec<Range<usize>>)> {
+    let file = File::open(path).with_context(|| format!("open {}", path.display()))?;
+    let batches: Vec<_> = arrow_ipc::reader::FileReader::try_new(file, None)?.collect();
+    let mut keys: Vec<String> = Vec::new();
+    for batch in batches.iter().flatten() {
+        if let Some(col) = batch.column_by_name("key") {
+            let col = col
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .context("`key` is not utf8")?;
+            ensure!(col.null_count() == 0, "`key` has nulls");
+            keys.extend(col.iter().flatten().map(str::to_owned));
+        }
     }
-    println!("{}", serde_json::Value::Object(out));
+    let close = closes(batches)?;
+    if keys.is_empty() {
+        let all = 0..close.len();
+        return Ok((close, vec![all]));
+    }
+    ensure!(keys.len() == close.len(), "`key` on some batches only");
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        match ranges.last_mut() {
+            Some(r) if keys[r.start] == *k => r.end = i + 1,
+            _ => ranges.push(i..i + 1),
+        }
+    }
+    Ok((close, ranges))
+}
+
+/// Bit-exact agreement with the oracle on `k` combos spread over the grid.
+fn check_oracle(close: &[f64], combos: &[Combo], got: &[ComboResult], k: usize) -> anyhow::Result<()> {
+    let k = k.min(combos.len());
+    for j in 0..k {
+        let i = if k == 1 { 0 } else { j * (combos.len() - 1) / (k - 1) };
+        let want = oracle::run_combo(close, &combos[i], DEFAULT_FEE);
+        ensure!(
+            want.trades == got[i].trades && want.pnl.to_bits() == got[i].pnl.to_bits(),
+            "combo {i} {:?}: oracle {want:?}, sweep {:?}",
+            combos[i].windows(),
+            got[i]
+        );
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse()?;
+    let paper_run = args.series.is_none() && args.params.is_none();
+    let (close, ranges) = load(&args.series.clone().unwrap_or_else(paper_fixture_path))?;
+    let combos: Vec<Combo> = match &args.params {
+        None => paper::combos(),
+        Some(p) => {
+            let rows: Vec<[u32; 6]> = serde_json::from_reader(File::open(p)?)?;
+            rows.into_iter().map(Combo::new).collect::<Result<_, _>>()?
+        }
+    };
+    let keyed = ranges.len() > 1;
+
+    let mut runs = serde_json::Map::new();
+    for &t in &args.threads {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+        let threads = pool.current_num_threads();
+        if keyed {
+            // The concatenated run is the same kernel on more bars: checking the first series
+            // covers the code, at a fraction of the oracle's cost.
+            let first = &close[ranges[0].clone()];
+            let got = pool.install(|| sweep(first, &combos, DEFAULT_FEE))?;
+            check_oracle(first, &combos, &got, args.check)?;
+        } else {
+            let whole = pool.install(|| sweep(&close, &combos, DEFAULT_FEE))?;
+            if paper_run {
+                paper::check_gate(&whole)
+                    .map_err(anyhow::Error::msg)
+                    .context("equivalence gate")?;
+            } else {
+                check_oracle(&close, &combos, &whole, args.check)?;
+            }
+        }
+        let time = |f: &dyn Fn() -> usize| -> Vec<f64> {
+            (0..args.runs)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    let n = f();
+                    let dt = t0.elapsed().as_secs_f64();
+                    assert_eq!(n, combos.len() * if keyed { ranges.len() } else { 1 });
+                    dt
+                })
+                .collect()
+        };
+        let label = if keyed { "whole " } else { "" };
+        let secs = time(&|| {
+            let n = pool.install(|| sweep(&close, &combos, DEFAULT_FEE)).map_or(0, |r| r.len());
+            n * ranges.len()
+        });
+        runs.insert(format!("{label}threads={threads}"), serde_json::json!(secs));
+        if keyed {
+            let secs = time(&|| {
+                ranges
+                    .iter()
+                    .map(|r| {
+                        pool.install(|| sweep(&close[r.clone()], &combos, DEFAULT_FEE))
+                            .map_or(0, |x| x.len())
+                    })
+                    .sum()
+            });
+            runs.insert(format!("per-key threads={threads}"), serde_json::json!(secs));
+        }
+    }
+    let out = serde_json::json!({
+        "bars": close.len(),
+        "series": ranges.len(),
+        "combos": combos.len(),
+        "multiply_adds": multiply_adds(close.len(), &combos),
+        "runs": runs,
+    });
+    println!("{out}");
     Ok(())
 }
