@@ -72,8 +72,6 @@ MAX_ATTEMPTS = 5
 
 #: Errors that mean the server (not the request) failed: retried on a server that came back.
 _SERVER_GONE = (Unavailable, Cancelled, ServerError)
-#: Errors that are the caller's: raised at once.
-_CALLER_FAULT = (InvalidRequest, NotFound)
 
 
 def _ray() -> Any:
@@ -400,11 +398,6 @@ class Cluster:
                 server = tasks[t][0]
                 try:
                     table = self._servers[i].client.sweep(tasks[t][2].dataset, **_fields(tasks[t][2]), as_arrow=True)
-                except _CALLER_FAULT as e:
-                    with done:
-                        failure.append(e)
-                        done.notify_all()
-                    return
                 except _SERVER_GONE as e:
                     attempts[t] += 1
                     if attempts[t] >= MAX_ATTEMPTS:
@@ -421,6 +414,14 @@ class Cluster:
                             done.notify_all()
                         return
                     continue
+                except BaseException as e:
+                    # The caller's errors, limits (ResourceExhausted) and anything unexpected end
+                    # the sweep at once: recorded, so the other workers stop instead of waiting
+                    # for a chunk that will never finish.
+                    with done:
+                        failure.append(e)
+                        done.notify_all()
+                    return
                 with done:
                     results[t] = table
                     left[0] -= 1

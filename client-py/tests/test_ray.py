@@ -98,7 +98,8 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
 
 
 def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
-    with sfray.Cluster(threads_per_server=1) as cluster:
+    # One combo per chunk: every server's worker takes chunks.
+    with sfray.Cluster(threads_per_server=1, chunk_combos=1) as cluster:
         cluster.put("g", walk(1_000, 2))
         started = time.monotonic()
         with pytest.raises(sweepflight.InvalidRequest, match="lengths"):
@@ -107,6 +108,14 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
             cluster.sweep("nope", lengths=[5])
         with pytest.raises(sweepflight.InvalidRequest, match="not keyed"):
             cluster.sweep("g", lengths=[5], series=["A"])
+        # A limit on one server (here: a busy one) ends the whole sweep at once, without
+        # leaving the other server's worker waiting for a chunk that will never finish.
+        def busy(*args: object, **kwargs: object) -> None:
+            raise sweepflight.ResourceExhausted("server busy: 64 sweeps already waiting")
+
+        cluster._servers[0].client.sweep = busy  # type: ignore[method-assign]
+        with pytest.raises(sweepflight.ResourceExhausted, match="busy"):
+            cluster.sweep("g", params=grid(200), progress=False)
         assert time.monotonic() - started < 10
 
 
