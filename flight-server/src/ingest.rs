@@ -917,16 +917,31 @@ enum KeyValue {
 }
 
 /// Assigns each row of a keyed upload its series, in order of first appearance.
+///
+/// Rows are recorded as runs of equal keys: a key is hashed once per run, not once per row, and
+/// an upload grouped by key (the usual output of a `group_by` or a sort) costs one comparison
+/// per row and a handful of runs.
 struct KeyGrouper {
     column: String,
     /// The key column's index in the schema.
     index: usize,
     groups: HashMap<KeyValue, u32>,
     names: Vec<String>,
-    /// The series of every row so far.
-    ids: Vec<u32>,
-    /// Runs of equal keys so far: equal to the number of series iff the upload is grouped.
-    runs: usize,
+    /// Runs of equal keys in arrival order: (series, rows). As many as the series iff the
+    /// upload is grouped.
+    runs: Vec<(u32, usize)>,
+}
+
+/// Runs of equal neighbours: (value, first index, length).
+fn runs_of<T: PartialEq>(values: impl Iterator<Item = T>) -> Vec<(T, usize, usize)> {
+    let mut runs: Vec<(T, usize, usize)> = Vec::new();
+    for (i, v) in values.enumerate() {
+        match runs.last_mut() {
+            Some((last, _, len)) if *last == v => *len += 1,
+            _ => runs.push((v, i, 1)),
+        }
+    }
+    runs
 }
 
 impl KeyGrouper {
@@ -951,8 +966,7 @@ impl KeyGrouper {
             index,
             groups: HashMap::new(),
             names: Vec::new(),
-            ids: Vec::new(),
-            runs: 0,
+            runs: Vec::new(),
         })
     }
 
@@ -967,81 +981,66 @@ impl KeyGrouper {
                 first_row + row
             )));
         }
-        self.ids.reserve(col.len());
         match col.data_type() {
-            DataType::Utf8 => self.push_texts(col.as_string::<i32>().iter(), first_row),
-            DataType::LargeUtf8 => self.push_texts(col.as_string::<i64>().iter(), first_row),
-            DataType::Utf8View => self.push_texts(col.as_string_view().iter(), first_row),
+            DataType::Utf8 => self.push_texts(runs_of(col.as_string::<i32>().iter()), first_row),
+            DataType::LargeUtf8 => {
+                self.push_texts(runs_of(col.as_string::<i64>().iter()), first_row)
+            }
+            DataType::Utf8View => self.push_texts(runs_of(col.as_string_view().iter()), first_row),
             DataType::Dictionary(..) => {
                 let dict = col.as_any_dictionary();
                 let values = arrow_cast::cast(dict.values(), &DataType::Utf8)
                     .map_err(|e| Error::internal("read the key dictionary", e))?;
                 let values = values.as_string::<i32>();
-                let texts = dict
-                    .normalized_keys()
+                // Runs of equal dictionary indexes, then each run's text.
+                let runs = runs_of(dict.normalized_keys().into_iter())
                     .into_iter()
-                    .map(|k| values.is_valid(k).then(|| values.value(k)));
-                self.push_texts(texts, first_row)
+                    .map(|(k, at, len)| (values.is_valid(k).then(|| values.value(k)), at, len))
+                    .collect();
+                self.push_texts(runs, first_row)
             }
             DataType::UInt64 => {
                 let ints = col.as_primitive::<UInt64Type>().values().iter();
-                self.push_ints(ints.map(|&v| i128::from(v)));
+                self.push_ints(runs_of(ints.map(|&v| i128::from(v))));
                 Ok(())
             }
             _ => {
                 let ints = arrow_cast::cast(col, &DataType::Int64)
                     .map_err(|e| Error::internal("widen the key column", e))?;
                 let ints = ints.as_primitive::<Int64Type>().values().iter();
-                self.push_ints(ints.map(|&v| i128::from(v)));
+                self.push_ints(runs_of(ints.map(|&v| i128::from(v))));
                 Ok(())
             }
         }
     }
 
-    fn push_texts<'a>(
+    fn push_texts(
         &mut self,
-        texts: impl Iterator<Item = Option<&'a str>>,
+        runs: Vec<(Option<&str>, usize, usize)>,
         first_row: usize,
     ) -> Result<()> {
-        let mut last: Option<(&str, u32)> = None;
-        for (row, text) in texts.enumerate() {
+        for (text, at, len) in runs {
             let text = match text {
                 Some("") | None => {
                     return Err(Error::invalid(format!(
                         "key column `{}` row {}: is {}",
                         self.column,
-                        first_row + row,
+                        first_row + at,
                         if text.is_none() { "null" } else { "empty" }
                     )));
                 }
                 Some(t) => t,
             };
-            // Grouped uploads repeat the previous key: one comparison, no hashing.
-            let id = match last {
-                Some((prev, id)) if prev == text => id,
-                _ => {
-                    let id = self.id_of(KeyValue::Text(text.to_owned()), || text.to_owned());
-                    last = Some((text, id));
-                    id
-                }
-            };
-            self.record(id);
+            let id = self.id_of(KeyValue::Text(text.to_owned()), || text.to_owned());
+            self.record(id, len);
         }
         Ok(())
     }
 
-    fn push_ints(&mut self, ints: impl Iterator<Item = i128>) {
-        let mut last: Option<(i128, u32)> = None;
-        for v in ints {
-            let id = match last {
-                Some((prev, id)) if prev == v => id,
-                _ => {
-                    let id = self.id_of(KeyValue::Int(v), || v.to_string());
-                    last = Some((v, id));
-                    id
-                }
-            };
-            self.record(id);
+    fn push_ints(&mut self, runs: Vec<(i128, usize, usize)>) {
+        for (v, _, len) in runs {
+            let id = self.id_of(KeyValue::Int(v), || v.to_string());
+            self.record(id, len);
         }
     }
 
@@ -1053,25 +1052,33 @@ impl KeyGrouper {
         })
     }
 
-    fn record(&mut self, id: u32) {
-        if self.ids.last() != Some(&id) {
-            self.runs += 1;
+    fn record(&mut self, id: u32, rows: usize) {
+        match self.runs.last_mut() {
+            Some((last, len)) if *last == id => *len += rows,
+            _ => self.runs.push((id, rows)),
         }
-        self.ids.push(id);
     }
 
     /// The series of upload row `row`, and the row's index within it.
     fn locate(&self, row: usize) -> (&str, usize) {
-        let id = self.ids[row];
-        let within = self.ids[..row].iter().filter(|&&i| i == id).count();
-        (&self.names[id as usize], within)
+        let mut start = 0;
+        let mut before: HashMap<u32, usize> = HashMap::new();
+        for &(id, len) in &self.runs {
+            if row < start + len {
+                let within = before.get(&id).copied().unwrap_or(0) + (row - start);
+                return (&self.names[id as usize], within);
+            }
+            *before.entry(id).or_default() += len;
+            start += len;
+        }
+        unreachable!("row {row} was recorded")
     }
 
     /// The rows grouped by series (reordered only if they did not arrive grouped).
     fn group(self, rows: StoredRows) -> Result<(StoredRows, Option<Universe>)> {
         let mut counts = vec![0usize; self.names.len()];
-        for &id in &self.ids {
-            counts[id as usize] += 1;
+        for &(id, len) in &self.runs {
+            counts[id as usize] += len;
         }
         let mut offsets = Vec::with_capacity(counts.len() + 1);
         offsets.push(0);
@@ -1079,20 +1086,26 @@ impl KeyGrouper {
             offsets.push(offsets.last().copied().unwrap_or(0) + c);
         }
         let universe = Universe::new(self.column, self.names, offsets.clone());
-        if self.runs == counts.len() {
+        if self.runs.len() == counts.len() {
             return Ok((rows, Some(universe)));
         }
         // A stable counting sort: each series' rows in arrival order.
+        let total = offsets.last().copied().unwrap_or(0);
+        if u32::try_from(total).is_err() {
+            return Err(Error::ResourceExhausted(
+                "an interleaved keyed upload is limited to 4,294,967,295 rows; send it grouped by key".into(),
+            ));
+        }
         let mut next = offsets;
-        let mut order = vec![0u32; self.ids.len()];
-        for (row, &id) in self.ids.iter().enumerate() {
-            let slot = &mut next[id as usize];
-            order[*slot] = u32::try_from(row).map_err(|_| {
-                Error::ResourceExhausted(
-                    "an interleaved keyed upload is limited to 4,294,967,295 rows; send it grouped by key".into(),
-                )
-            })?;
-            *slot += 1;
+        let mut order = vec![0u32; total];
+        let mut row = 0u32;
+        for &(id, len) in &self.runs {
+            let slot = next[id as usize];
+            for (k, o) in order[slot..slot + len].iter_mut().enumerate() {
+                *o = row + k as u32;
+            }
+            next[id as usize] += len;
+            row += len as u32;
         }
         let order = UInt32Array::from(order);
         let all = arrow_select::concat::concat_batches(&rows.schema, &rows.batches)
