@@ -191,6 +191,13 @@ impl Compute {
         self.running.load(Ordering::SeqCst)
     }
 
+    /// Hands every worker's empty pages back to the allocator and purges its free memory
+    /// ([`crate::trim`]). Blocks until each worker has done it: call it off the async runtime.
+    pub fn release_free_memory(&self) {
+        self.pool.broadcast(|_| crate::trim::collect_here());
+        crate::trim::collect_here();
+    }
+
     /// Runs `job`: reserves its memory (waiting in line if need be), then runs every input in
     /// order; one result list per input.
     ///

@@ -34,6 +34,7 @@ pub mod service;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trim;
 pub mod uds;
 
 pub use config::{Listen, ServerConfig, TlsFiles};

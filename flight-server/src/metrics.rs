@@ -78,6 +78,8 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed for silence (`--handshake-timeout`, `--idle-timeout`).
     pub connections_timed_out: Counter,
+    /// Calls received, all methods (not exported: [`crate::trim`] watches it for quiet).
+    pub calls: std::sync::atomic::AtomicU64,
     levels: [Gauge; 7],
 }
 
@@ -150,6 +152,7 @@ impl Default for Metrics {
             cache_misses,
             connections_refused,
             connections_timed_out,
+            calls: std::sync::atomic::AtomicU64::new(0),
             levels,
         }
     }
@@ -232,6 +235,9 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let method = request.uri().path().rsplit('/').next().unwrap_or_default();
+        self.metrics
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.metrics
             .requests
             .get_or_create(&MethodLabel {

@@ -202,6 +202,11 @@ impl Server {
             ?config,
             "serving"
         );
+        tokio::spawn(crate::trim::trim_when_idle(
+            Arc::clone(&state.compute),
+            Arc::clone(&metrics),
+            state.shutting_down(),
+        ));
         if let Some(listener) = metrics_listener {
             let render_state = Arc::clone(&state);
             let render = Arc::new(move || render_state.metrics.render(render_state.levels()));

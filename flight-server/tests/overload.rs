@@ -1,8 +1,8 @@
 //! The sweep memory budget under concurrent load, against the real binary (whose peak resident
 //! memory, VmHWM, is read from /proc): every completed sweep is correct, every refused one says
 //! the server is busy, callers whose deadline passes or who hang up leave the queue, nothing
-//! hangs, and the server's peak memory stays within datasets + cache + budget + a fixed
-//! overhead.
+//! hangs, the server's peak memory stays within datasets + cache + budget + a fixed overhead,
+//! and once it is quiet its resident memory falls back to datasets + cache + that overhead.
 
 mod common;
 
@@ -20,6 +20,9 @@ const CACHE: u64 = 16 * MIB;
 /// The server's own memory besides data, cache and sweeps: binary, runtime, thread stacks,
 /// allocator slack, request and reply buffers (the debug binary holds ~40 MB idle here).
 const OVERHEAD: u64 = 100 * MIB;
+/// What may stay resident after a burst besides the cache: the allocator's per-thread caches
+/// and the runtime's buffers.
+const SLACK: u64 = 16 * MIB;
 const BARS: usize = 400_000;
 const SERIES: usize = 6;
 
@@ -54,10 +57,19 @@ fn server(max_queued: usize) -> BinaryServer {
 }
 
 fn peak_rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmHWM:")
+}
+
+fn rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// A memory figure of /proc/PID/status, in bytes.
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap();
@@ -98,6 +110,8 @@ async fn the_budget_holds_overload_is_refused_and_leavers_leave_the_queue() {
         .iter()
         .map(|&l| Combo::from_length(l).unwrap())
         .collect();
+    // Resident memory with the datasets stored, before any sweep.
+    let base = rss(srv.process().pid());
 
     // 1. Many sweeps on distinct large series at once: all queue for the budget, all correct.
     let tasks: Vec<_> = (0..SERIES)
@@ -226,6 +240,33 @@ async fn the_budget_holds_overload_is_refused_and_leavers_leave_the_queue() {
         bound / MIB
     );
     assert!(peak <= bound, "peak RSS {peak} over the bound {bound}");
+
+    // Once the server is quiet, the burst's memory goes back to the OS (crate::trim): resident
+    // memory falls back to what it was before the sweeps plus the cache they filled, with no
+    // call to make it happen.
+    let settled_bound = base + CACHE + SLACK;
+    let quiet = std::time::Instant::now();
+    let mut settled = rss(srv.process().pid());
+    // The trim comes 2 s after the last call; without it, memory lingers far longer.
+    for _ in 0..40 {
+        if settled <= settled_bound {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        settled = rss(srv.process().pid());
+    }
+    println!(
+        "resident {:.1} s after the burst: {} MiB <= before {} + cache {} + slack {} MiB",
+        quiet.elapsed().as_secs_f64(),
+        settled / MIB,
+        base / MIB,
+        CACHE / MIB,
+        SLACK / MIB
+    );
+    assert!(
+        settled <= settled_bound,
+        "resident {settled} stays over {settled_bound} when idle"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
