@@ -94,10 +94,19 @@ fn load(path: &std::path::Path) -> anyhow::Result<(Vec<f64>, Vec<Range<usize>>)>
 }
 
 /// Bit-exact agreement with the oracle on `k` combos spread over the grid.
-fn check_oracle(close: &[f64], combos: &[Combo], got: &[ComboResult], k: usize) -> anyhow::Result<()> {
+fn check_oracle(
+    close: &[f64],
+    combos: &[Combo],
+    got: &[ComboResult],
+    k: usize,
+) -> anyhow::Result<()> {
     let k = k.min(combos.len());
     for j in 0..k {
-        let i = if k == 1 { 0 } else { j * (combos.len() - 1) / (k - 1) };
+        let i = if k == 1 {
+            0
+        } else {
+            j * (combos.len() - 1) / (k - 1)
+        };
         let want = oracle::run_combo(close, &combos[i], DEFAULT_FEE);
         ensure!(
             want.trades == got[i].trades && want.pnl.to_bits() == got[i].pnl.to_bits(),
@@ -155,7 +164,9 @@ fn main() -> anyhow::Result<()> {
         };
         let label = if keyed { "whole " } else { "" };
         let secs = time(&|| {
-            let n = pool.install(|| sweep(&close, &combos, DEFAULT_FEE)).map_or(0, |r| r.len());
+            let n = pool
+                .install(|| sweep(&close, &combos, DEFAULT_FEE))
+                .map_or(0, |r| r.len());
             n * ranges.len()
         });
         runs.insert(format!("{label}threads={threads}"), serde_json::json!(secs));
@@ -169,7 +180,10 @@ fn main() -> anyhow::Result<()> {
                     })
                     .sum()
             });
-            runs.insert(format!("per-key threads={threads}"), serde_json::json!(secs));
+            runs.insert(
+                format!("per-key threads={threads}"),
+                serde_json::json!(secs),
+            );
         }
     }
     let out = serde_json::json!({
