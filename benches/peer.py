@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "client-py"))
-from sweepflight import paper, reference  # noqa: E402
+from sweepflight import paper, reference
 
 
 class Peer(flight.FlightServerBase):

@@ -108,6 +108,7 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
             cluster.sweep("nope", lengths=[5])
         with pytest.raises(sweepflight.InvalidRequest, match="not keyed"):
             cluster.sweep("g", lengths=[5], series=["A"])
+
         # A limit on one server (here: a busy one) ends the whole sweep at once, without
         # leaving the other server's worker waiting for a chunk that will never finish.
         def busy(*args: object, **kwargs: object) -> None:
