@@ -1,4 +1,5 @@
-"""Starts sweepflight-server, pushes the paper series, sweeps the 80 paper combos, prints.
+"""The main job: start sweepflight-server with its defaults, push the paper series, sweep the
+80 paper combos as one params-only call, print the results and the equivalence check.
 
 Run through scripts/demo.sh, which builds the server and the Python environment first.
 """
@@ -6,29 +7,29 @@ Run through scripts/demo.sh, which builds the server and the Python environment 
 from __future__ import annotations
 
 import argparse
-import json
+import csv
 import os
+import pathlib
 import subprocess
 import sys
 import time
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.flight as flight
 
+import sweepflight
 from sweepflight import paper
+
+REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "kernel" / "testdata" / "reference-80.csv"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--server", required=True, help="path of the sweepflight-server binary")
-    ap.add_argument("--listen", default=None, help="address to serve on (default: the server's own, 127.0.0.1:8815)")
     args = ap.parse_args()
 
-    cmd = [args.server] + (["--listen", args.listen] if args.listen else [])
     env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    # The server's defaults: 127.0.0.1:8815, datasets persisted under ./sweepflight-data.
+    server = subprocess.Popen([args.server], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
@@ -36,41 +37,37 @@ def main() -> int:
             raise SystemExit(f"server exited with code {server.wait()}")
         uri = line.split()[-1]
         print(f"server: {uri}")
-        client = flight.connect(uri)
-
-        close = paper.series()
-        table = pa.table({"close": close})
-        t0 = time.perf_counter()
-        writer, reader = client.do_put(flight.FlightDescriptor.for_path("paper"), table.schema)
-        writer.write_table(table)
-        writer.done_writing()
-        put = json.loads(reader.read().to_pybytes())
-        writer.close()
-        t_put = time.perf_counter() - t0
-        print(f"push: {put['rows']:,} bars ({put['bytes'] / 1e6:.1f} MB) in {t_put * 1e3:.1f} ms, "
-              f"stored durably as version {put['version']} (./sweepflight-data)")
-
-        body = json.dumps({"dataset": "paper", "lengths": paper.lengths()}).encode()
-        timings = []
-        for _ in range(3):
+        with sweepflight.connect(uri) as sf:
             t0 = time.perf_counter()
-            results = client.do_action(flight.Action("sweep", body))
-            result = pa.ipc.open_stream(b"".join(r.body.to_pybytes() for r in results)).read_all()
-            timings.append(time.perf_counter() - t0)
-        print(f"sweep request: {len(body)} bytes of JSON; reply: {result.num_rows} rows")
-        print(f"sweep (80 combos x 150,000 bars): first {timings[0] * 1e3:.1f} ms, "
-              f"then {timings[1] * 1e3:.1f} / {timings[2] * 1e3:.1f} ms (WMA cache warm)")
+            put = sf.put("paper", paper.series())
+            t_put = time.perf_counter() - t0
+            print(f"push: {put.rows:,} bars ({put.bytes / 1e6:.1f} MB) in {t_put * 1e3:.1f} ms, version {put.version}")
 
-        df = pl.from_arrow(result)
-        with pl.Config(tbl_rows=12, tbl_cols=14, tbl_width_chars=140):
-            print(df.head(10))
-            best = df.sort("pnl", descending=True).head(1)
-            print(f"best combo: L = {best['full'][0]}, PnL {best['pnl'][0]:.2f} pp on {best['trades'][0]} trades")
+            timings = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                df = sf.sweep("paper", lengths=paper.lengths())
+                timings.append(time.perf_counter() - t0)
+            print(
+                f"sweep (80 combos x 150,000 bars, one params-only call): first {timings[0] * 1e3:.1f} ms, "
+                f"then {timings[1] * 1e3:.1f} / {timings[2] * 1e3:.1f} ms (cache warm)"
+            )
 
-        ref = np.genfromtxt("kernel/testdata/reference-80.csv", delimiter=",", names=True)
-        ok = (df["trades"].to_numpy() == ref["trades"]).all() and np.abs(df["pnl"].to_numpy() - ref["pnl_pct_pts"]).max() <= 1e-6
-        print(f"equivalence gate vs the numba reference (80 combos): {'PASS' if ok else 'FAIL'}; "
-              f"combo 0 = {df['pnl'][0]:.2f} / {df['trades'][0]:,} trades")
+        with pl.Config(tbl_rows=10, tbl_cols=14, tbl_width_chars=140):
+            print(df.head(8))
+        best = df.sort("pnl", descending=True).row(0, named=True)
+        print(f"best combo: L = {best['full']}, PnL {best['pnl']:.2f} pp on {best['trades']:,} trades")
+
+        with REFERENCE.open() as f:
+            ref = list(csv.DictReader(f))
+        ok = all(
+            int(r["trades"]) == t and abs(float(r["pnl_pct_pts"]) - p) <= 1e-6
+            for r, t, p in zip(ref, df["trades"], df["pnl"], strict=True)
+        )
+        print(
+            f"equivalence check against the numba reference (80 combos): {'PASS' if ok else 'FAIL'}; "
+            f"combo 0 = {df['pnl'][0]:.2f} pp / {df['trades'][0]:,} trades"
+        )
         return 0 if ok else 1
     finally:
         server.terminate()
