@@ -505,11 +505,20 @@ def _request(
     return SweepRequest(
         dataset=name,
         lengths=tuple(_int(v, "lengths") for v in lengths) if lengths is not None else None,
-        params=tuple(tuple(_int(v, "params") for v in row) for row in _rows_of(params)) if params is not None else None,
+        params=_params_of(params) if params is not None else None,
         fee=float(fee) if fee is not None else None,
         series=tuple(str(s) for s in series) if series is not None else None,
         rows=(_int(rows[0], "rows"), _int(rows[1], "rows")) if rows is not None else None,
     )
+
+
+def _params_of(params: Params) -> tuple[tuple[int, ...], ...]:
+    kind = getattr(getattr(params, "dtype", None), "kind", None)
+    if kind in ("i", "u") and getattr(params, "ndim", 0) == 2:
+        # An integer numpy array's tolist() holds only Python ints: no check per value (20,000
+        # combos: ~5 ms instead of ~70 ms, paid by every chunked or cluster sweep).
+        return tuple(map(tuple, _rows_of(params)))
+    return tuple(tuple(_int(v, "params") for v in row) for row in _rows_of(params))
 
 
 def _rows_of(params: Params) -> list[Sequence[Any]]:

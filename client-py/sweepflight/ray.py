@@ -64,7 +64,8 @@ DEFAULT_RESOURCES = {"sweepflight": 1}
 #: How long a lost server may take to come back before the sweep gives up, in seconds.
 RESTART_TIMEOUT = 120.0
 #: Combos per chunk handed to a server: large enough that dispatch costs little, small enough
-#: that the last chunks spread over every server and a lost chunk is little work lost.
+#: that a lost chunk is little work lost. The last chunks of a sweep are smaller (see
+#: `_chunk_bounds`), so the servers finish together.
 CLUSTER_CHUNK_COMBOS = 2_000
 
 #: How many times one chunk is tried before the sweep gives up on it.
@@ -327,8 +328,8 @@ class Cluster:
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
         chunks = [
-            (start, request.chunk(start, start + self.chunk_combos))
-            for start in range(0, max(request.combos, 1), self.chunk_combos)
+            (start, request.chunk(start, end))
+            for start, end in _chunk_bounds(request.combos, self.chunk_combos, len(self._servers))
         ]
         # Tasks: (server or None for any, chunk start, request). Sharded: each server its series.
         tasks: list[tuple[int | None, int, SweepRequest]] = []
@@ -344,7 +345,7 @@ class Cluster:
                 if subset:
                     tasks += [(i, start, dataclasses.replace(chunk, series=tuple(subset))) for start, chunk in chunks]
         show = progress if progress is not None else len(tasks) > 4
-        bar = _Progress(len(tasks) * self.chunk_combos, f"sweep {name}") if show else None
+        bar = _Progress(sum(chunk.combos for _, _, chunk in tasks), f"sweep {name}") if show else None
         try:
             results = self._run(tasks, bar)
         finally:
@@ -460,6 +461,22 @@ class Cluster:
                 server.uri, server.client = uri, client
                 for name in self._data:
                     self._put_on(index, server, name)
+
+
+def _chunk_bounds(combos: int, size: int, servers: int) -> list[tuple[int, int]]:
+    """The grid's chunks, in order: ``size`` combos while much work is left, then each a share
+    of what remains (guided self-scheduling, as OpenMP's ``schedule(guided)``), down to a
+    sixteenth of ``size``. Servers take chunks in this order from one queue, so near the end
+    every server is busy with a small chunk instead of one server finishing a full chunk alone
+    (with equal chunks that tail costs up to one chunk's time, about 4% of a 10-chunk sweep)."""
+    floor = max(1, size // 16)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < combos:
+        take = min(size, max(floor, -(-(combos - start) // (2 * max(1, servers)))))
+        bounds.append((start, min(combos, start + take)))
+        start += take
+    return bounds or [(0, 0)]
 
 
 def _plain(table: pa.Table) -> pa.Table:

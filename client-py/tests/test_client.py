@@ -91,6 +91,13 @@ def test_chunked_sweep_equals_one_call(sf: sweepflight.Client) -> None:
     assert chunked.height == 20_000
     assert chunked["combo"].to_list() == list(range(20_000))
     assert chunked.equals(one)
+    # Integer arrays of any width take a fast path; it must read them as plain lists would.
+    head = params[:500]
+    as_lists = sf.sweep("chunky", params=head.tolist())
+    assert sf.sweep("chunky", params=head.astype(np.uint16)).equals(as_lists)
+    assert sf.sweep("chunky", params=head.astype(np.int32)).equals(as_lists)
+    with pytest.raises(sweepflight.InvalidRequest):
+        sf.sweep("chunky", params=np.ones((2, 6), dtype=bool))
     with_bar = sf.sweep("chunky", lengths=range(1, 2_001), chunk_combos=250, progress=True)
     assert with_bar.equals(sf.sweep("chunky", lengths=range(1, 2_001)))
 

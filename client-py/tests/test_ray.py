@@ -9,6 +9,7 @@ the same answer; a caller's error is not retried.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -73,6 +74,18 @@ def single_server(*calls: tuple[str, object, dict]) -> list[pl.DataFrame]:
             return out
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("combos", "size", "servers"), [(20_000, 2_000, 2), (7_000, 250, 3), (1, 2_000, 2), (0, 5, 2)])
+def test_chunks_cover_the_grid_and_shrink_at_the_end(combos: int, size: int, servers: int) -> None:
+    bounds = sfray._chunk_bounds(combos, size, servers)
+    assert bounds[0][0] == 0 and bounds[-1][1] == combos
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    sizes = [end - start for start, end in bounds]
+    assert max(sizes) <= size and sizes == sorted(sizes, reverse=True)
+    if combos >= 4 * size * servers:
+        # The tail is cut fine: the last chunk is at most a sixteenth of a full one.
+        assert sizes[0] == size and sizes[-1] <= size // 16
 
 
 def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster) -> None:
