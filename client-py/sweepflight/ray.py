@@ -65,7 +65,7 @@ DEFAULT_RESOURCES = {"sweepflight": 1}
 RESTART_TIMEOUT = 120.0
 #: Combos per chunk handed to a server: large enough that dispatch costs little, small enough
 #: that a lost chunk is little work lost. The last chunks of a sweep are smaller (see
-#: `_chunk_bounds`), so the servers finish together.
+#: `chunk_bounds`), so the servers finish together.
 CLUSTER_CHUNK_COMBOS = 2_000
 
 #: How many times one chunk is tried before the sweep gives up on it.
@@ -329,7 +329,7 @@ class Cluster:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
         chunks = [
             (start, request.chunk(start, end))
-            for start, end in _chunk_bounds(request.combos, self.chunk_combos, len(self._servers))
+            for start, end in chunk_bounds(request.combos, self.chunk_combos, len(self._servers))
         ]
         # Tasks: (server or None for any, chunk start, request). Sharded: each server its series.
         tasks: list[tuple[int | None, int, SweepRequest]] = []
@@ -463,7 +463,7 @@ class Cluster:
                     self._put_on(index, server, name)
 
 
-def _chunk_bounds(combos: int, size: int, servers: int) -> list[tuple[int, int]]:
+def chunk_bounds(combos: int, size: int, servers: int) -> list[tuple[int, int]]:
     """The grid's chunks, in order: ``size`` combos while much work is left, then each a share
     of what remains (guided self-scheduling, as OpenMP's ``schedule(guided)``), down to a
     sixteenth of ``size``. Servers take chunks in this order from one queue, so near the end
@@ -499,4 +499,11 @@ def _fields(r: SweepRequest) -> dict[str, Any]:
     }
 
 
-__all__ = ["CLUSTER_CHUNK_COMBOS", "DEFAULT_CHUNK_COMBOS", "Cluster", "SweepflightError", "server_binary"]
+__all__ = [
+    "CLUSTER_CHUNK_COMBOS",
+    "DEFAULT_CHUNK_COMBOS",
+    "Cluster",
+    "SweepflightError",
+    "chunk_bounds",
+    "server_binary",
+]

@@ -78,7 +78,7 @@ def single_server(*calls: tuple[str, object, dict]) -> list[pl.DataFrame]:
 
 @pytest.mark.parametrize(("combos", "size", "servers"), [(20_000, 2_000, 2), (7_000, 250, 3), (1, 2_000, 2), (0, 5, 2)])
 def test_chunks_cover_the_grid_and_shrink_at_the_end(combos: int, size: int, servers: int) -> None:
-    bounds = sfray._chunk_bounds(combos, size, servers)
+    bounds = sfray.chunk_bounds(combos, size, servers)
     assert bounds[0][0] == 0 and bounds[-1][1] == combos
     assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
     sizes = [end - start for start, end in bounds]
