@@ -1,38 +1,86 @@
-"""docs/protocol.md's Python examples run, in order, against the real server."""
+"""The docs hold: every relative link (and #anchor) resolves, and every code block marked
+runnable (info string ```` ```python runnable ````) runs, file by file in order, against the real
+server, with its results checked."""
 
 from __future__ import annotations
 
 import pathlib
 import re
 import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "protocol.md"
+DOCS = sorted([ROOT / "README.md", ROOT / "client-py" / "README.md", *(ROOT / "docs").glob("*.md")])
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
-def python_blocks(path: pathlib.Path) -> list[str]:
-    """The ```python blocks of a Markdown file, each dedented (some sit inside list items)."""
-    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)]
+def runnable_blocks(path: pathlib.Path) -> list[str]:
+    """The ```python runnable blocks of a Markdown file, each dedented (some sit in list items)."""
+    return [textwrap.dedent(b) for b in re.findall(r"```python runnable\n(.*?)```", path.read_text(), flags=re.S)]
 
 
-def test_protocol_examples_run(server) -> None:
-    # The Auth and TLS examples need a server started with --token / --tls-cert; they are
-    # exercised in test_auth_tls.py.
-    blocks = [b for b in python_blocks(DOC) if "s3cret" not in b and "grpc+tls" not in b]
-    assert len(blocks) >= 10
+def anchors(path: pathlib.Path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings."""
+    out = set()
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    for heading in re.findall(r"^#+ (.+)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc: pathlib.Path) -> None:
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not checked offline
+        file, _, anchor = target.partition("#")
+        dest = (doc.parent / file).resolve() if file else doc
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
+            broken.append(target)
+    assert not broken, f"{doc.name}: broken links {broken}"
+
+
+def check_readme(ns: dict[str, Any]) -> None:
+    assert ns["df"].height == 80
+    assert ns["df"]["trades"][0] == 57_029
+    assert ns["best"]["full"] == 172
+
+
+def check_protocol(ns: dict[str, Any]) -> None:
+    assert ns["table"].num_rows == 80
+    assert ns["result"].num_rows == 2
+    assert ns["echoed"].num_rows == 150_000
+    assert ns["rows"].num_rows == 150_000
+    assert ns["every"].num_rows == 6 and ns["every"].column_names[0] == "series"
+    assert ns["two"]["series"].to_pylist() == ["CCC", "CCC", "AAA", "AAA"]
+    assert ns["in_sample"].num_rows == 6 and ns["out_of_sample"].num_rows == 6
+    assert ns["in_sample"]["pnl"].to_pylist() != ns["out_of_sample"]["pnl"].to_pylist()
+    assert ns["per_symbol"].num_rows == 3
+
+
+#: Per file with runnable blocks: what its blocks must have computed.
+CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "README.md": check_readme,
+    "docs/protocol.md": check_protocol,
+}
+
+
+def test_every_file_with_runnable_blocks_is_checked() -> None:
+    having = {str(d.relative_to(ROOT)) for d in DOCS if runnable_blocks(d)}
+    assert having == set(CHECKS)
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_runnable_blocks_run(name: str, server: Any) -> None:
+    blocks = runnable_blocks(ROOT / name)
+    assert blocks, f"{name} has no runnable blocks"
     source = "\n".join(blocks).replace("grpc://127.0.0.1:8815", server.uri)
-    namespace: dict = {}
-    exec(compile(source, str(DOC), "exec"), namespace)
-    assert namespace["table"].num_rows == 80
-    assert namespace["result"].num_rows == 2
-    assert namespace["echoed"].num_rows == 150_000
-    assert namespace["rows"].num_rows == 150_000
-
-
-def test_readme_example_runs(server) -> None:
-    (block,) = python_blocks(ROOT / "README.md")
-    namespace: dict = {}
-    exec(compile(block.replace("grpc://127.0.0.1:8815", server.uri), "README.md", "exec"), namespace)
-    assert namespace["df"].height == 80
-    assert namespace["df"]["trades"][0] == 57_029
-    assert namespace["best"]["full"] == 172
+    namespace: dict[str, Any] = {}
+    exec(compile(source, name, "exec"), namespace)
+    CHECKS[name](namespace)
