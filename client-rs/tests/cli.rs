@@ -141,14 +141,7 @@ fn csv_and_parquet_files_params_and_catalog() {
         .write(&batch)
         .unwrap();
     let pq = dir.path().join("bars.parquet");
-    let mut w = parquet::arrow::ArrowWriter::try_new(
-        std::fs::File::create(&pq).unwrap(),
-        batch.schema(),
-        None,
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(&pq, &batch);
 
     ok(cli(
         s.uri(),
@@ -276,14 +269,7 @@ fn a_keyed_universe_from_a_parquet_file_swept_by_series_and_rows() {
     ])
     .unwrap();
     let pq = dir.path().join("universe.parquet");
-    let mut w = parquet::arrow::ArrowWriter::try_new(
-        std::fs::File::create(&pq).unwrap(),
-        batch.schema(),
-        None,
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(&pq, &batch);
 
     let out = ok(cli(
         s.uri(),
@@ -330,4 +316,11 @@ fn a_keyed_universe_from_a_parquet_file_swept_by_series_and_rows() {
         &["sweep", "u", "--lengths", "6", "--rows", "9:3"],
     ));
     assert_eq!(c, 2, "a bad --rows is a usage error: {err}");
+}
+
+fn write_parquet(path: &std::path::Path, batch: &RecordBatch) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, UInt32Array};
-use arrow_buffer::Buffer;
+use arrow_buffer::{Buffer, ToByteSlice};
 use arrow_flight::FlightData;
 use arrow_flight::error::FlightError;
 use arrow_ipc::MessageHeader;
@@ -804,22 +804,7 @@ impl Mapping {
 
     /// Appends `values` after the first `len`; the new length.
     fn append(&mut self, len: usize, values: &[f64]) -> Result<usize> {
-        let end = len + values.len();
-        if end > self.capacity {
-            return Err(Error::ResourceExhausted(format!(
-                "the upload's close column outgrew its reservation of {} values",
-                self.capacity
-            )));
-        }
-        // SAFETY: len..end is inside the mapping, which nothing else references yet.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                values.as_ptr(),
-                self.ptr.as_ptr().add(len),
-                values.len(),
-            );
-        }
-        Ok(end)
+        self.append_bytes(len, values.to_byte_slice())
     }
 
     /// The first `len` values as an Arrow array that owns the mapping; the unused tail is

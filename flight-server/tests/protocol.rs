@@ -257,17 +257,8 @@ async fn exchange_echo_and_stateless_sweep() {
         .map(|&l| Combo::from_length(l).unwrap())
         .collect();
     let want = kernel_sweep(&close, &combos, 0.0009).unwrap();
-    let cmd = json!({"op": "sweep", "lengths": [6, 10, 30]}).to_string();
-    let req = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(cmd)))
-        .build(futures::stream::iter(batches.into_iter().map(Ok)));
-    let out: Vec<RecordBatch> = c
-        .do_exchange(req)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let cmd = json!({"op": "sweep", "lengths": [6, 10, 30]});
+    let out = exchange_sweep(&mut c, cmd, batches).await;
     assert_eq!(out.len(), 1);
     assert_eq!(
         f64s(&out[0], "pnl"),

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{FlightData, FlightDescriptor};
 use common::*;
 use futures::TryStreamExt;
@@ -218,17 +217,7 @@ async fn keyed_sessions_and_exchanges_take_the_same_fields() {
 
     // The stateless exchange groups the streamed rows by `key` the same way.
     let cmd = json!({"op": "sweep", "lengths": [6, 20], "key": "symbol", "series": ["AAPL"], "rows": [10, 600]});
-    let req = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(cmd.to_string())))
-        .build(futures::stream::iter(batches.into_iter().map(Ok)));
-    let out: Vec<RecordBatch> = c
-        .do_exchange(req)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    assert_eq!(out, [want]);
+    assert_eq!(exchange_sweep(&mut c, cmd, batches).await, [want]);
 }
 
 #[tokio::test]

@@ -178,6 +178,24 @@ pub async fn sweep(
     Ok(arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap())
 }
 
+/// The stateless exchange sweep: `batches` streamed under the command `cmd`; the reply's batches.
+pub async fn exchange_sweep(
+    client: &mut FlightClient,
+    cmd: serde_json::Value,
+    batches: Vec<RecordBatch>,
+) -> Vec<RecordBatch> {
+    let req = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(cmd.to_string())))
+        .build(futures::stream::iter(batches.into_iter().map(Ok)));
+    client
+        .do_exchange(req)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
 /// The gRPC code of a failed call.
 pub fn code(e: &FlightError) -> tonic::Code {
     match e {
