@@ -1326,6 +1326,11 @@ def main() -> int:
         action="store_true",
         help="only check docs/benchmarks.md is the rendering of docs/benchmarks.json",
     )
+    ap.add_argument(
+        "--no-build",
+        action="store_true",
+        help="use the binaries already in target/PROFILE (scripts/test.sh builds them with the tests)",
+    )
     args = ap.parse_args()
     if args.check_doc:
         if Report(json.loads(RAW.read_text())).render() != DOC.read_text():
@@ -1339,7 +1344,7 @@ def main() -> int:
         ap.error(f"unknown sections {sorted(unknown)}")
     official = not args.quick and not args.only and profile == "release"
     OUT.mkdir(parents=True, exist_ok=True)
-    bins = build(profile)
+    bins = ROOT / "target" / ("debug" if profile == "dev" else profile) if args.no_build else build(profile)
     res: dict[str, Any] = {"environment": environment(args.profile)}
     partial = OUT / "partial.json"
     if args.resume and partial.exists():
