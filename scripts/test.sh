@@ -2,7 +2,8 @@
 # Runs every test of the project: formatting and lints (Rust and Python), the Rust test suite
 # (the equivalence gate, the property tests, the server's integration suites against in-process
 # servers and the binary), the golden and fixture drift checks, the Python tests against the
-# real server (Ray cluster tests included), and a benchmark smoke test. Each step prints its
+# real server (Ray cluster tests included), the README example in a fresh venv holding only
+# the client package, and a benchmark smoke test. Each step prints its
 # time; CI runs exactly this (.ci/run).
 set -euo pipefail
 # A CI run builds once from clean: incremental artifacts would only cost time and disk.
@@ -42,12 +43,15 @@ cargo test --workspace --all-features
 step "fixture drift check"
 "$py" kernel/testdata/make_paper_fixture.py --check
 
-step "server wheel (maturin, dev profile: reuses the debug build) into the environment"
+step "server wheel (maturin, dev profile) into the environment"
 "$py" -m maturin build --quiet --profile dev -m flight-server/Cargo.toml -o target/wheels
 "$py" -m pip install --quiet --force-reinstall --no-deps target/wheels/sweepflight_server-*.whl
 
 step "pytest (the Ray cluster tests use the server from the wheel)"
 "$py" -m pytest -q client-py/tests
+
+step "a fresh venv with only pip install ./client-py runs the README example"
+scripts/fresh-install.sh target/debug/sweepflight-server | tail -n 2
 
 step "docs/benchmarks.md is the rendering of docs/benchmarks.json"
 "$py" benches/study.py --check-doc
