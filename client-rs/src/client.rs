@@ -112,7 +112,9 @@ impl Client {
             .await
     }
 
-    /// Stores a bare series of closes as dataset `name`.
+    /// Stores a bare series of closes as dataset `name`. The slice is copied once into an
+    /// Arrow column; for data already in Arrow, [`Client::put`] sends the caller's buffers
+    /// without a copy.
     ///
     /// # Errors
     /// As [`Client::put_stream`].

@@ -7,6 +7,11 @@ mod grid;
 mod input;
 mod output;
 
+// Uploads encode each message into fresh buffers of a few MiB: glibc's malloc maps and zeroes
+// new pages for every one (an 800 MB put ran at 0.8 GB/s), mimalloc reuses them (1.07 GB/s).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
