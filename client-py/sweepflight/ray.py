@@ -289,11 +289,7 @@ class Cluster:
             except BaseException as e:
                 errors.append(e)
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(self._servers))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _per_server_threads(len(self._servers), run)
         if errors:
             raise errors[0]
         return out
@@ -384,6 +380,11 @@ class Cluster:
                     continue
             return None
 
+        def fail(e: BaseException) -> None:
+            with done:
+                failure.append(e)
+                done.notify_all()
+
         def worker(i: int) -> None:
             while True:
                 with done:
@@ -402,26 +403,20 @@ class Cluster:
                 except _SERVER_GONE as e:
                     attempts[t] += 1
                     if attempts[t] >= MAX_ATTEMPTS:
-                        with done:
-                            failure.append(e)
-                            done.notify_all()
+                        fail(e)
                         return
                     (shared if server is None else own[i]).put(t)
                     try:
                         self._recover(i)
                     except BaseException as e:
-                        with done:
-                            failure.append(e)
-                            done.notify_all()
+                        fail(e)
                         return
                     continue
                 except BaseException as e:
                     # The caller's errors, limits (ResourceExhausted) and anything unexpected end
                     # the sweep at once: recorded, so the other workers stop instead of waiting
                     # for a chunk that will never finish.
-                    with done:
-                        failure.append(e)
-                        done.notify_all()
+                    fail(e)
                     return
                 with done:
                     results[t] = table
@@ -430,11 +425,7 @@ class Cluster:
                 if bar is not None:
                     bar.update(tasks[t][2].combos)
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(self._servers))]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        _per_server_threads(len(self._servers), worker)
         if failure:
             raise failure[0]
         assert all(r is not None for r in results)
@@ -461,6 +452,15 @@ class Cluster:
                 server.uri, server.client = uri, client
                 for name in self._data:
                     self._put_on(index, server, name)
+
+
+def _per_server_threads(n: int, target: Any) -> None:
+    """Runs ``target(i)`` for ``i`` in ``range(n)``, one thread each, and waits for all."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
 
 
 def chunk_bounds(combos: int, size: int, servers: int) -> list[tuple[int, int]]:

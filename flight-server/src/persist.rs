@@ -323,13 +323,7 @@ pub fn file_schema(
     schema: &arrow_schema::Schema,
     universe: Option<&Universe>,
 ) -> arrow_schema::Schema {
-    let mut schema = schema.clone();
-    if let Some(u) = universe {
-        schema
-            .metadata
-            .insert(KEY_METADATA.to_owned(), u.key.clone());
-    }
-    schema
+    upload_file_schema(schema, universe.map(|u| u.key.as_str()))
 }
 
 /// The file's schema for an upload keyed by `key` (known before any row arrives).
