@@ -100,4 +100,11 @@ impl ArrayCache for CacheView<'_> {
         // the cache within --cache-bytes at every moment, not just eventually.
         self.cache.arrays.run_pending_tasks();
     }
+    fn keeps(&self) -> bool {
+        self.cache
+            .arrays
+            .policy()
+            .max_capacity()
+            .is_some_and(|c| c > 0)
+    }
 }

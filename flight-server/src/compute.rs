@@ -259,13 +259,14 @@ impl Compute {
             .iter()
             .map(|input| {
                 let close = input.closes();
-                let cap = plan.shared_cap(close.len(), reservation.bytes());
+                let cap = plan.shared_cap(close.len(), &job.combos, reservation.bytes());
                 let run = |cache: &dyn ArrayCache| {
                     let control = SweepControl {
                         cache,
                         cancelled,
                         working_set_bytes: cap,
                         parallel: Some(parallel),
+                        tile_bars: None,
                     };
                     sweep_with(close, &job.combos, job.fee, &control)
                 };
@@ -342,8 +343,8 @@ impl Plan {
     }
 
     /// The kernel's cap on shared arrays for an input of `bars` within `reserved` bytes.
-    fn shared_cap(&self, bars: usize, reserved: u64) -> usize {
-        let scratch = self.workers * scratch_bytes(bars);
+    fn shared_cap(&self, bars: usize, combos: &[Combo], reserved: u64) -> usize {
+        let scratch = self.workers * scratch_bytes(bars, combos, self.workers);
         usize::try_from(reserved)
             .unwrap_or(usize::MAX)
             .saturating_sub(scratch + self.results)

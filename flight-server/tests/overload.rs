@@ -159,8 +159,8 @@ async fn the_budget_holds_overload_is_refused_and_leavers_leave_the_queue() {
     // 3. Callers that time out while queued leave the queue at once.
     let blocker = {
         let uri = srv.uri().to_owned();
-        // Three times the usual grid: seconds of work.
-        let long: Vec<u32> = (0..60).map(|i| 150 + i).collect();
+        // 120 windows ten times the usual ones: seconds of work (~50 G multiply-adds).
+        let long: Vec<u32> = (0..120).map(|i| 2_000 + 4 * i).collect();
         tokio::spawn(async move {
             let mut c = connect(&uri).await;
             sweep(&mut c, json!({"dataset": "s1", "lengths": long})).await

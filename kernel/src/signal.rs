@@ -65,18 +65,12 @@ impl Ledger {
 pub(crate) const ABOVE: u8 = 1;
 /// See [`ABOVE`].
 pub(crate) const BELOW: u8 = 2;
-/// See [`ABOVE`].
+/// See [`ABOVE`]. Both bits: the sign loop (`vector::signs`) and [`cross_mask`] rely on it.
 pub(crate) const UNDEFINED: u8 = 3;
+const _: () = assert!(UNDEFINED == ABOVE | BELOW && ABOVE == 1 && BELOW == 2);
 
-/// [`run`], faster and with the same result bit for bit.
-///
-/// The lines are first reduced to one sign byte per bar (a loop the compiler vectorises), and
-/// the crosses are found by comparing neighbouring bytes eight at a time: a cross at bar `i` is
-/// a state at `i` that is above or below, differs from the state at `i - 1`, and follows a
-/// defined bar, which is exactly the reference's test (`b0 <= a0` on defined values is "not
-/// above").
-/// Long windows cross rarely, so most words of eight bars are skipped with one comparison.
-/// Trades are booked in bar order with the reference's arithmetic.
+/// [`run`], faster and with the same result bit for bit: the lines reduced to sign bytes
+/// (`signs` is scratch), then [`crosses`].
 pub(crate) fn run_fast(
     close: &[f64],
     a: &[f64],
@@ -84,21 +78,44 @@ pub(crate) fn run_fast(
     fee: f64,
     signs: &mut Vec<u8>,
 ) -> ComboResult {
-    let n = close.len();
-    debug_assert!(a.len() == n && b.len() == n);
+    debug_assert!(a.len() == close.len() && b.len() == close.len());
+    signs.resize(close.len(), 0);
     crate::vector::signs(a, b, signs);
+    crosses(close, std::iter::once(&signs[..]), fee)
+}
+
+/// Bit 0 of each byte set where the state `cur` is a cross after the state `prev` (bytes of
+/// the two words pair up): `cur` is above or below, differs from `prev`, and `prev` is defined.
+/// States are 0 to 3, so each test is a bit operation on bits 0 and 1 of every byte at once.
+#[inline(always)]
+fn cross_mask(prev: u64, cur: u64) -> u64 {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    // ABOVE (01) or BELOW (10): exactly one of the two bits.
+    let directed = cur ^ (cur >> 1);
+    // UNDEFINED (11): both bits.
+    let undefined = prev & (prev >> 1);
+    let changed = (cur ^ prev) | ((cur ^ prev) >> 1);
+    directed & !undefined & changed & LOW
+}
+
+/// The trades of one combo from its sign bytes (one per bar, see [`ABOVE`]), given in
+/// consecutive pieces that together cover `close`: the same result as [`run`] on the lines
+/// the bytes were made from, bit for bit.
+///
+/// A cross at bar `i` is a state at `i` that is above or below, differs from the state at
+/// `i - 1`, and follows a defined bar, which is exactly the reference's test (`b0 <= a0` on
+/// defined values is "not above"). Neighbouring bytes are compared eight at a time: long
+/// windows cross rarely, so most words of eight bars are skipped with one comparison. Trades
+/// are booked in bar order with the reference's arithmetic.
+pub(crate) fn crosses<'a>(
+    close: &[f64],
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    fee: f64,
+) -> ComboResult {
     let mut ledger = Ledger::new(fee);
     let mut pos = 0.0f64;
     let mut entry = 0.0f64;
-    let word = |i: usize| u64::from_le_bytes(signs[i..i + 8].try_into().expect("8 bytes"));
-    let mut i = 1;
-    while i < n {
-        // Eight bars whose signs equal their predecessors' hold no cross.
-        if i + 8 <= n && word(i) == word(i - 1) {
-            i += 8;
-            continue;
-        }
-        let (s0, s1) = (signs[i - 1], signs[i]);
+    let mut visit = |i: usize, s0: u8, s1: u8| {
         if s1 != s0 && (s1 == ABOVE || s1 == BELOW) && s0 != UNDEFINED {
             let signal = if s1 == ABOVE { 1.0 } else { -1.0 };
             if signal != pos {
@@ -109,10 +126,40 @@ pub(crate) fn run_fast(
                 entry = close[i];
             }
         }
-        i += 1;
+    };
+    // The last state of the previous piece, and where this piece starts.
+    let mut last: Option<u8> = None;
+    let mut at = 0;
+    for signs in pieces {
+        let n = signs.len();
+        let Some(&head) = signs.first() else {
+            continue;
+        };
+        if let Some(s0) = last {
+            visit(at, s0, head);
+        }
+        // Bars 1.. of the piece, eight at a time: a word of states and the word of their
+        // predecessors give a byte mask of the crosses, and only those bars are visited.
+        let mut i = 1;
+        while i + 8 <= n {
+            let word = |j: usize| u64::from_le_bytes(signs[j..j + 8].try_into().expect("8"));
+            let mut mask = cross_mask(word(i - 1), word(i));
+            while mask != 0 {
+                let j = i + (mask.trailing_zeros() / 8) as usize;
+                visit(at + j, signs[j - 1], signs[j]);
+                mask &= mask - 1;
+            }
+            i += 8;
+        }
+        for j in i..n {
+            visit(at + j, signs[j - 1], signs[j]);
+        }
+        last = Some(signs[n - 1]);
+        at += n;
     }
+    debug_assert_eq!(at, close.len());
     if pos != 0.0 {
-        ledger.book(pos, entry, close[n - 1]);
+        ledger.book(pos, entry, close[close.len() - 1]);
     }
     ledger.result
 }
@@ -221,6 +268,64 @@ mod tests {
             run_fast(&[1.0], &[nan], &[nan], 0.0, &mut signs),
             ComboResult::default()
         );
+    }
+
+    #[test]
+    fn the_cross_mask_is_the_scalar_test_in_every_byte() {
+        for prev in 0..4u8 {
+            for cur in 0..4u8 {
+                let want = cur != prev && (cur == ABOVE || cur == BELOW) && prev != UNDEFINED;
+                for byte in 0..8 {
+                    // The pair in one byte, every other byte a non-cross (3 after 3).
+                    let fill = 0x0303_0303_0303_0303u64;
+                    let put = |v: u8| (fill & !(0xff << (8 * byte))) | (u64::from(v) << (8 * byte));
+                    let mask = cross_mask(put(prev), put(cur));
+                    assert_eq!(
+                        mask,
+                        u64::from(want) << (8 * byte),
+                        "{prev} -> {cur} in byte {byte}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn crosses_over_pieces_equal_the_reference_wherever_the_pieces_split() {
+        // A series with crosses every few bars, ties and NaN gaps.
+        let n = 300;
+        let a: Vec<f64> = (0..n)
+            .map(|i| {
+                if i % 37 == 5 {
+                    f64::NAN
+                } else {
+                    (i as f64 * 0.9).sin()
+                }
+            })
+            .collect();
+        let b: Vec<f64> = (0..n)
+            .map(|i| {
+                if i % 11 == 0 {
+                    a[i]
+                } else {
+                    (i as f64 * 0.31).cos()
+                }
+            })
+            .collect();
+        let close: Vec<f64> = (0..n)
+            .map(|i| 100.0 + (i as f64 * 0.05).sin() * 10.0)
+            .collect();
+        let want = run(&close, &a, &b, 0.0009);
+        assert!(want.trades > 20, "{want:?}");
+        let mut signs = vec![0; n];
+        crate::vector::signs(&a, &b, &mut signs);
+        for piece in [1, 2, 7, 8, 9, 64, 299, 300, 1000] {
+            let got = crosses(&close, signs.chunks(piece), 0.0009);
+            assert_eq!(got, want, "pieces of {piece}");
+        }
+        // Empty pieces are skipped.
+        let (head, tail) = signs.split_at(100);
+        assert_eq!(crosses(&close, [head, &[], tail], 0.0009), want);
     }
 
     #[test]

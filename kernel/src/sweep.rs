@@ -13,7 +13,13 @@
 //!    one pass), in parallel.
 //! 3. **Signals**: each combo's stop-and-reverse loop over its two lines, in parallel.
 //!
-//! An [`ArrayCache`] that outlives the sweep (the server's) is asked for every array before it
+//! Where windows are short next to the series (the usual case, the paper sweep included), the
+//! phases run tile by tile along the bars ([`tiled`]): a tile's first-level WMAs and lines are
+//! read back from cache by the next phase, and nothing is written out whole but one sign byte
+//! per bar per combo, and the lines a cache keeps. Long windows run each phase over the whole
+//! series.
+//!
+//! An [`ArrayCache`] that outlives the sweep (the server's) is asked for every line before it
 //! is computed and offered every array after; a warm cache turns a repeated sweep into phase 3
 //! alone. Memory is bounded: combos are taken in groups whose arrays fit the working-set
 //! budget.
@@ -29,6 +35,10 @@ use rayon::prelude::*;
 
 use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
+
+mod tiled;
+
+use tiled::Tiling;
 
 /// An array the sweep computes over one close series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +61,11 @@ pub trait ArrayCache: Sync {
     fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>>;
     /// Offers a freshly computed array; the cache may keep or drop it.
     fn insert(&self, key: ArrayKey, array: Arc<[f64]>);
+    /// Whether offered arrays may be kept. A cache that keeps nothing answers false, and the
+    /// sweep then never writes out a whole array only to offer it.
+    fn keeps(&self) -> bool {
+        true
+    }
 }
 
 /// A cache that keeps nothing: every sweep computes everything it needs.
@@ -62,6 +77,9 @@ impl ArrayCache for NoCache {
         None
     }
     fn insert(&self, _key: ArrayKey, _array: Arc<[f64]>) {}
+    fn keeps(&self) -> bool {
+        false
+    }
 }
 
 /// Below this many multiply-adds (about a millisecond of one core) a sweep runs on the calling
@@ -115,6 +133,12 @@ const SCRATCH_BYTES_PER_BAR: usize = size_of::<f64>() + size_of::<u8>();
 /// ones, but never more than `shared_cap` bytes of them, and never fewer than one combo's),
 /// `workers` sets of per-worker scratch, and the results.
 pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
+    let results = combos.len() * size_of::<ComboResult>();
+    if let Some(tiling) = Tiling::plan(bars, combos, workers, None) {
+        return tiling.held_bytes(bars, combos, shared_cap)
+            + workers * tiling.scratch_bytes()
+            + results;
+    }
     let array = bars.max(1) * size_of::<f64>();
     let uses = line_uses(combos);
     let windows: BTreeSet<u32> = combos.iter().flat_map(Combo::close_windows).collect();
@@ -124,7 +148,7 @@ pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: u
     let distinct = windows.len() + shared + single.min(batch_lines(array, workers));
     let least = ARRAYS_PER_COMBO.min(distinct.max(1)) * array;
     let arrays = (distinct * array).min(shared_cap.max(least));
-    arrays + workers * scratch_bytes(bars) + combos.len() * size_of::<ComboResult>()
+    arrays + workers * scratch_bytes(bars, combos, workers) + results
 }
 
 /// How many lines a batch computes before running its signals (see [`BATCH_BYTES`]).
@@ -143,9 +167,12 @@ fn line_uses(combos: &[Combo]) -> HashMap<ArrayKey, usize> {
     uses
 }
 
-/// Per-worker scratch bytes for a series of `bars`.
-pub fn scratch_bytes(bars: usize) -> usize {
-    bars * SCRATCH_BYTES_PER_BAR
+/// Per-worker scratch bytes of a sweep of `combos` over `bars` bars on `workers` threads.
+pub fn scratch_bytes(bars: usize, combos: &[Combo], workers: usize) -> usize {
+    match Tiling::plan(bars, combos, workers, None) {
+        Some(tiling) => tiling.scratch_bytes(),
+        None => bars * SCRATCH_BYTES_PER_BAR,
+    }
 }
 
 fn hma_key(c: &Combo) -> ArrayKey {
@@ -168,6 +195,10 @@ pub struct SweepControl<'a> {
     /// Use rayon (`Some(true)`), stay on the calling thread (`Some(false)`), or decide by
     /// [`work`] against [`PARALLEL_MIN_WORK`] (`None`). The results are the same either way.
     pub parallel: Option<bool>,
+    /// Bars per tile of the tiled sweep (see the module docs); `None` chooses (tiles where the
+    /// windows are short next to a tile and the series has tiles for every thread), `Some(0)`
+    /// never tiles. The results are the same either way.
+    pub tile_bars: Option<usize>,
 }
 
 impl Default for SweepControl<'_> {
@@ -177,6 +208,7 @@ impl Default for SweepControl<'_> {
             cancelled: &|| false,
             working_set_bytes: 512 << 20,
             parallel: None,
+            tile_bars: None,
         }
     }
 }
@@ -221,14 +253,17 @@ pub fn sweep_with(
         let c = &combos[i];
         (c.p(), c.full(), c.p3(), c.p2(), c.half(), c.sqrt())
     });
-    let array_bytes = size_of_val(close).max(1);
-    let max_arrays = (control.working_set_bytes / array_bytes).max(ARRAYS_PER_COMBO);
-    let uses = line_uses(combos);
     let workers = if parallel {
         rayon::current_num_threads()
     } else {
         1
     };
+    if let Some(tiling) = Tiling::plan(close.len(), combos, workers, control.tile_bars) {
+        return run.tiled(&order, &tiling);
+    }
+    let array_bytes = size_of_val(close).max(1);
+    let max_arrays = (control.working_set_bytes / array_bytes).max(ARRAYS_PER_COMBO);
+    let uses = line_uses(combos);
     let batch = batch_lines(array_bytes, workers).min(max_arrays.saturating_sub(5).max(2));
     let mut results = vec![ComboResult::default(); combos.len()];
     let mut rest = &order[..];
@@ -629,6 +664,62 @@ mod tests {
         assert!(hits >= distinct_lines(&combos), "{hits} hits");
     }
 
+    #[test]
+    fn tiled_sweeps_fill_and_use_a_cache() {
+        let close = series(5_000);
+        let combos = grid();
+        let want = oracle::sweep(&close, &combos, 0.0009);
+        let cache = Counting::default();
+        let control = SweepControl {
+            cache: &cache,
+            tile_bars: Some(256),
+            parallel: Some(true),
+            ..SweepControl::default()
+        };
+        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        // Every line was offered whole; no first-level WMA (tiles never hold one whole).
+        let held: Vec<ArrayKey> = cache.0.lock().unwrap().keys().copied().collect();
+        assert_eq!(held.len(), distinct_lines(&combos));
+        assert!(held.iter().all(|k| !matches!(k, ArrayKey::Wma(_))));
+        // Half the lines gone: the next sweep computes those and reads the rest.
+        cache
+            .0
+            .lock()
+            .unwrap()
+            .retain(|k, _| matches!(k, ArrayKey::Hma(_)));
+        let hits = cache.1.load(Ordering::Relaxed);
+        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        assert!(cache.1.load(Ordering::Relaxed) > hits);
+        // Tiled sweeps on a tiny budget (one combo per group) give the same answer.
+        let tight = SweepControl {
+            working_set_bytes: 1,
+            tile_bars: Some(1_000),
+            ..SweepControl::default()
+        };
+        assert_eq!(sweep_with(&close, &combos, 0.0009, &tight).unwrap(), want);
+    }
+
+    #[test]
+    fn the_paper_sweep_is_tiled_by_default_and_long_windows_are_not() {
+        let combos = crate::paper::combos();
+        let tiling = Tiling::plan(150_000, &combos, 2, None).expect("tiled");
+        // Its memory: sign bytes and kept lines, within the cap; scratch a few MB per worker.
+        assert!(
+            tiling.scratch_bytes() < 16 << 20,
+            "{}",
+            tiling.scratch_bytes()
+        );
+        assert_eq!(
+            memory_bytes(150_000, &combos, 2, 0),
+            tiling.held_bytes(150_000, &combos, 0) + 2 * tiling.scratch_bytes() + 80 * 32
+        );
+        let long = [Combo::from_length(20_000).unwrap()];
+        assert_eq!(Tiling::plan(150_000, &long, 2, None), None);
+        // Too few tiles to share out: untiled.
+        assert_eq!(Tiling::plan(10_000, &combos, 2, None), None);
+        assert_eq!(Tiling::plan(150_000, &combos, 2, Some(0)), None);
+    }
+
     fn distinct_lines(combos: &[Combo]) -> usize {
         let keys: BTreeSet<ArrayKey> = combos
             .iter()
@@ -646,7 +737,7 @@ mod tests {
         assert!(least < all);
         assert_eq!(
             least,
-            ARRAYS_PER_COMBO * bars * 8 + 2 * scratch_bytes(bars) + combos.len() * 32
+            ARRAYS_PER_COMBO * bars * 8 + 2 * scratch_bytes(bars, &combos, 2) + combos.len() * 32
         );
         let uses = line_uses(&combos);
         assert_eq!(

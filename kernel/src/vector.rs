@@ -2,7 +2,7 @@
 //! picked at run time (the crate is built for the portable baseline; tuning for one CPU is
 //! not a default). Each computes exactly the reference's expression per element.
 
-use crate::signal::{ABOVE, BELOW, UNDEFINED};
+use crate::signal::{ABOVE, BELOW};
 
 /// Defines `pub(crate) fn $name(args)` that runs `$body` compiled for AVX2 when the CPU has it
 /// and for the baseline otherwise. The body must be safe code: only the instruction set differs.
@@ -46,15 +46,15 @@ multiversion! {
 }
 
 multiversion! {
-    /// One state byte per bar (see [`crate::signal`]): above, below, equal or undefined.
-    fn signs(a: &[f64], b: &[f64], out: &mut Vec<u8>) {
-        out.clear();
-        out.extend(a.iter().zip(b).map(|(&a, &b)| {
-            if a.is_nan() || b.is_nan() {
-                UNDEFINED
-            } else {
-                (u8::from(b > a) * ABOVE) | (u8::from(b < a) * BELOW)
-            }
-        }));
+    /// One state byte per bar (see [`crate::signal`]): above, below, equal or undefined, into
+    /// the first `a.len()` bytes of `out`.
+    fn signs(a: &[f64], b: &[f64], out: &mut [u8]) {
+        // Two unordered-true comparisons, no branch: `b > a` gives 1, `b < a` gives 2,
+        // equal gives 0, and a NaN on either side makes both true, 3.
+        for ((&a, &b), out) in a.iter().zip(b).zip(out) {
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            let (above, below) = (!(b <= a), !(b >= a));
+            *out = (u8::from(above) * ABOVE) | (u8::from(below) * BELOW);
+        }
     }
 }

@@ -137,7 +137,12 @@ pub(crate) unsafe fn wma_multi_raw(
     let starts = (len + 1).saturating_sub(*first);
     let longest = windows.last().copied().unwrap_or(0).min(len);
     let weights: Vec<f64> = (1..=longest).map(|k| k as f64).collect();
-    let targets = Targets(&plan, &weights);
+    let targets = Targets {
+        windows: &plan,
+        weights: &weights,
+        lo: 0,
+        hi: len,
+    };
     // A chunk reads `longest - 1` values past its last start; for a derived input those are
     // computed again by the next chunk, so chunks stay at least four windows long.
     let chunk = match input {
@@ -172,17 +177,23 @@ pub(crate) fn denominator(n: usize) -> f64 {
 
 /// One requested window: its length, its divisor and where its outputs go.
 #[derive(Clone, Copy)]
-struct Window {
+pub(crate) struct Window {
     n: usize,
     denom: f64,
     out: *mut f64,
 }
 
-/// The windows of one pass, shareable with the pool's threads, and the weights `1, 2, ...,
-/// max(n)` as f64 (read with a broadcast load each step: cheaper than counting in a register,
-/// which costs an add on the ports the multiply-adds need).
+/// The windows of one pass, shareable with the pool's threads, the weights `1, 2, ..., max(n)`
+/// as f64 (read with a broadcast load each step: cheaper than counting in a register, which
+/// costs an add on the ports the multiply-adds need), and the output indices `lo..hi` the pass
+/// stores: each window's `out` is its element for index `lo`.
 #[derive(Clone, Copy)]
-struct Targets<'a>(&'a [Window], &'a [f64]);
+struct Targets<'a> {
+    windows: &'a [Window],
+    weights: &'a [f64],
+    lo: usize,
+    hi: usize,
+}
 
 // SAFETY: the pointers are only written through at indices that one task owns (see
 // `wma_multi`), and the slices they point into outlive the pass.
@@ -234,7 +245,8 @@ unsafe fn pass_avx2(x: &[f64], base: usize, lo: usize, hi: usize, targets: Targe
 /// The register-blocked pass: for each block of `B` starts, `B` partial sums live in registers
 /// while `k` runs up to the longest window, and each window's outputs are divided out and
 /// stored the moment `k` reaches it. Lane `j` computes `sum_k x[s+j+k] * (k+1)` in ascending
-/// `k`, exactly the reference.
+/// `k`, exactly the reference. Only outputs in the targets' range are divided and stored; a
+/// block stops at the first window whose outputs all lie past the range.
 ///
 /// # Safety
 /// As [`pass`].
@@ -247,7 +259,12 @@ unsafe fn pass_blocked<const B: usize>(
     targets: Targets<'_>,
 ) {
     let len = x.len();
-    let Targets(windows, weights) = targets;
+    let Targets {
+        windows,
+        weights,
+        lo: out_lo,
+        hi: out_hi,
+    } = targets;
     let mut s = lo;
     while s < hi {
         // Lanes past `hi` belong to the next chunk: never stored here.
@@ -263,6 +280,13 @@ unsafe fn pass_blocked<const B: usize>(
                 if w.n > vector_steps {
                     break;
                 }
+                // The block's outputs of this window are indices first..first + B.
+                let first = base + s + w.n - 1;
+                if first >= out_hi {
+                    // Past the range, and longer windows further still: the block is done.
+                    done = windows.len();
+                    break;
+                }
                 while k < w.n {
                     // The weight of step k is k + 1 (exact in f64).
                     let weight = weights[k];
@@ -273,25 +297,47 @@ unsafe fn pass_blocked<const B: usize>(
                     }
                     k += 1;
                 }
-                // Divided as one array (vector divisions), then stored.
-                let mut quotients = [0.0f64; B];
-                for j in 0..B {
-                    quotients[j] = acc[j] / w.denom;
-                }
-                // SAFETY: every lane is a valid start of this window (s + B - 1 + n - 1 <=
-                // len - 1) owned by this pass (lanes == B, s + B <= hi).
-                unsafe {
-                    let at = w.out.add(base + s + w.n - 1);
-                    std::ptr::copy_nonoverlapping(quotients.as_ptr(), at, B);
+                if first + B > out_lo {
+                    // Divided as one array (vector divisions), then stored.
+                    let mut quotients = [0.0f64; B];
+                    for j in 0..B {
+                        quotients[j] = acc[j] / w.denom;
+                    }
+                    // SAFETY: every lane is a valid start of this window (s + B - 1 + n - 1 <=
+                    // len - 1) owned by this pass (lanes == B, s + B <= hi); only indices in
+                    // the range are written.
+                    unsafe { store(w.out, first, &quotients, out_lo, out_hi) };
                 }
                 done += 1;
             }
         }
         if done < windows.len() {
             // SAFETY: the caller's contract, passed on.
-            unsafe { finish_block(x, base, s, lanes, k, acc, &windows[done..]) };
+            unsafe { finish_block(x, base, s, lanes, k, acc, &windows[done..], targets) };
         }
         s += B;
+    }
+}
+
+/// Stores `values` as the outputs `first..` that lie in `lo..hi`; `out` is the element of
+/// index `lo`.
+///
+/// # Safety
+/// `out` must be valid for writes of `hi - lo` elements.
+#[inline(always)]
+unsafe fn store(out: *mut f64, first: usize, values: &[f64], lo: usize, hi: usize) {
+    if first >= lo && first + values.len() <= hi {
+        // SAFETY: the whole block is in the range.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr(), out.add(first - lo), values.len())
+        };
+    } else {
+        for (j, &v) in values.iter().enumerate() {
+            if (lo..hi).contains(&(first + j)) {
+                // SAFETY: in the range.
+                unsafe { *out.add(first + j - lo) = v };
+            }
+        }
     }
 }
 
@@ -302,6 +348,7 @@ unsafe fn pass_blocked<const B: usize>(
 /// # Safety
 /// As [`pass`], for the starts `s..s + lanes`.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn finish_block<const B: usize>(
     x: &[f64],
     base: usize,
@@ -310,13 +357,15 @@ unsafe fn finish_block<const B: usize>(
     mut k: usize,
     mut acc: [f64; B],
     windows: &[Window],
+    targets: Targets<'_>,
 ) {
     let len = x.len();
     for w in windows {
+        let first = base + s + w.n - 1;
         // Lanes whose window of length n fits: s + j + n - 1 <= len - 1.
         let valid = lanes.min((len + 1).saturating_sub(s + w.n));
-        if valid == 0 {
-            // Longer windows fit even fewer lanes.
+        if valid == 0 || first >= targets.hi {
+            // Longer windows fit even fewer lanes, and store further past the range.
             break;
         }
         for (j, a) in acc.iter_mut().enumerate().take(valid) {
@@ -325,12 +374,95 @@ unsafe fn finish_block<const B: usize>(
             }
         }
         k = w.n;
-        for (j, a) in acc.iter().enumerate().take(valid) {
-            // SAFETY: s + j is a valid start of this window (j < valid) owned by this pass
-            // (j < lanes), so the index is in the output and written only here.
-            unsafe { *w.out.add(base + s + j + w.n - 1) = a / w.denom };
+        let mut quotients = [0.0f64; B];
+        for (q, a) in quotients.iter_mut().zip(&acc).take(valid) {
+            *q = a / w.denom;
         }
+        // SAFETY: lanes j < valid are valid starts of this window owned by this pass (j <
+        // lanes); only indices in the range are written.
+        unsafe { store(w.out, first, &quotients[..valid], targets.lo, targets.hi) };
     }
+}
+
+/// Reused storage for [`wma_range`]'s per-call window list.
+#[derive(Default)]
+pub(crate) struct RangeScratch(Vec<Window>);
+
+// SAFETY: between calls the list is empty of meaning: every call clears it before use, and
+// the pointers it held are never read again.
+unsafe impl Send for RangeScratch {}
+
+/// `WMA` of every window of `windows` (strictly ascending, at least 1) at the input indices
+/// `lo..hi` only, on the calling thread: `outs[t]` is the element of index `lo` of window
+/// `t`'s output. NaN where undefined (index `< n - 1`).
+///
+/// `x` holds the input's values from index `base` on, with `base <= lo + 1 - max(windows)`
+/// (or 0), and at least up to index `hi - 1`; values past it, where the input has them, let
+/// the pass's last blocks run vectorised. `weights` are `1.0, 2.0, ...`, at least as many as
+/// the longest window or `x.len()`, whichever is smaller.
+///
+/// # Safety
+/// Each pointer must be valid for writes of `hi - lo` elements and not aliased by anything else
+/// during the call.
+///
+/// # Panics
+/// If the windows are not strictly ascending and at least 1, or `x` does not cover the range.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn wma_range(
+    x: &[f64],
+    base: usize,
+    lo: usize,
+    hi: usize,
+    windows: &[usize],
+    outs: &[*mut f64],
+    weights: &[f64],
+    scratch: &mut RangeScratch,
+) {
+    assert_eq!(windows.len(), outs.len(), "one output per window");
+    assert!(
+        windows.first().is_none_or(|&n| n >= 1) && windows.windows(2).all(|w| w[0] < w[1]),
+        "windows must be >= 1 and strictly ascending"
+    );
+    let Some(&longest) = windows.last() else {
+        return;
+    };
+    let first_start = (lo + 1).saturating_sub(longest);
+    assert!(
+        base <= first_start && base + x.len() >= hi && lo <= hi,
+        "wma_range: the values do not cover the range"
+    );
+    assert!(
+        weights.len() >= longest.min(x.len()),
+        "wma_range: too few weights"
+    );
+    let plan = &mut scratch.0;
+    plan.clear();
+    for (&n, &out) in windows.iter().zip(outs) {
+        for i in lo..hi.min(n - 1) {
+            // SAFETY: lo <= i < hi; the caller's contract.
+            unsafe { out.add(i - lo).write(f64::NAN) };
+        }
+        plan.push(Window {
+            n,
+            denom: denominator(n),
+            out,
+        });
+    }
+    let targets = Targets {
+        windows: plan,
+        weights,
+        lo,
+        hi,
+    };
+    // Starts first_start..hi, counted in whole blocks of 64 (a multiple of every block size):
+    // lanes past hi store nothing (their outputs lie past the range), and no block takes the
+    // scalar tail for being cut short.
+    let starts = (hi - first_start).div_ceil(64) * 64;
+    let from = first_start - base;
+    // SAFETY: x holds the values from `base` on through index hi - 1, all that outputs in the
+    // range read; the caller's contract covers the outputs.
+    unsafe { pass(x, base, from, from + starts, targets) };
+    plan.clear();
 }
 
 #[cfg(test)]
@@ -390,6 +522,64 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
+    }
+
+    #[test]
+    fn any_range_of_outputs_equals_the_oracle() {
+        let x = series(3_000);
+        let windows = [1, 2, 5, 31, 32, 33, 100, 999, 2_999, 3_000, 3_001];
+        let want: Vec<Vec<f64>> = windows.iter().map(|&n| oracle::wma(&x, n)).collect();
+        let weights: Vec<f64> = (1..=3_001).map(|k| k as f64).collect();
+        let mut scratch = RangeScratch::default();
+        for (lo, hi) in [
+            (0, 3_000),
+            (0, 1),
+            (1, 2),
+            (40, 41),
+            (500, 563),
+            (2_000, 3_000),
+            (2_999, 3_000),
+            (7, 7),
+        ] {
+            let mut outs: Vec<Vec<f64>> = windows.iter().map(|_| vec![0.0; hi - lo]).collect();
+            let ptrs: Vec<*mut f64> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+            // The values from the first start the longest window needs, and a few past hi.
+            let base = (lo + 1).saturating_sub(3_001);
+            let end = (hi + 10).min(x.len());
+            // SAFETY: each pointer is a distinct vector of hi - lo values.
+            unsafe {
+                wma_range(
+                    &x[base..end],
+                    base,
+                    lo,
+                    hi,
+                    &windows,
+                    &ptrs,
+                    &weights,
+                    &mut scratch,
+                )
+            };
+            for ((n, got), want) in windows.iter().zip(&outs).zip(&want) {
+                assert!(same(got, &want[lo..hi]), "n={n} range {lo}..{hi}");
+            }
+        }
+        // Values from a later start, enough for the range's windows only.
+        let mut out = vec![0.0; 100];
+        let base = 1_000 - 32;
+        // SAFETY: one vector of 100 values.
+        unsafe {
+            wma_range(
+                &x[base..1_100],
+                base,
+                1_000,
+                1_100,
+                &[33],
+                &[out.as_mut_ptr()],
+                &weights,
+                &mut scratch,
+            )
+        };
+        assert!(same(&out, &want[5][1_000..1_100]));
     }
 
     #[test]

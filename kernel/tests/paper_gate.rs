@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, Float64Array};
 use sha2::{Digest, Sha256};
-use sweepflight_kernel::{DEFAULT_FEE, oracle, paper, sweep};
+use sweepflight_kernel::{DEFAULT_FEE, SweepControl, oracle, paper, sweep, sweep_with};
 
 /// sha256 of the 150,000 closes as little-endian f64 bytes (see make_paper_fixture.py).
 const PAPER_SHA256: &str = "28970418bd3213da9f3456dec74f2c7d424b4b1b6e0729ba054a3da0718d6bfc";
@@ -46,6 +46,16 @@ fn all_80_paper_combos_match_numba() {
     assert_eq!(got[0].trades, 57_029);
     assert_eq!(format!("{:.2}", got[0].pnl), "-5165.58");
     assert!((got[0].pnl - -5165.579954).abs() <= 1e-6);
+    // Tiled (the default here) and untiled, on one thread and on the pool: one answer.
+    for (tile_bars, parallel) in [(Some(0), true), (Some(0), false), (None, false)] {
+        let control = SweepControl {
+            tile_bars,
+            parallel: Some(parallel),
+            ..SweepControl::default()
+        };
+        let other = sweep_with(&close, &paper::combos(), DEFAULT_FEE, &control).unwrap();
+        assert_eq!(other, got, "tile_bars {tile_bars:?}, parallel {parallel}");
+    }
 }
 
 #[test]

@@ -58,13 +58,17 @@ proptest! {
 
     #[test]
     fn any_thread_count_gives_the_same_answer(close in series(20_000), combos in prop::collection::vec(combo(), 1..24)) {
-        let run = |threads: usize, parallel: bool| {
-            let control = SweepControl { parallel: Some(parallel), ..SweepControl::default() };
+        let run = |threads: usize, parallel: bool, tile_bars: Option<usize>| {
+            let control = SweepControl { parallel: Some(parallel), tile_bars, ..SweepControl::default() };
             pool(threads).install(|| sweep_with(&close, &combos, 0.0009, &control)).unwrap()
         };
-        let serial = run(1, false);
-        prop_assert_eq!(&serial, &run(1, true));
-        prop_assert_eq!(&serial, &run(3, true));
+        let serial = run(1, false, Some(0));
+        prop_assert_eq!(&serial, &run(1, true, Some(0)));
+        prop_assert_eq!(&serial, &run(3, true, Some(0)));
+        // Tiled, untiled, automatic: one answer.
+        prop_assert_eq!(&serial, &run(1, false, Some(2_048)));
+        prop_assert_eq!(&serial, &run(3, true, Some(2_048)));
+        prop_assert_eq!(&serial, &run(3, true, None));
     }
 
     #[test]
@@ -102,6 +106,26 @@ proptest! {
             })
             .collect();
         prop_assert_eq!(sweep(&close, &combos, 0.0009).unwrap(), oracle::sweep(&close, &combos, 0.0009));
+    }
+
+    #[test]
+    fn tiles_of_any_length_equal_the_oracle(
+        close in series(3_000),
+        combos in prop::collection::vec(combo(), 1..12),
+        tile in prop_oneof![1usize..64, 64usize..4_000],
+        threads in 1usize..4,
+        working_set in prop_oneof![Just(1usize), Just(usize::MAX)],
+    ) {
+        // Tiles shorter and longer than the windows, one or many groups, any thread count:
+        // always the oracle's answer.
+        let control = SweepControl {
+            tile_bars: Some(tile),
+            parallel: Some(threads > 1),
+            working_set_bytes: working_set,
+            ..SweepControl::default()
+        };
+        let tiled = pool(threads).install(|| sweep_with(&close, &combos, 0.0009, &control)).unwrap();
+        prop_assert_eq!(tiled, oracle::sweep(&close, &combos, 0.0009));
     }
 
     #[test]

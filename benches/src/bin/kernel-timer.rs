@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! kernel-timer [--runs N] [--threads T]... [--series FILE] [--params FILE] [--check K]
+//!              [--tile-bars B]
 //! ```
 //!
 //! By default it sweeps the 80 paper combos over the paper series, after the equivalence gate.
@@ -9,7 +10,9 @@
 //! `key` column whose values come in contiguous runs (a universe); `--params` a JSON list of
 //! six-window rows. Anything but the paper sweep is checked instead against the oracle
 //! (`sweepflight_kernel::oracle`, bit for bit) on `K` combos spread over the grid (default 2).
-//! `--threads 0` means all cores; without `--threads`, 1 and all.
+//! `--threads 0` means all cores; without `--threads`, 1 and all. `--tile-bars` sets the
+//! kernel's tiling (`SweepControl::tile_bars`: 0 untiled; default automatic), to compare the
+//! two paths on one grid.
 //!
 //! Each run sweeps from scratch (no cache), timed with a monotonic clock around the sweep call
 //! only, after one untimed checked sweep. With a `key` column, two timings per thread count:
@@ -26,7 +29,9 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use arrow_array::{Array, StringArray};
 use sweepflight_benches::{closes, paper_fixture_path};
-use sweepflight_kernel::{Combo, ComboResult, DEFAULT_FEE, multiply_adds, oracle, paper, sweep};
+use sweepflight_kernel::{
+    Combo, ComboResult, DEFAULT_FEE, SweepControl, multiply_adds, oracle, paper, sweep_with,
+};
 
 struct Args {
     runs: usize,
@@ -34,6 +39,7 @@ struct Args {
     series: Option<PathBuf>,
     params: Option<PathBuf>,
     check: usize,
+    tile_bars: Option<usize>,
 }
 
 fn parse() -> anyhow::Result<Args> {
@@ -43,6 +49,7 @@ fn parse() -> anyhow::Result<Args> {
         series: None,
         params: None,
         check: 2,
+        tile_bars: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -53,6 +60,7 @@ fn parse() -> anyhow::Result<Args> {
             "--series" => out.series = Some(v.into()),
             "--params" => out.params = Some(v.into()),
             "--check" => out.check = v.parse()?,
+            "--tile-bars" => out.tile_bars = Some(v.parse()?),
             _ => anyhow::bail!("unknown flag {a}"),
         }
     }
@@ -130,6 +138,12 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let keyed = ranges.len() > 1;
+    let control = SweepControl {
+        tile_bars: args.tile_bars,
+        ..SweepControl::default()
+    };
+    let sweep =
+        |close: &[f64], combos: &[Combo], fee: f64| sweep_with(close, combos, fee, &control);
 
     let mut runs = serde_json::Map::new();
     for &t in &args.threads {

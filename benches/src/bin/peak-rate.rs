@@ -6,6 +6,8 @@
 //!
 //! Prints JSON: multiply-adds per second for each instruction set the CPU has, best of `--runs`
 //! (default 7) runs of ~0.2 s each. The sums are checked against a scalar loop before timing.
+//! With `--divisions`, divisions per second instead, in the shape that finishes each window
+//! (a block of lanes divided by one denominator): the other cost the WMA pass cannot avoid.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -13,8 +15,10 @@ use std::time::Instant;
 /// Steps per block: a 200-bar window, as the paper's longest.
 const STEPS: usize = 200;
 
+/// Blocks of `B` lanes over `STEPS` steps: `acc += x * w` per lane and step, or with
+/// `DIVIDE`, `acc += x / w` (the division that finishes each window, in the same shape).
 #[inline(always)]
-fn blocks<const B: usize>(x: &[f64], weights: &[f64], reps: usize) -> f64 {
+fn blocks_of<const B: usize, const DIVIDE: bool>(x: &[f64], weights: &[f64], reps: usize) -> f64 {
     let mut total = 0.0;
     for r in 0..reps {
         let mut acc = [0.0f64; B];
@@ -22,12 +26,28 @@ fn blocks<const B: usize>(x: &[f64], weights: &[f64], reps: usize) -> f64 {
         for (k, &w) in weights.iter().enumerate() {
             let xs: &[f64; B] = x[base + k..base + k + B].try_into().expect("B values");
             for j in 0..B {
-                acc[j] += xs[j] * w;
+                acc[j] += if DIVIDE { xs[j] / w } else { xs[j] * w };
             }
         }
         total += acc.iter().sum::<f64>();
     }
     total
+}
+
+#[inline(always)]
+fn blocks<const B: usize>(x: &[f64], weights: &[f64], reps: usize) -> f64 {
+    blocks_of::<B, false>(x, weights, reps)
+}
+
+#[inline(always)]
+fn divisions<const B: usize>(x: &[f64], weights: &[f64], reps: usize) -> f64 {
+    blocks_of::<B, true>(x, weights, reps)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn divisions_avx2(x: &[f64], weights: &[f64], reps: usize) -> f64 {
+    divisions::<32>(x, weights, reps)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -82,6 +102,20 @@ fn main() {
         .collect();
     let weights: Vec<f64> = (1..=STEPS).map(|k| k as f64).collect();
     let mut out = serde_json::Map::new();
+    if std::env::args().any(|a| a == "--divisions") {
+        let baseline = |reps| divisions::<32>(&x, &weights, reps);
+        let (name, r) = rate("baseline", 32, runs, &baseline, &baseline);
+        out.insert(name, r.into());
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            let f = |reps| unsafe { divisions_avx2(&x, &weights, reps) };
+            let (name, r) = rate("avx2", 32, runs, &f, &baseline);
+            out.insert(name, r.into());
+        }
+        println!("{}", serde_json::Value::Object(out));
+        return;
+    }
     let baseline = |reps| blocks::<16>(&x, &weights, reps);
     let (name, r) = rate("baseline", 16, runs, &baseline, &baseline);
     out.insert(name, r.into());

@@ -1,0 +1,534 @@
+//! The tiled sweep: the same three phases as the untiled one, run tile by tile along the bars.
+//!
+//! Untiled, a sweep writes every first-level WMA and every line out whole (for the paper sweep
+//! 158 MB of WMAs and 179 MB of lines over 150k bars) and reads them back from memory in the
+//! next phase. Tiled, a tile of bars computes its first-level WMAs, then its lines, then each
+//! combo's sign bytes while the tile's arrays are still in cache; only the sign bytes (one per
+//! bar per combo) stay for the last phase, each combo's crosses and trades.
+//!
+//! A tile of outputs `a..b` needs its lines' difference series from `a - (m - 1)` (the longest
+//! second-level window `m`), and those need first-level WMAs from there, which read the closes
+//! from `N - 1` bars earlier still (the longest first-level window `N`). So tiles overlap
+//! their neighbours by `m + N` bars of input, a few percent of the first level's work when a
+//! tile is several windows long, and none of the second level's. Every output is still summed
+//! by the reference's arithmetic from the same inputs, so the results do not depend on the
+//! tiling, and tiles are independent: they are what the threads share out.
+//!
+//! Tiles pay where windows are short next to a tile and there are enough tiles for every
+//! thread; elsewhere (long windows, short series) the untiled path runs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::mem::MaybeUninit;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use super::{ArrayKey, Run, hma_key, hma3_key};
+use crate::wma::{RangeScratch, wma_range};
+use crate::{Combo, ComboResult, Result, signal, vector};
+
+/// Bars per tile, at least: 16 KiB per array, so a tile's first-level WMAs and lines for the
+/// paper sweep (~280 arrays) fit a server CPU's last-level cache twice over per core.
+const TILE: usize = 2048;
+
+/// A tile is at least this many times as long as the windows' overlap, so the overlap's extra
+/// first-level work stays a few percent.
+const TILE_PER_OVERLAP: usize = 4;
+
+/// Longest tile chosen automatically: longer windows run untiled.
+const MAX_TILE: usize = 16_384;
+
+/// Bytes of one worker's tile of lines (when no cache keeps them whole): bounds how many lines
+/// one group computes, like the untiled path's batches.
+const TILE_LINE_BYTES: usize = 4 << 20;
+
+/// Bytes of one worker's tile of first-level WMAs, at most, for tiling to be chosen.
+const TILE_FIRST_BYTES: usize = 16 << 20;
+
+/// How a sweep is tiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tiling {
+    /// Bars per tile.
+    tile: usize,
+    /// Distinct first-level windows of the whole sweep (bounds a worker's scratch).
+    windows: usize,
+    /// The longest first-level and second-level windows, at most the bars.
+    longest: usize,
+    longest_line: usize,
+}
+
+impl Tiling {
+    /// The tiling of a sweep of `combos` over `bars` bars on `workers` threads: `forced` bars
+    /// per tile if given (0: untiled), else automatic, or `None` for the untiled path.
+    pub(crate) fn plan(
+        bars: usize,
+        combos: &[Combo],
+        workers: usize,
+        forced: Option<usize>,
+    ) -> Option<Self> {
+        let clamp = |w: u32| (w as usize).min(bars);
+        let longest = combos
+            .iter()
+            .flat_map(Combo::close_windows)
+            .map(clamp)
+            .max()?;
+        let longest_line = combos.iter().map(|c| clamp(c.sqrt().max(c.p()))).max()?;
+        let windows = combos
+            .iter()
+            .flat_map(Combo::close_windows)
+            .collect::<BTreeSet<u32>>()
+            .len();
+        let plan = |tile: usize| Self {
+            tile,
+            windows,
+            longest,
+            longest_line,
+        };
+        match forced {
+            Some(0) => None,
+            Some(tile) => Some(plan(tile)),
+            None => {
+                let tile = TILE
+                    .max(TILE_PER_OVERLAP * (longest + longest_line))
+                    .next_multiple_of(64);
+                let tiled = plan(tile);
+                (tile <= MAX_TILE
+                    && bars >= 4 * workers.max(1) * tile
+                    && tiled.first_bytes() <= TILE_FIRST_BYTES)
+                    .then_some(tiled)
+            }
+        }
+    }
+
+    /// Values of each first-level WMA a tile holds: its bars and the second level's lead.
+    fn span(&self) -> usize {
+        self.tile + self.longest_line.saturating_sub(1)
+    }
+
+    fn first_bytes(&self) -> usize {
+        self.windows * self.span() * size_of::<f64>()
+    }
+
+    /// Lines one group computes at most when they are not kept whole.
+    fn max_lines(&self) -> usize {
+        (TILE_LINE_BYTES / (self.tile * size_of::<f64>())).max(2)
+    }
+
+    /// Bytes of one worker's scratch, at most: a tile of every first-level WMA, a tile of a
+    /// group's lines and one difference series.
+    pub(crate) fn scratch_bytes(&self) -> usize {
+        self.first_bytes() + (self.max_lines() * self.tile + self.span()) * size_of::<f64>()
+    }
+
+    /// Bytes a sweep's groups hold besides scratch, at most, within `cap` (never less than one
+    /// combo's): every combo's sign bytes and, if a cache keeps them, every line whole.
+    pub(crate) fn held_bytes(&self, bars: usize, combos: &[Combo], cap: usize) -> usize {
+        let lines: BTreeSet<ArrayKey> = combos
+            .iter()
+            .flat_map(|c| [hma_key(c), hma3_key(c)])
+            .collect();
+        let line = bars * size_of::<f64>();
+        let all = lines.len() * line + combos.len() * bars;
+        let least = 2 * line + bars;
+        all.min(cap.max(least))
+    }
+
+    /// The length of the longest prefix of `order` that one group runs: its sign bytes (and,
+    /// if `keep`, its lines whole) within `budget` bytes, and no more lines than a worker's
+    /// tile of lines holds. Never empty.
+    fn group_len(
+        &self,
+        order: &[usize],
+        combos: &[Combo],
+        bars: usize,
+        budget: usize,
+        keep: bool,
+    ) -> usize {
+        let mut lines: BTreeSet<ArrayKey> = BTreeSet::new();
+        for (taken, &i) in order.iter().enumerate() {
+            let c = &combos[i];
+            let new = [hma_key(c), hma3_key(c)]
+                .iter()
+                .filter(|k| !lines.contains(k))
+                .count();
+            let held = lines.len() + new;
+            let bytes = (taken + 1) * bars
+                + if keep {
+                    held * bars * size_of::<f64>()
+                } else {
+                    0
+                };
+            if taken > 0 && (bytes > budget || (!keep && held > self.max_lines())) {
+                return taken;
+            }
+            lines.extend([hma_key(c), hma3_key(c)]);
+        }
+        order.len()
+    }
+}
+
+/// Where a combo's line comes from.
+enum Source {
+    /// The cache had it, whole.
+    Cached(Arc<[f64]>),
+    /// Computed by this group: line number `n` (see [`Group::lines`]).
+    Computed(usize),
+}
+
+/// A second-level task: the lines over one difference series.
+enum Task {
+    /// `2*WMA(half) - WMA(full)` (first-level slots), smoothed by each of `sqrts` (ascending)
+    /// into the lines numbered alongside.
+    Hma {
+        half: usize,
+        full: usize,
+        sqrts: Vec<usize>,
+        lines: Vec<usize>,
+    },
+    /// `3*WMA(p3) - WMA(p2) - WMA(p)` (first-level slots), smoothed by `p` into line `line`.
+    Hma3 {
+        legs: [usize; 3],
+        p: usize,
+        line: usize,
+    },
+}
+
+impl Task {
+    /// Its longest window (the lead its difference series needs).
+    fn longest(&self) -> usize {
+        match self {
+            Self::Hma { sqrts, .. } => sqrts.last().copied().unwrap_or(1),
+            Self::Hma3 { p, .. } => *p,
+        }
+    }
+}
+
+/// One group's plan: which first-level WMAs and lines its tiles compute, and where each combo's
+/// two lines come from.
+struct Group {
+    /// First-level windows, ascending; a window's slot is its index here.
+    windows: Vec<usize>,
+    tasks: Vec<Task>,
+    /// The computed lines' keys, in line number order.
+    lines: Vec<ArrayKey>,
+    /// Each combo's HMA and HMA3 line.
+    sources: Vec<[Source; 2]>,
+    /// The longest second-level window of the tasks (1 without tasks).
+    lead: usize,
+}
+
+impl Group {
+    fn new(run: &Run<'_>, group: &[usize]) -> Self {
+        let cache = run.control.cache;
+        let len = run.close.len();
+        let mut found: HashMap<ArrayKey, Source> = HashMap::new();
+        let mut lines: Vec<ArrayKey> = Vec::new();
+        let mut hma: BTreeMap<(u32, u32), BTreeSet<(u32, usize)>> = BTreeMap::new();
+        let mut hma3: Vec<([u32; 3], usize)> = Vec::new();
+        let mut sources = Vec::with_capacity(group.len());
+        for &i in group {
+            let c = &run.combos[i];
+            let mut source = |key: ArrayKey| -> Source {
+                let entry = found.entry(key).or_insert_with(|| {
+                    if let Some(line) = cache.get(key).filter(|l| l.len() == len) {
+                        return Source::Cached(line);
+                    }
+                    let n = lines.len();
+                    lines.push(key);
+                    match key {
+                        ArrayKey::Hma([h, f, q]) => {
+                            hma.entry((h, f)).or_default().insert((q, n));
+                        }
+                        ArrayKey::Hma3(t) => hma3.push((t, n)),
+                        ArrayKey::Wma(_) => unreachable!("lines only"),
+                    }
+                    Source::Computed(n)
+                });
+                match entry {
+                    Source::Cached(line) => Source::Cached(Arc::clone(line)),
+                    Source::Computed(n) => Source::Computed(*n),
+                }
+            };
+            sources.push([source(hma_key(c)), source(hma3_key(c))]);
+        }
+        let windows: Vec<usize> = hma
+            .keys()
+            .flat_map(|&(h, f)| [h, f])
+            .chain(hma3.iter().flat_map(|(t, _)| *t))
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .map(|w| w as usize)
+            .collect();
+        let slot = |w: u32| {
+            windows
+                .binary_search(&(w as usize))
+                .expect("a listed window")
+        };
+        let mut tasks: Vec<Task> = hma
+            .into_iter()
+            .map(|((h, f), qs)| Task::Hma {
+                half: slot(h),
+                full: slot(f),
+                sqrts: qs.iter().map(|&(q, _)| q as usize).collect(),
+                lines: qs.iter().map(|&(_, n)| n).collect(),
+            })
+            .collect();
+        tasks.extend(hma3.into_iter().map(|([p3, p2, p], line)| Task::Hma3 {
+            legs: [slot(p3), slot(p2), slot(p)],
+            p: p as usize,
+            line,
+        }));
+        let lead = tasks.iter().map(Task::longest).max().unwrap_or(1);
+        Self {
+            windows,
+            tasks,
+            lines,
+            sources,
+            lead,
+        }
+    }
+}
+
+/// One worker's buffers, reused by every tile it runs.
+#[derive(Default)]
+struct Scratch {
+    /// A tile of each first-level WMA (`span` values each, from the tile's lead on).
+    first: Vec<f64>,
+    /// A tile of each computed line, when they are not kept whole.
+    lines: Vec<f64>,
+    diff: Vec<f64>,
+    range: RangeScratch,
+}
+
+/// The computed lines kept whole for the cache: written tile by tile by the workers.
+struct Whole(Vec<*mut f64>);
+
+// SAFETY: each tile writes only its own bars `a..b` of each line, so no two tasks write the
+// same element, and the arrays outlive the tiles (see `Run::tiled`).
+unsafe impl Send for Whole {}
+// SAFETY: as above.
+unsafe impl Sync for Whole {}
+
+impl Run<'_> {
+    /// The sweep, tiled: groups of combos in `order` within the working-set budget.
+    pub(super) fn tiled(&self, order: &[usize], tiling: &Tiling) -> Result<Vec<ComboResult>> {
+        let len = self.close.len();
+        let keep = self.control.cache.keeps();
+        let mut results = vec![ComboResult::default(); self.combos.len()];
+        let mut rest = order;
+        while !rest.is_empty() {
+            let taken =
+                tiling.group_len(rest, self.combos, len, self.control.working_set_bytes, keep);
+            let (group, tail) = rest.split_at(taken);
+            rest = tail;
+            for (&i, r) in group.iter().zip(self.tiled_group(group, tiling, keep)?) {
+                results[i] = r;
+            }
+        }
+        Ok(results)
+    }
+
+    /// One group: every tile (in parallel), then each combo's trades (in parallel).
+    fn tiled_group(
+        &self,
+        group: &[usize],
+        tiling: &Tiling,
+        keep: bool,
+    ) -> Result<Vec<ComboResult>> {
+        self.check()?;
+        let len = self.close.len();
+        let plan = Group::new(self, group);
+        let tile = tiling.tile;
+        // Lines kept whole for the cache, allocated as the `Arc`s they are offered in.
+        let mut whole: Vec<Arc<[MaybeUninit<f64>]>> = if keep {
+            plan.lines
+                .iter()
+                .map(|_| Arc::new_uninit_slice(len))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let outs = Whole(
+            whole
+                .iter_mut()
+                .map(|a| {
+                    Arc::get_mut(a)
+                        .expect("just allocated")
+                        .as_mut_ptr()
+                        .cast::<f64>()
+                })
+                .collect(),
+        );
+        let weights: Vec<f64> = (1..=plan.windows.last().copied().unwrap_or(1).max(plan.lead))
+            .map(|k| k as f64)
+            .collect();
+        // Sign bytes, tile-major: tile t holds each combo's bars of that tile in turn.
+        let mut signs = vec![0u8; len * group.len()];
+        let tiles = TileRun {
+            run: self,
+            plan: &plan,
+            tile,
+            whole: &outs,
+            weights: &weights,
+        };
+        if self.parallel {
+            let workers: Vec<Mutex<Scratch>> = (0..rayon::current_num_threads())
+                .map(|_| Mutex::default())
+                .collect();
+            signs
+                .par_chunks_mut(tile * group.len())
+                .enumerate()
+                .try_for_each(|(t, chunk)| {
+                    let worker = rayon::current_thread_index().unwrap_or(0) % workers.len();
+                    // Only this worker's tasks lock it, one at a time: never contended.
+                    let mut scratch = workers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                    tiles.run(t, chunk, &mut scratch)
+                })?;
+        } else {
+            let mut scratch = Scratch::default();
+            for (t, chunk) in signs.chunks_mut(tile * group.len()).enumerate() {
+                tiles.run(t, chunk, &mut scratch)?;
+            }
+        }
+        drop(outs);
+        let combos: Vec<usize> = (0..group.len()).collect();
+        let results = self.map(&combos, |_, &j| {
+            self.check()?;
+            let per_tile = (0..len.div_ceil(tile)).map(|t| {
+                let (a, b) = (t * tile, ((t + 1) * tile).min(len));
+                let at = a * group.len() + j * (b - a);
+                &signs[at..at + (b - a)]
+            });
+            Ok(signal::crosses(self.close, per_tile, self.fee))
+        })?;
+        for (key, line) in plan.lines.iter().zip(whole) {
+            // SAFETY: every tile wrote its bars of every computed line, and the tiles cover
+            // every bar.
+            let line = unsafe { line.assume_init() };
+            self.control.cache.insert(*key, line);
+        }
+        Ok(results)
+    }
+}
+
+/// What every tile of one group shares.
+struct TileRun<'a> {
+    run: &'a Run<'a>,
+    plan: &'a Group,
+    tile: usize,
+    whole: &'a Whole,
+    weights: &'a [f64],
+}
+
+impl TileRun<'_> {
+    /// Tile `t`: its first-level WMAs, its lines and its sign bytes (`signs`, each combo's
+    /// bars of the tile in turn).
+    fn run<'a>(&'a self, t: usize, signs: &mut [u8], s: &'a mut Scratch) -> Result<()> {
+        self.run.check()?;
+        let (plan, close) = (self.plan, self.run.close);
+        let len = close.len();
+        let a = t * self.tile;
+        let b = (a + self.tile).min(len);
+        let bars = b - a;
+        // First level: each window at lo..b, where the longest line's difference series starts.
+        let lo = a.saturating_sub(plan.lead - 1);
+        let span = b - lo;
+        s.first.resize(plan.windows.len() * span, 0.0);
+        if let Some(&longest) = plan.windows.last() {
+            let base = (lo + 1).saturating_sub(longest);
+            // Values past b let the pass's last blocks run vectorised.
+            let end = (b + longest + 64).min(len);
+            let outs: Vec<*mut f64> = s
+                .first
+                .chunks_exact_mut(span)
+                .map(<[f64]>::as_mut_ptr)
+                .collect();
+            // SAFETY: each pointer is a distinct chunk of `span` = b - lo values of `first`.
+            unsafe {
+                wma_range(
+                    &close[base..end],
+                    base,
+                    lo,
+                    b,
+                    &plan.windows,
+                    &outs,
+                    self.weights,
+                    &mut s.range,
+                )
+            };
+        }
+        let first =
+            |slot: usize, from: usize| &s.first[slot * span + (from - lo)..(slot + 1) * span];
+        // Second level: each task's lines at a..b.
+        if self.whole.0.is_empty() {
+            s.lines.resize(plan.lines.len() * self.tile, 0.0);
+        }
+        for task in &plan.tasks {
+            let from = a.saturating_sub(task.longest() - 1);
+            let lines: &[usize] = match task {
+                Task::Hma {
+                    half, full, lines, ..
+                } => {
+                    vector::hma_difference(first(*half, from), first(*full, from), &mut s.diff);
+                    lines
+                }
+                Task::Hma3 {
+                    legs: [p3, p2, p],
+                    line,
+                    ..
+                } => {
+                    vector::hma3_difference(
+                        first(*p3, from),
+                        first(*p2, from),
+                        first(*p, from),
+                        &mut s.diff,
+                    );
+                    std::slice::from_ref(line)
+                }
+            };
+            let outs: Vec<*mut f64> = lines
+                .iter()
+                .map(|&n| match self.whole.0.get(n) {
+                    // SAFETY: line n is `len` long and a..b lies in it.
+                    Some(line) => unsafe { line.add(a) },
+                    None => s.lines[n * self.tile..].as_mut_ptr(),
+                })
+                .collect();
+            let windows: Vec<usize> = match task {
+                Task::Hma { sqrts, .. } => sqrts.clone(),
+                Task::Hma3 { p, .. } => vec![*p],
+            };
+            // SAFETY: each output is bars a..b of a distinct line: this tile's part of a whole
+            // line (no other tile writes it) or its own row of `lines`.
+            unsafe {
+                wma_range(
+                    &s.diff,
+                    from,
+                    a,
+                    b,
+                    &windows,
+                    &outs,
+                    self.weights,
+                    &mut s.range,
+                )
+            };
+        }
+        // Signs: each combo's bars of the tile.
+        let lines = &s.lines;
+        let line = |source: &'a Source| -> &'a [f64] {
+            match source {
+                Source::Cached(l) => &l[a..b],
+                Source::Computed(n) => match self.whole.0.get(*n) {
+                    // SAFETY: this tile has just written bars a..b of line n, and no one else
+                    // writes them.
+                    Some(l) => unsafe { std::slice::from_raw_parts(l.add(a), bars) },
+                    None => &lines[n * self.tile..n * self.tile + bars],
+                },
+            }
+        };
+        for ([hma, hma3], out) in plan.sources.iter().zip(signs.chunks_exact_mut(bars)) {
+            vector::signs(line(hma), line(hma3), out);
+        }
+        Ok(())
+    }
+}
