@@ -510,15 +510,18 @@ def exp_peer(ctx: Ctx) -> dict[str, Any]:
     list(ours.do_action(flight.Action("drop", b"bulk")))
 
     # Peak resident memory during the largest put (`table`, the last size), each server fresh
-    # with nothing else stored.
+    # with nothing else stored; and that put's time: the puts above replace a dataset, whose
+    # predecessor's memory a server can reuse, while this one has only fresh pages.
     size = sizes[-1]
     out["peak_rss"] = {"dataset_bytes": size}
     for name, proc in (("sweepflight", ctx.server()), ("peer", ctx.peer())):
         c = flight.connect(proc.addr)
         before = proc.status("VmRSS")
         proc.reset_peak()
+        t0 = time.perf_counter()
         put(c, "bulk", table)
-        out["peak_rss"][name] = {"before": before, "peak": proc.status("VmHWM")}
+        secs = time.perf_counter() - t0
+        out["peak_rss"][name] = {"before": before, "peak": proc.status("VmHWM"), "secs": secs}
         c.close()
         proc.stop()
 
@@ -1079,16 +1082,19 @@ class Report:
             "to the same disk:",
             "",
             *table_md(SAMPLE_HEAD, sample_rows(d)),
-            f"Peak resident memory of a fresh server during one {big_b / MB:g} MB put (VmHWM, reset before the put):",
+            f"Peak resident memory of a fresh server during one {big_b / MB:g} MB put (VmHWM, reset before the put),",
+            "and that put's time (one sample: the puts above replace a dataset and may reuse its predecessor's",
+            "memory; this one has only fresh pages, which this VM hands out slowly, docs/perf-notes.md):",
             "",
             *table_md(
-                ["server", "resident before", "peak", "peak / dataset"],
+                ["server", "resident before", "peak", "peak / dataset", "put into fresh memory"],
                 [
                     [
                         k,
                         f"{v['before'] / MB:.0f} MB",
                         f"{v['peak'] / MB:.0f} MB",
                         f"{v['peak'] / pr['dataset_bytes']:.2f}x",
+                        fmt_s(v["secs"]) if "secs" in v else "not measured",
                     ]
                     for k, v in pr.items()
                     if k != "dataset_bytes"

@@ -192,10 +192,12 @@ impl Compute {
     }
 
     /// Hands every worker's empty pages back to the allocator and purges its free memory
-    /// ([`crate::trim`]). Blocks until each worker has done it: call it off the async runtime.
+    /// ([`crate::trim`]), and unmaps the pooled columns ([`crate::mapping`]). Blocks until each worker has done it: call it off the async runtime.
     pub fn release_free_memory(&self) {
         self.pool.broadcast(|_| crate::trim::collect_here());
         crate::trim::collect_here();
+        // Columns kept for the next large upload go too (see `crate::mapping`).
+        crate::mapping::release_pool();
     }
 
     /// Runs `job`: reserves its memory (waiting in line if need be), then runs every input in

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, UInt32Array};
-use arrow_buffer::{Buffer, ToByteSlice};
+use arrow_buffer::Buffer;
 use arrow_flight::FlightData;
 use arrow_flight::error::FlightError;
 use arrow_ipc::MessageHeader;
@@ -26,6 +26,7 @@ use crate::dataset::{
     NewDataset, RowOf, Universe, bad_close, close_column, close_index, first_bad_close,
     first_bad_value, widened_schema,
 };
+use crate::mapping::Mapping;
 use crate::persist::{DataDir, Staged, StagedFile, upload_file_schema};
 use crate::{Error, Result};
 
@@ -729,145 +730,6 @@ impl CloseColumn {
     }
 }
 
-/// An anonymous private mapping reserved (not committed: `MAP_NORESERVE`) for up to `capacity`
-/// f64 values; unmapped when dropped.
-struct Mapping {
-    ptr: std::ptr::NonNull<f64>,
-    capacity: usize,
-}
-
-// SAFETY: the mapping is owned memory like a Vec's; nothing else points into it until `finish`
-// hands it to an Arrow buffer that owns it.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; shared references only read.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn reserve(max_bytes: u64) -> Result<Self> {
-        // Never more than the machine could hold, nor more than the dataset limit.
-        let bytes = max_bytes.min(physical_memory()).max(1 << 30);
-        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX) & !(page_size() - 1);
-        // SAFETY: a fresh anonymous mapping; the arguments are valid for mmap(2).
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::ResourceExhausted(format!(
-                "cannot reserve memory for the upload's close column: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // Large pages where the kernel offers them: a 2 MiB fault instead of 512 small ones for
-        // a column written front to back. Advice only; ignored where unsupported.
-        // SAFETY: advice on this fresh mapping.
-        let _ = unsafe { libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE) };
-        Ok(Self {
-            ptr: std::ptr::NonNull::new(ptr.cast()).expect("mmap does not return null"),
-            capacity: bytes / size_of::<f64>(),
-        })
-    }
-
-    /// The first `len` values.
-    fn values(&self, len: usize) -> &[f64] {
-        // SAFETY: the first `len` values were written by `append`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
-    }
-
-    /// Appends little-endian f64 `bytes` after the first `len` values; the new length.
-    fn append_bytes(&mut self, len: usize, bytes: &[u8]) -> Result<usize> {
-        let n = bytes.len() / size_of::<f64>();
-        let end = len + n;
-        if end > self.capacity {
-            return Err(Error::ResourceExhausted(format!(
-                "the upload's close column outgrew its reservation of {} values",
-                self.capacity
-            )));
-        }
-        // SAFETY: len..end is inside the mapping, which nothing else references yet; a byte
-        // copy needs no alignment of the source.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.ptr.as_ptr().add(len).cast::<u8>(),
-                n * size_of::<f64>(),
-            );
-        }
-        Ok(end)
-    }
-
-    /// Appends `values` after the first `len`; the new length.
-    fn append(&mut self, len: usize, values: &[f64]) -> Result<usize> {
-        self.append_bytes(len, values.to_byte_slice())
-    }
-
-    /// The first `len` values as an Arrow array that owns the mapping; the unused tail is
-    /// unmapped.
-    fn finish(self, len: usize) -> Float64Array {
-        let page = page_size();
-        let used = (len * size_of::<f64>()).div_ceil(page).max(1) * page;
-        let reserved = self.capacity * size_of::<f64>();
-        if used < reserved {
-            // SAFETY: the tail [used, reserved) is part of this mapping and unused.
-            unsafe {
-                libc::munmap(
-                    self.ptr.as_ptr().cast::<u8>().add(used).cast(),
-                    reserved - used,
-                )
-            };
-        }
-        let owner = std::sync::Arc::new(Unmap {
-            ptr: self.ptr,
-            bytes: used,
-        });
-        std::mem::forget(self);
-        // SAFETY: ptr is valid for `len` written f64 values for as long as `owner` lives, and
-        // the buffer keeps `owner` alive; f64 needs 8-byte alignment and mappings are
-        // page-aligned.
-        let buffer = unsafe {
-            arrow_buffer::Buffer::from_custom_allocation(
-                owner.ptr.cast(),
-                len * size_of::<f64>(),
-                owner,
-            )
-        };
-        Float64Array::new(arrow_buffer::ScalarBuffer::new(buffer, 0, len), None)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: this value owns the whole mapping.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity * size_of::<f64>()) };
-    }
-}
-
-/// Unmaps a finished close column when its last Arrow buffer goes.
-struct Unmap {
-    ptr: std::ptr::NonNull<f64>,
-    bytes: usize,
-}
-
-// SAFETY: read-only after `finish`; the Arrow buffer shares it between threads like any buffer.
-unsafe impl Send for Unmap {}
-// SAFETY: as above.
-unsafe impl Sync for Unmap {}
-
-impl std::panic::RefUnwindSafe for Unmap {}
-
-impl Drop for Unmap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping's used part, owned by this value.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.bytes) };
-    }
-}
-
 /// Appends little-endian f64 `bytes` (at any alignment) to `v`.
 fn extend_from_bytes(v: &mut Vec<f64>, bytes: &[u8]) {
     v.extend(
@@ -881,17 +743,6 @@ fn extend_from_bytes(v: &mut Vec<f64>, bytes: &[u8]) {
 enum Close<'a> {
     Array(Float64Array),
     Bytes(&'a [u8]),
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
-}
-
-fn physical_memory() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
-    u64::try_from(pages).unwrap_or(1 << 20) * page_size() as u64
 }
 
 /// A key value, as hashed for grouping.

@@ -10,7 +10,8 @@
 //!   gRPC-core clients in over Unix sockets).
 //! - [`service`]: one handler per Flight verb; [`results`] encodes sweep replies.
 //! - [`dataset`]: what a dataset is (the `close` rules, universes); [`ingest`] turns uploads
-//!   into datasets; [`persist`] writes them durably; [`store`] holds the named versions.
+//!   into datasets (a large column in memory from [`mapping`]); [`persist`] writes them
+//!   durably; [`store`] holds the named versions.
 //! - [`compute`] runs sweeps on the server's thread pool within the memory [`budget`], with
 //!   the kernel [`cache`].
 
@@ -25,6 +26,7 @@ mod error;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 pub mod ingest;
+pub mod mapping;
 pub mod metrics;
 pub mod net;
 pub mod persist;
