@@ -53,13 +53,28 @@ impl KernelCache {
         Self { arrays }
     }
 
-    /// The view the kernel gets for one input; hits and misses are counted in `metrics`.
-    pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics) -> CacheView<'a> {
+    /// The view the kernel gets for one input; hits and misses are counted in `metrics`. With
+    /// `offer` false the sweep reads what is cached but adds nothing (see [`Self::worth_offering`]).
+    pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics, offer: bool) -> CacheView<'a> {
         CacheView {
             cache: self,
             input,
             metrics,
+            offer: offer && self.capacity() > 0,
         }
+    }
+
+    /// The most bytes the cache holds (`--cache-bytes`).
+    pub fn capacity(&self) -> u64 {
+        self.arrays.policy().max_capacity().unwrap_or(0)
+    }
+
+    /// Whether a sweep that would compute `bytes` of arrays should offer them: only if they all
+    /// fit. A sweep whose arrays overflow the cache (a universe of hundreds of series, say)
+    /// would evict its own first arrays, and everything else cached, before a repeat could use
+    /// them; keeping them whole would only cost it the writes.
+    pub fn worth_offering(&self, bytes: u64) -> bool {
+        bytes <= self.capacity()
     }
 
     /// Bytes held (after pending evictions are applied).
@@ -82,6 +97,7 @@ pub struct CacheView<'a> {
     cache: &'a KernelCache,
     input: InputKey,
     metrics: &'a Metrics,
+    offer: bool,
 }
 
 impl ArrayCache for CacheView<'_> {
@@ -94,6 +110,9 @@ impl ArrayCache for CacheView<'_> {
         hit
     }
     fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+        if !self.offer {
+            return;
+        }
         self.cache.arrays.insert((self.input, key), array);
         // moka applies evictions in batches; a sweep offers hundreds of megabytes of arrays in
         // a row, which would all stay resident until the next batch. Evicting as we go keeps
@@ -101,10 +120,41 @@ impl ArrayCache for CacheView<'_> {
         self.cache.arrays.run_pending_tasks();
     }
     fn keeps(&self) -> bool {
-        self.cache
-            .arrays
-            .policy()
-            .max_capacity()
-            .is_some_and(|c| c > 0)
+        self.offer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_offers_its_arrays_only_if_they_all_fit() {
+        let cache = KernelCache::new(1 << 20);
+        let metrics = Metrics::default();
+        let input = InputKey {
+            dataset: 1,
+            series: 0,
+            rows: None,
+        };
+        assert!(cache.worth_offering(1 << 20) && !cache.worth_offering((1 << 20) + 1));
+        let line: Arc<[f64]> = vec![1.0; 1000].into();
+        // Not offered: read-only, nothing added.
+        let view = cache.view(input, &metrics, false);
+        assert!(!view.keeps());
+        view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
+        assert!(view.get(ArrayKey::Hma([1, 2, 3])).is_none());
+        // Offered: kept, and read back by a view that does not offer.
+        let view = cache.view(input, &metrics, true);
+        assert!(view.keeps());
+        view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
+        let reader = cache.view(input, &metrics, false);
+        assert_eq!(
+            reader.get(ArrayKey::Hma([1, 2, 3])).as_deref(),
+            Some(&line[..])
+        );
+        // A cache of 0 bytes keeps nothing whatever the sweep offers.
+        let none = KernelCache::new(0);
+        assert!(!none.view(input, &metrics, true).keeps());
     }
 }

@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use arrow_array::Float64Array;
 use sweepflight_kernel::{
-    ArrayCache, Combo, ComboResult, NoCache, PARALLEL_MIN_WORK, SweepControl, memory_bytes,
-    scratch_bytes, sweep_with, work,
+    ArrayCache, Combo, ComboResult, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes,
+    memory_bytes, scratch_bytes, sweep_with, work,
 };
 use sweepflight_protocol::{Grid, RowRange};
 use tokio::sync::oneshot;
@@ -256,6 +256,13 @@ impl Compute {
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<Vec<Vec<ComboResult>>> {
         let started = Instant::now();
+        // The lines every input's sweep computes, if the cache should have them all.
+        let lines: u64 = job
+            .inputs
+            .iter()
+            .map(|i| line_bytes(i.closes().len(), &job.combos) as u64)
+            .fold(0, u64::saturating_add);
+        let offer = self.cache.worth_offering(lines);
         let out = job
             .inputs
             .iter()
@@ -273,7 +280,7 @@ impl Compute {
                     sweep_with(close, &job.combos, job.fee, &control)
                 };
                 let results = match input.cache {
-                    Some(key) => run(&self.cache.view(key, &self.metrics)),
+                    Some(key) => run(&self.cache.view(key, &self.metrics, offer)),
                     None => run(&NoCache),
                 }?;
                 Ok(results)

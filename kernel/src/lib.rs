@@ -33,8 +33,8 @@ pub use combo::Combo;
 pub use error::{Error, Result};
 pub use signal::ComboResult;
 pub use sweep::{
-    ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, memory_bytes, multiply_adds,
-    scratch_bytes, sweep, sweep_with, work,
+    ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,
+    multiply_adds, scratch_bytes, sweep, sweep_with, work,
 };
 
 /// The paper's fee: 0.09% per round trip, as a fraction.

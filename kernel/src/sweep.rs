@@ -151,6 +151,12 @@ pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: u
     arrays + workers * scratch_bytes(bars, combos, workers) + results
 }
 
+/// Bytes of the distinct lines a sweep of `combos` over `bars` bars computes (two per combo,
+/// fewer where combos share them): what it offers a cache that keeps lines whole.
+pub fn line_bytes(bars: usize, combos: &[Combo]) -> usize {
+    line_uses(combos).len() * bars * size_of::<f64>()
+}
+
 /// How many lines a batch computes before running its signals (see [`BATCH_BYTES`]).
 fn batch_lines(array_bytes: usize, workers: usize) -> usize {
     (BATCH_BYTES / array_bytes.max(1)).max(4 * workers).max(2)
