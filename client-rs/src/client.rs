@@ -94,6 +94,7 @@ impl Client {
             .map_err(|e: Error| FlightError::ExternalError(Box::new(e)));
         let data = FlightDataEncoderBuilder::new()
             .with_flight_descriptor(Some(target.to_descriptor()))
+            .with_max_flight_data_size(UPLOAD_MESSAGE_BYTES + (64 << 10))
             .build(batches);
         let results: Vec<_> = self.flight.do_put(data).await?.try_collect().await?;
         let first = results
