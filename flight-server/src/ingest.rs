@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, UInt32Array};
-use arrow_buffer::Buffer;
+use arrow_array::{
+    Array, ArrayRef, Float64Array, RecordBatch, UInt32Array, downcast_dictionary_array,
+};
+use arrow_buffer::{ArrowNativeType, Buffer};
 use arrow_flight::FlightData;
 use arrow_flight::error::FlightError;
 use arrow_ipc::MessageHeader;
@@ -780,6 +782,22 @@ fn runs_of<T: PartialEq>(values: impl Iterator<Item = T>) -> Vec<(T, usize, usiz
     runs
 }
 
+/// [`runs_of`] for a slice of plain values: each run's end found by a tight scan, as key
+/// columns hold long runs (a series is thousands of rows).
+fn slice_runs<T: PartialEq + Copy>(values: &[T]) -> Vec<(T, usize, usize)> {
+    let mut runs = Vec::new();
+    let mut at = 0;
+    while let Some(&v) = values.get(at) {
+        let len = values[at..]
+            .iter()
+            .position(|&x| x != v)
+            .unwrap_or(values.len() - at);
+        runs.push((v, at, len));
+        at += len;
+    }
+    runs
+}
+
 impl KeyGrouper {
     fn new(schema: &SchemaRef, column: &str) -> Result<Self> {
         let index = schema.index_of(column).map_err(|_| {
@@ -828,8 +846,17 @@ impl KeyGrouper {
                 let values = arrow_cast::cast(dict.values(), &DataType::Utf8)
                     .map_err(|e| Error::internal("read the key dictionary", e))?;
                 let values = values.as_string::<i32>();
-                // Runs of equal dictionary indexes, then each run's text.
-                let runs = runs_of(dict.normalized_keys().into_iter())
+                // Runs of equal dictionary indexes, read in their own integer type (widening
+                // them first would allocate eight bytes a row), then each run's text. The
+                // decoder has checked every index against the dictionary.
+                let index_runs: Vec<(usize, usize, usize)> = downcast_dictionary_array!(
+                    col => slice_runs(col.keys().values())
+                        .into_iter()
+                        .map(|(k, at, len)| (k.as_usize(), at, len))
+                        .collect(),
+                    t => unreachable!("matched a dictionary, not {t}")
+                );
+                let runs = index_runs
                     .into_iter()
                     .map(|(k, at, len)| (values.is_valid(k).then(|| values.value(k)), at, len))
                     .collect();
@@ -1090,6 +1117,32 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(syms, ["B", "B", "A", "A", "C"]);
+    }
+
+    #[test]
+    fn dictionary_keys_of_any_index_type_group_like_text() {
+        use arrow_array::DictionaryArray;
+        use arrow_array::types::{Int8Type, UInt16Type};
+        let want_names = ["B", "A", "C"];
+        let closes = vec![1.0, 2.0, 10.0, 3.0, 100.0, 11.0];
+        let keys = ["B", "B", "A", "B", "C", "A"];
+        let small: DictionaryArray<Int8Type> = keys.iter().copied().collect();
+        let wide: DictionaryArray<UInt16Type> = keys.iter().copied().collect();
+        for col in [Arc::new(small) as ArrayRef, Arc::new(wide) as ArrayRef] {
+            let d = build(vec![keyed(col, closes.clone())], Some("sym")).unwrap();
+            let u = d.universe.as_ref().unwrap();
+            assert_eq!(u.names, want_names);
+            assert_eq!(u.offsets, [0, 3, 5, 6]);
+            assert_eq!(
+                d.close.values().as_ref(),
+                &[1.0, 2.0, 3.0, 10.0, 11.0, 100.0]
+            );
+        }
+        assert_eq!(
+            slice_runs(&[4u8, 4, 4, 1, 4, 4]),
+            [(4, 0, 3), (1, 3, 1), (4, 4, 2)]
+        );
+        assert!(slice_runs::<i16>(&[]).is_empty());
     }
 
     #[test]
