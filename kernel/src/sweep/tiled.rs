@@ -176,30 +176,25 @@ enum Source {
 }
 
 /// A second-level task: the lines over one difference series.
-enum Task {
-    /// `2*WMA(half) - WMA(full)` (first-level slots), smoothed by each of `sqrts` (ascending)
-    /// into the lines numbered alongside.
-    Hma {
-        half: usize,
-        full: usize,
-        sqrts: Vec<usize>,
-        lines: Vec<usize>,
-    },
-    /// `3*WMA(p3) - WMA(p2) - WMA(p)` (first-level slots), smoothed by `p` into line `line`.
-    Hma3 {
-        legs: [usize; 3],
-        p: usize,
-        line: usize,
-    },
+struct Task {
+    input: Difference,
+    /// The smoothing windows, ascending, and the line each one makes (numbered alongside).
+    windows: Vec<usize>,
+    lines: Vec<usize>,
+}
+
+/// The difference series a task smooths, by first-level slot.
+enum Difference {
+    /// `2*WMA(half) - WMA(full)`.
+    Hma { half: usize, full: usize },
+    /// `3*WMA(p3) - WMA(p2) - WMA(p)`.
+    Hma3 { legs: [usize; 3] },
 }
 
 impl Task {
     /// Its longest window (the lead its difference series needs).
     fn longest(&self) -> usize {
-        match self {
-            Self::Hma { sqrts, .. } => sqrts.last().copied().unwrap_or(1),
-            Self::Hma3 { p, .. } => *p,
-        }
+        self.windows.last().copied().unwrap_or(1)
     }
 }
 
@@ -266,17 +261,21 @@ impl Group {
         };
         let mut tasks: Vec<Task> = hma
             .into_iter()
-            .map(|((h, f), qs)| Task::Hma {
-                half: slot(h),
-                full: slot(f),
-                sqrts: qs.iter().map(|&(q, _)| q as usize).collect(),
+            .map(|((h, f), qs)| Task {
+                input: Difference::Hma {
+                    half: slot(h),
+                    full: slot(f),
+                },
+                windows: qs.iter().map(|&(q, _)| q as usize).collect(),
                 lines: qs.iter().map(|&(_, n)| n).collect(),
             })
             .collect();
-        tasks.extend(hma3.into_iter().map(|([p3, p2, p], line)| Task::Hma3 {
-            legs: [slot(p3), slot(p2), slot(p)],
-            p: p as usize,
-            line,
+        tasks.extend(hma3.into_iter().map(|([p3, p2, p], line)| Task {
+            input: Difference::Hma3 {
+                legs: [slot(p3), slot(p2), slot(p)],
+            },
+            windows: vec![p as usize],
+            lines: vec![line],
         }));
         let lead = tasks.iter().map(Task::longest).max().unwrap_or(1);
         Self {
@@ -465,28 +464,19 @@ impl TileRun<'_> {
         }
         for task in &plan.tasks {
             let from = a.saturating_sub(task.longest() - 1);
-            let lines: &[usize] = match task {
-                Task::Hma {
-                    half, full, lines, ..
-                } => {
-                    vector::hma_difference(first(*half, from), first(*full, from), &mut s.diff);
-                    lines
+            match task.input {
+                Difference::Hma { half, full } => {
+                    vector::hma_difference(first(half, from), first(full, from), &mut s.diff);
                 }
-                Task::Hma3 {
-                    legs: [p3, p2, p],
-                    line,
-                    ..
-                } => {
-                    vector::hma3_difference(
-                        first(*p3, from),
-                        first(*p2, from),
-                        first(*p, from),
-                        &mut s.diff,
-                    );
-                    std::slice::from_ref(line)
-                }
-            };
-            let outs: Vec<*mut f64> = lines
+                Difference::Hma3 { legs: [p3, p2, p] } => vector::hma3_difference(
+                    first(p3, from),
+                    first(p2, from),
+                    first(p, from),
+                    &mut s.diff,
+                ),
+            }
+            let outs: Vec<*mut f64> = task
+                .lines
                 .iter()
                 .map(|&n| match self.whole.0.get(n) {
                     // SAFETY: line n is `len` long and a..b lies in it.
@@ -494,10 +484,6 @@ impl TileRun<'_> {
                     None => s.lines[n * self.tile..].as_mut_ptr(),
                 })
                 .collect();
-            let windows: Vec<usize> = match task {
-                Task::Hma { sqrts, .. } => sqrts.clone(),
-                Task::Hma3 { p, .. } => vec![*p],
-            };
             // SAFETY: each output is bars a..b of a distinct line: this tile's part of a whole
             // line (no other tile writes it) or its own row of `lines`.
             unsafe {
@@ -506,7 +492,7 @@ impl TileRun<'_> {
                     from,
                     a,
                     b,
-                    &windows,
+                    &task.windows,
                     &outs,
                     self.weights,
                     &mut s.range,
