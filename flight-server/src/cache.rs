@@ -54,7 +54,8 @@ impl KernelCache {
     }
 
     /// The view the kernel gets for one input; hits and misses are counted in `metrics`. With
-    /// `offer` false the sweep reads what is cached but adds nothing (see [`Self::worth_offering`]).
+    /// `offer` false the sweep reads what is cached but adds nothing
+    /// (see [`Self::worth_offering`]).
     pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics, offer: bool) -> CacheView<'a> {
         CacheView {
             cache: self,

@@ -5,7 +5,7 @@
 //! would stall every other connection on that worker). It runs on a rayon pool owned by the
 //! server (`--threads` workers), which the kernel also uses for its inner parallelism; the async
 //! handler awaits a oneshot. If the handler's future is dropped (client cancelled, deadline
-//! passed, connection lost), the [`CancelOnDrop`] guard raises a flag that the kernel polls
+//! passed, connection lost), the `CancelOnDrop` guard raises a flag that the kernel polls
 //! between combos, and a sweep still waiting for memory simply leaves the queue.
 //!
 //! A sweep below [`PARALLEL_MIN_WORK`] (under a millisecond of one core) runs inline instead:
@@ -192,7 +192,8 @@ impl Compute {
     }
 
     /// Hands every worker's empty pages back to the allocator and purges its free memory
-    /// ([`crate::trim`]), and unmaps the pooled columns ([`crate::mapping`]). Blocks until each worker has done it: call it off the async runtime.
+    /// ([`crate::trim`]), and unmaps the pooled columns ([`crate::mapping`]). Blocks until each
+    /// worker has done it: call it off the async runtime.
     pub fn release_free_memory(&self) {
         self.pool.broadcast(|_| crate::trim::collect_here());
         crate::trim::collect_here();
