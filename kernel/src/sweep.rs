@@ -148,7 +148,7 @@ pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: u
     let distinct = windows.len() + shared + single.min(batch_lines(array, workers));
     let least = ARRAYS_PER_COMBO.min(distinct.max(1)) * array;
     let arrays = (distinct * array).min(shared_cap.max(least));
-    arrays + workers * scratch_bytes(bars, combos, workers) + results
+    arrays + workers * bars * SCRATCH_BYTES_PER_BAR + results
 }
 
 /// Bytes of the distinct lines a sweep of `combos` over `bars` bars computes (two per combo,

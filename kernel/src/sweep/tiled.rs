@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::{ArrayKey, Run, hma_key, hma3_key};
+use super::{ArrayKey, Run, hma_key, hma3_key, line_bytes};
 use crate::wma::{RangeScratch, wma_range};
 use crate::{Combo, ComboResult, Result, signal, vector};
 
@@ -123,13 +123,8 @@ impl Tiling {
     /// Bytes a sweep's groups hold besides scratch, at most, within `cap` (never less than one
     /// combo's): every combo's sign bytes and, if a cache keeps them, every line whole.
     pub(crate) fn held_bytes(&self, bars: usize, combos: &[Combo], cap: usize) -> usize {
-        let lines: BTreeSet<ArrayKey> = combos
-            .iter()
-            .flat_map(|c| [hma_key(c), hma3_key(c)])
-            .collect();
-        let line = bars * size_of::<f64>();
-        let all = lines.len() * line + combos.len() * bars;
-        let least = 2 * line + bars;
+        let all = line_bytes(bars, combos) + combos.len() * bars;
+        let least = 2 * bars * size_of::<f64>() + bars;
         all.min(cap.max(least))
     }
 
