@@ -29,10 +29,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow_array::RecordBatch;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_buffer::Buffer;
+use arrow_data::ArrayData;
 use arrow_ipc::reader::FileDecoder;
-use arrow_ipc::writer::FileWriter;
+use arrow_ipc::writer::{DictionaryHandling, FileWriter, IpcWriteOptions};
+use arrow_schema::DataType;
 use rayon::prelude::*;
 
 use crate::dataset::{KEY_METADATA, NewDataset, Universe};
@@ -59,7 +65,8 @@ pub struct Recovered {
 
 /// An upload's file being written to `tmp/`. Dropping it deletes the file.
 pub struct StagedFile {
-    writer: FileWriter<BufWriter<CrcWriter<File>>>,
+    writer: FileWriter<BufWriter<CrcWriter<WriteBehind>>>,
+    dictionaries: GrowingDictionaries,
     staged: Staged,
 }
 
@@ -77,8 +84,9 @@ impl StagedFile {
     /// # Errors
     /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = self.dictionaries.conform(batch)?;
         self.writer
-            .write(batch)
+            .write(&batch)
             .map_err(|e| Error::storage_arrow(format!("write {}", self.staged.path.display()), e))
     }
 
@@ -90,6 +98,7 @@ impl StagedFile {
         let Self {
             mut writer,
             mut staged,
+            ..
         } = self;
         let write_err = |e| Error::storage_arrow(format!("write {}", staged.path.display()), e);
         writer.finish().map_err(write_err)?;
@@ -99,7 +108,7 @@ impl StagedFile {
             .into_inner()
             .map_err(|e| Error::storage("flush dataset file", e.into_error()))?;
         sink.inner
-            .sync_all()
+            .finish()
             .map_err(|e| Error::storage(format!("fsync {}", staged.path.display()), e))?;
         staged.crc = sink.crc;
         Ok(staged)
@@ -192,13 +201,20 @@ impl DataDir {
         let sink = BufWriter::with_capacity(
             4 << 20,
             CrcWriter {
-                inner: file,
+                inner: WriteBehind::new(file),
                 crc: 0,
             },
         );
-        let writer = FileWriter::try_new(sink, schema)
+        // A dictionary that grows is written as deltas (a file cannot replace one).
+        let options =
+            IpcWriteOptions::default().with_dictionary_handling(DictionaryHandling::Delta);
+        let writer = FileWriter::try_new_with_options(sink, schema, options)
             .map_err(|e| Error::storage_arrow(format!("write {}", staged.path.display()), e))?;
-        Ok(StagedFile { writer, staged })
+        Ok(StagedFile {
+            writer,
+            dictionaries: GrowingDictionaries::default(),
+            staged,
+        })
     }
 
     /// Writes a whole dataset to a new staged file: [`DataDir::create`], each batch, finish.
@@ -419,11 +435,11 @@ fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBa
         arrow_ipc::convert::try_fb_to_schema(footer.schema().ok_or_else(|| corrupt("no schema"))?)
             .map_err(|e| corrupt(&e.to_string()))?,
     );
-    let decoder = FileDecoder::new(Arc::clone(&schema), footer.version());
-    let mut batches = Vec::new();
-    for block in footer.recordBatches().iter().flatten() {
+    let mut decoder = FileDecoder::new(Arc::clone(&schema), footer.version());
+    // The byte range of a block (a message and its body), inside the data before the footer.
+    let range = |block: &arrow_ipc::Block| {
         let start = usize::try_from(block.offset()).map_err(|_| corrupt("block offset"))?;
-        let len = usize::try_from(block.bodyLength())
+        usize::try_from(block.bodyLength())
             .ok()
             .zip(usize::try_from(block.metaDataLength()).ok())
             .map(|(b, m)| b + m)
@@ -432,9 +448,19 @@ fn decode_ipc_file(buf: Buffer) -> Result<(arrow_schema::SchemaRef, Vec<RecordBa
                     .checked_add(len)
                     .is_some_and(|end| end <= footer_start)
             })
-            .ok_or_else(|| corrupt("block out of range"))?;
+            .map(|len| buf.slice_with_length(start, len))
+            .ok_or_else(|| corrupt("block out of range"))
+    };
+    // Dictionaries (a dictionary-encoded key column), in file order: deltas extend them.
+    for block in footer.dictionaries().iter().flatten() {
+        decoder
+            .read_dictionary(block, &range(block)?)
+            .map_err(|e| corrupt(&e.to_string()))?;
+    }
+    let mut batches = Vec::new();
+    for block in footer.recordBatches().iter().flatten() {
         let batch = decoder
-            .read_record_batch(block, &buf.slice_with_length(start, len))
+            .read_record_batch(block, &range(block)?)
             .map_err(|e| corrupt(&e.to_string()))?;
         if let Some(batch) = batch {
             batches.push(batch);
@@ -454,6 +480,218 @@ fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::storage(format!("fsync {}", dir.display()), e))
+}
+
+/// Rewrites dictionary columns so that each batch's dictionary extends the ones written before.
+///
+/// An upload stream may replace a column's dictionary from one batch to the next (pyarrow does
+/// when a table's chunks were built apart, say one per symbol), but an IPC file may only
+/// extend it. A batch whose dictionary is the last one written, or extends it, is written as
+/// it is; any other gets a dictionary of everything written so far followed by its new values,
+/// and its keys are mapped onto it. The data read back is the same; only the keys differ.
+#[derive(Default)]
+struct GrowingDictionaries {
+    /// By column: the dictionary written so far, and where each of its values is (built on
+    /// the first replacement).
+    columns: HashMap<usize, (ArrayRef, Option<HashMap<String, u64>>)>,
+}
+
+impl GrowingDictionaries {
+    fn conform(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let mut columns = Cow::Borrowed(batch.columns());
+        for (i, column) in batch.columns().iter().enumerate() {
+            let Some(dict) = column.as_any_dictionary_opt() else {
+                continue;
+            };
+            let values = dict.values();
+            let Some((written, index)) = self.columns.get_mut(&i) else {
+                self.columns.insert(i, (Arc::clone(values), None));
+                continue;
+            };
+            if extends(values, written) {
+                *written = Arc::clone(values);
+                *index = None;
+                continue;
+            }
+            let index = match index {
+                Some(index) => index,
+                None => index.insert(
+                    texts(written)?
+                        .iter()
+                        .zip(0u64..)
+                        .filter_map(|(v, at)| Some((v?.to_owned(), at)))
+                        .collect(),
+                ),
+            };
+            // Where each of this batch's values is in the grown dictionary; new ones appended.
+            let mut added = Vec::new();
+            let mut next = written.len() as u64;
+            let positions: UInt64Array = texts(values)?
+                .iter()
+                .enumerate()
+                .map(|(at, v)| {
+                    let v = v.unwrap_or_default();
+                    Some(*index.entry(v.to_owned()).or_insert_with(|| {
+                        added.push(at as u64);
+                        next += 1;
+                        next - 1
+                    }))
+                })
+                .collect();
+            let grown = arrow_select::concat::concat(&[
+                written.as_ref(),
+                arrow_select::take::take(values, &UInt64Array::from(added), None)
+                    .map_err(|e| Error::internal("grow a dictionary", e))?
+                    .as_ref(),
+            ])
+            .map_err(|e| Error::internal("grow a dictionary", e))?;
+            let keys = arrow_select::take::take(&positions, dict.keys(), None)
+                .map_err(|e| Error::internal("map dictionary keys", e))?;
+            // Overflowing the key type is an error, not a null.
+            let strict = arrow_cast::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            let keys = arrow_cast::cast_with_options(&keys, dict.keys().data_type(), &strict)
+                .map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "column `{}`: its dictionaries have {} values in all, more than its key \
+                         type can index in one file ({e}); send a wider key type",
+                        batch.schema().field(i).name(),
+                        grown.len()
+                    ))
+                })?
+                .to_data();
+            let data = keys
+                .into_builder()
+                .data_type(column.data_type().clone())
+                .child_data(vec![grown.to_data()])
+                .build()
+                .map_err(|e| Error::internal("rebuild a dictionary column", e))?;
+            columns.to_mut()[i] = arrow_array::make_array(data);
+            *written = grown;
+        }
+        match columns {
+            Cow::Borrowed(_) => Ok(batch.clone()),
+            Cow::Owned(columns) => RecordBatch::try_new(batch.schema(), columns)
+                .map_err(|e| Error::internal("rebuild a batch", e)),
+        }
+    }
+}
+
+/// Whether `values` starts with `written` (the same dictionary, or one grown from it).
+fn extends(values: &ArrayRef, written: &ArrayRef) -> bool {
+    let (new, old) = (values.to_data(), written.to_data());
+    ArrayData::ptr_eq(&new, &old) || (new.len() >= old.len() && new.slice(0, old.len()) == old)
+}
+
+/// A dictionary's values as text, to compare values across dictionaries.
+fn texts(values: &ArrayRef) -> Result<StringArray> {
+    arrow_cast::cast(values, &DataType::Utf8)
+        .map(|a| a.as_string::<i32>().clone())
+        .map_err(|e| Error::internal("read a dictionary", e))
+}
+
+/// A file written front to back whose pages go to disk as they are written, not at the fsync.
+///
+/// Left to the kernel, an 800 MB upload would sit in the page cache until the final fsync
+/// wrote it all (a third of a second of waiting at the end of the put), and it would take 800
+/// MB of page cache next to the dataset's own memory: pages the kernel must find, and on a
+/// virtual machine often fault in from the host, which made the copy into the page cache
+/// the slowest part of a durable put (perf-notes.md, "Durable puts"). So every
+/// [`WRITE_BEHIND_CHUNK`] written is handed to the disk at once (`sync_file_range`), and a
+/// chunk [`WRITE_BEHIND_LAG`] chunks back is waited for and dropped from the page cache: the
+/// cache holds a few chunks, whose pages the next chunks reuse, the disk works while the
+/// upload arrives, and the fsync finds little left to do. The data is in the dataset's
+/// memory already; the file is read again only at a restart.
+struct WriteBehind {
+    file: File,
+    /// Bytes written so far.
+    written: u64,
+    /// Bytes handed to the disk so far (a multiple of the chunk).
+    started: u64,
+}
+
+/// Bytes handed to the disk at a time.
+const WRITE_BEHIND_CHUNK: u64 = 8 << 20;
+/// Chunks in flight before the oldest is waited for and dropped from the page cache.
+const WRITE_BEHIND_LAG: u64 = 2;
+
+impl WriteBehind {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+
+    /// Hands every whole chunk written since the last call to the disk, and retires the one
+    /// [`WRITE_BEHIND_LAG`] chunks behind each.
+    fn start_chunks(&mut self) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let fd = self.file.as_raw_fd();
+        while self.written - self.started >= WRITE_BEHIND_CHUNK {
+            sync_range(fd, self.started, libc::SYNC_FILE_RANGE_WRITE)?;
+            if let Some(old) = self
+                .started
+                .checked_sub(WRITE_BEHIND_LAG * WRITE_BEHIND_CHUNK)
+            {
+                sync_range(
+                    fd,
+                    old,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                )?;
+                drop_cached(fd, old, WRITE_BEHIND_CHUNK);
+            }
+            self.started += WRITE_BEHIND_CHUNK;
+        }
+        Ok(())
+    }
+
+    /// Fsyncs the file and drops what is left of it from the page cache.
+    fn finish(self) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        self.file.sync_all()?;
+        drop_cached(self.file.as_raw_fd(), 0, 0);
+        Ok(())
+    }
+}
+
+impl Write for WriteBehind {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        self.start_chunks()?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// `sync_file_range` over one chunk from `offset`.
+fn sync_range(fd: std::os::fd::RawFd, offset: u64, flags: libc::c_uint) -> io::Result<()> {
+    let offset = libc::off64_t::try_from(offset).map_err(io::Error::other)?;
+    let len = libc::off64_t::try_from(WRITE_BEHIND_CHUNK).map_err(io::Error::other)?;
+    // SAFETY: a plain system call on an open descriptor; no memory is passed.
+    if unsafe { libc::sync_file_range(fd, offset, len, flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Drops written-back pages from the page cache (`len` 0: to the end). Advice only: a failure
+/// leaves pages cached, nothing worse.
+fn drop_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: as above.
+    let _ = unsafe { libc::posix_fadvise(fd, offset, len, libc::POSIX_FADV_DONTNEED) };
 }
 
 /// Passes writes through, keeping the crc32c of everything written.
@@ -496,6 +734,77 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_file_longer_than_the_write_behind_window_reads_back() {
+        // Five chunks and a part: some retired from the page cache mid-file, some at the end.
+        let n = (5 * WRITE_BEHIND_CHUNK as usize + 12_345) / 8;
+        let closes: Vec<f64> = (0..n).map(|i| 1.0 + (i % 977) as f64).collect();
+        let root = tempfile::tempdir().unwrap();
+        let (dir, _) = DataDir::open(root.path()).unwrap();
+        let staged = dir.stage(&series(&closes)).unwrap();
+        dir.commit(staged, "big", 1).unwrap();
+        drop(dir);
+        let (_dir, found) = DataDir::open(root.path()).unwrap();
+        assert_eq!(found[0].dataset.close.values().as_ref(), closes.as_slice());
+    }
+
+    fn dictionary_batch(names: &[&str], keys: Vec<i8>) -> RecordBatch {
+        let symbol = arrow_array::DictionaryArray::<arrow_array::types::Int8Type>::try_new(
+            keys.into(),
+            Arc::new(StringArray::from(names.to_vec())),
+        )
+        .unwrap();
+        RecordBatch::try_from_iter([("symbol", Arc::new(symbol) as ArrayRef)]).unwrap()
+    }
+
+    fn symbols(batch: &RecordBatch) -> Vec<String> {
+        let column = arrow_cast::cast(batch.column(0), &DataType::Utf8).unwrap();
+        column
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn replaced_dictionaries_grow_and_the_values_stay() {
+        let mut dicts = GrowingDictionaries::default();
+        let first = dictionary_batch(&["A", "B"], vec![0, 1]);
+        let out = dicts.conform(&first).unwrap();
+        assert!(
+            out.column(0).to_data().ptr_eq(&first.column(0).to_data()),
+            "kept as is"
+        );
+        // A grown dictionary is written as it is.
+        let grown = dictionary_batch(&["A", "B", "C"], vec![2, 0]);
+        let out = dicts.conform(&grown).unwrap();
+        assert!(out.column(0).to_data().ptr_eq(&grown.column(0).to_data()));
+        // A replacement: its keys move onto everything written so far, plus its new values.
+        let replaced = dictionary_batch(&["D", "C", "A"], vec![0, 1, 2, 0]);
+        let out = dicts.conform(&replaced).unwrap();
+        assert_eq!(symbols(&out), ["D", "C", "A", "D"]);
+        let values = out.column(0).as_any_dictionary().values().clone();
+        assert_eq!(
+            texts(&values).unwrap().iter().flatten().collect::<Vec<_>>(),
+            ["A", "B", "C", "D"]
+        );
+    }
+
+    #[test]
+    fn more_values_than_the_key_type_indexes_is_refused() {
+        let mut dicts = GrowingDictionaries::default();
+        let names: Vec<String> = (0..200).map(|i| format!("S{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        dicts
+            .conform(&dictionary_batch(&names[..100], vec![0]))
+            .unwrap();
+        let e = dicts
+            .conform(&dictionary_batch(&names[100..], vec![99]))
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("200 values"), "{e}");
     }
 
     #[test]

@@ -83,6 +83,81 @@ async fn datasets_survive_a_restart() {
     assert_eq!(files, 1, "one file per dataset once a replace is done");
 }
 
+/// A universe keyed by a dictionary column whose dictionary is replaced from batch to batch (as
+/// pyarrow sends a table whose chunks were built apart) comes back after a restart as it was
+/// served before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_universe_with_replaced_dictionaries_survives_a_restart() {
+    use arrow_array::DictionaryArray;
+    use arrow_array::types::Int8Type;
+    use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
+    use futures::TryStreamExt;
+
+    let batch = |names: &[&str], keys: &[i8], first: usize| {
+        let symbol = DictionaryArray::<Int8Type>::try_new(
+            keys.iter().copied().collect(),
+            Arc::new(arrow_array::StringArray::from(names.to_vec())),
+        )
+        .unwrap();
+        let close =
+            Float64Array::from_iter_values((first..first + keys.len()).map(|i| 100.0 + i as f64));
+        RecordBatch::try_from_iter([
+            ("symbol", Arc::new(symbol) as ArrayRef),
+            ("close", Arc::new(close) as ArrayRef),
+        ])
+        .unwrap()
+    };
+    // A and B; then a replacement (C and A, A at another key); then one that neither equals
+    // nor extends what came before; then the same dictionary again.
+    let batches = vec![
+        batch(&["A", "B"], &[0, 0, 1, 1], 0),
+        batch(&["C", "A"], &[0, 0, 1], 4),
+        batch(&["D", "B", "C"], &[2, 1, 0, 0], 7),
+        batch(&["D", "B", "C"], &[0, 1], 11),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path());
+    let mut c = server.client().await;
+    let descriptor = arrow_flight::FlightDescriptor::new_cmd(
+        serde_json::json!({"dataset": "u", "key": "symbol"}).to_string(),
+    );
+    let upload = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(descriptor))
+        .with_dictionary_handling(DictionaryHandling::Resend)
+        .build(futures::stream::iter(batches.into_iter().map(Ok)));
+    let results: Vec<_> = c.do_put(upload).await.unwrap().try_collect().await.unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(&results[0].app_metadata).unwrap();
+    assert_eq!(
+        (meta["rows"].as_u64(), meta["series"].as_u64()),
+        (Some(13), Some(4))
+    );
+    let before = stored(&mut c).await;
+    drop(c);
+    assert!(
+        server
+            .process()
+            .terminate(std::time::Duration::from_secs(30))
+            .is_some()
+    );
+
+    let server = start(dir.path());
+    let mut c = server.client().await;
+    assert_eq!(stored(&mut c).await, before);
+    let info = &infos(&mut c).await[0];
+    let meta: serde_json::Value = serde_json::from_slice(&info.app_metadata).unwrap();
+    assert_eq!(
+        (meta["key"].as_str(), meta["series"].as_u64()),
+        (Some("symbol"), Some(4))
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("quarantine"))
+            .unwrap()
+            .count(),
+        0,
+        "nothing quarantined"
+    );
+}
+
 #[test]
 fn a_second_server_on_the_same_directory_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
