@@ -8,20 +8,19 @@
 //! DIR/quarantine/                            files that failed their checksum or decoding
 //! ```
 //!
-//! A put writes the dataset as one record batch (so that at start its close column is one
-//! contiguous buffer straight from the file, with nothing to concatenate) to `tmp/ID.arrow`
-//! while computing its checksum, fsyncs it, renames it into
-//! `datasets/` under its final name and fsyncs that directory: the rename is the commit point,
-//! and it happens before the PutResult is sent. Because the checksum is part of the name, one
-//! rename publishes file and checksum together. The store then removes the version it
-//! replaced; a crash before that leaves two versions, and the next start keeps the newest.
+//! A put writes the upload's batches to `tmp/ID.arrow` as they arrive ([`StagedFile`]), with
+//! its checksum computed on the way, fsyncs it, renames it into `datasets/` under its final
+//! name and fsyncs that directory: the rename is the commit point, and it happens before the
+//! PutResult is sent. Because the checksum is part of the name, one rename publishes file and
+//! checksum together. The store then removes the version it replaced; a crash before that
+//! leaves two versions, and the next start keeps the newest.
 //!
 //! At start every file is mapped into memory, checked against its checksum and validated like
 //! an upload; one that fails is moved to `quarantine/` with a warning instead of stopping the
-//! server. The loaded dataset's buffers point into the mapping: no copy, and no fresh
-//! anonymous pages for the kernel to zero (which dominated start time when files were read
-//! into allocated memory). Everything here is blocking I/O: callers run it off the async
-//! runtime.
+//! server. The loaded dataset's buffers point into the mapping, no copy, except the close
+//! column of a file of several batches (an upload of several messages), which is copied into
+//! one contiguous column for the kernel. Everything here is blocking I/O: callers run it off
+//! the async runtime.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
