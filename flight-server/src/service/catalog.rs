@@ -1,11 +1,10 @@
 //! Reading the catalog: ListFlights, GetFlightInfo, GetSchema and DoGet.
 
-use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{
     FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, SchemaAsIpc, SchemaResult,
 };
 use arrow_ipc::writer::IpcWriteOptions;
-use futures::{Stream, TryStreamExt};
+use futures::Stream;
 use sweepflight_protocol::{DatasetMeta, Ticket, dataset_path};
 
 use super::State;
@@ -37,11 +36,8 @@ pub(super) fn rows(
 ) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
     let Ticket::Dataset { name, .. } = Ticket::decode(ticket)?;
     let d = state.store.get(&name)?;
-    let batches: Vec<_> = d.data.batches.iter().cloned().map(Ok).collect();
-    Ok(FlightDataEncoderBuilder::new()
-        .with_schema(d.schema().clone())
-        .build(futures::stream::iter(batches))
-        .map_err(|e| Error::internal("encode the rows", e)))
+    let data = super::download::encode(d.schema(), d.data.batches.clone())?;
+    Ok(futures::stream::iter(data))
 }
 
 fn flight_info(d: &Dataset) -> Result<FlightInfo> {

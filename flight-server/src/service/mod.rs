@@ -2,12 +2,14 @@
 //! the request, calls a handler in a submodule and converts the error once.
 //!
 //! - `catalog`: ListFlights, GetFlightInfo, GetSchema, DoGet.
+//! - `download`: DoGet's encoding of stored batches.
 //! - `put`: DoPut.
 //! - `actions`: ListActions and DoAction (`sweep`, `echo`, `drop`).
 //! - `exchange`: DoExchange (`echo`, stateless `sweep`).
 
 mod actions;
 mod catalog;
+mod download;
 mod exchange;
 mod put;
 mod sweep;
