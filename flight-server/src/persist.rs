@@ -22,14 +22,13 @@
 //! one contiguous column for the kernel. Everything here is blocking I/O: callers run it off
 //! the async runtime.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use std::borrow::Cow;
-use std::collections::HashMap;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt64Array};
@@ -492,8 +491,11 @@ fn sync_dir(dir: &Path) -> Result<()> {
 struct GrowingDictionaries {
     /// By column: the dictionary written so far, and where each of its values is (built on
     /// the first replacement).
-    columns: HashMap<usize, (ArrayRef, Option<HashMap<String, u64>>)>,
+    columns: HashMap<usize, (ArrayRef, Option<ValueIndex>)>,
 }
+
+/// Where each value of a dictionary is (a null value included).
+type ValueIndex = HashMap<Option<String>, u64>;
 
 impl GrowingDictionaries {
     fn conform(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -518,23 +520,23 @@ impl GrowingDictionaries {
                     texts(written)?
                         .iter()
                         .zip(0u64..)
-                        .filter_map(|(v, at)| Some((v?.to_owned(), at)))
+                        .map(|(v, at)| (v.map(str::to_owned), at))
                         .collect(),
                 ),
             };
-            // Where each of this batch's values is in the grown dictionary; new ones appended.
+            // Where each of this batch's values is in the grown dictionary, new ones (a null
+            // value too) appended.
             let mut added = Vec::new();
             let mut next = written.len() as u64;
             let positions: UInt64Array = texts(values)?
                 .iter()
                 .enumerate()
                 .map(|(at, v)| {
-                    let v = v.unwrap_or_default();
-                    Some(*index.entry(v.to_owned()).or_insert_with(|| {
+                    *index.entry(v.map(str::to_owned)).or_insert_with(|| {
                         added.push(at as u64);
                         next += 1;
                         next - 1
-                    }))
+                    })
                 })
                 .collect();
             let grown = arrow_select::concat::concat(&[
@@ -609,6 +611,8 @@ struct WriteBehind {
     written: u64,
     /// Bytes handed to the disk so far (a multiple of the chunk).
     started: u64,
+    /// Off where the file system does not take `sync_file_range`: the fsync does it all.
+    off: bool,
 }
 
 /// Bytes handed to the disk at a time.
@@ -622,6 +626,7 @@ impl WriteBehind {
             file,
             written: 0,
             started: 0,
+            off: false,
         }
     }
 
@@ -630,8 +635,21 @@ impl WriteBehind {
     fn start_chunks(&mut self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         let fd = self.file.as_raw_fd();
-        while self.written - self.started >= WRITE_BEHIND_CHUNK {
-            sync_range(fd, self.started, libc::SYNC_FILE_RANGE_WRITE)?;
+        while !self.off && self.written - self.started >= WRITE_BEHIND_CHUNK {
+            match sync_range(fd, self.started, libc::SYNC_FILE_RANGE_WRITE) {
+                Ok(()) => {}
+                // Not this file system's: no write-behind, not a failed put.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::ESPIPE | libc::ENOSYS | libc::EOPNOTSUPP)
+                    ) =>
+                {
+                    self.off = true;
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
             if let Some(old) = self
                 .started
                 .checked_sub(WRITE_BEHIND_LAG * WRITE_BEHIND_CHUNK)
@@ -789,6 +807,26 @@ mod tests {
             texts(&values).unwrap().iter().flatten().collect::<Vec<_>>(),
             ["A", "B", "C", "D"]
         );
+    }
+
+    #[test]
+    fn a_null_value_stays_null_when_its_dictionary_is_replaced() {
+        let batch = |values: Vec<Option<&str>>, keys: Vec<i8>| {
+            let column = arrow_array::DictionaryArray::<arrow_array::types::Int8Type>::try_new(
+                keys.into(),
+                Arc::new(StringArray::from(values)),
+            )
+            .unwrap();
+            RecordBatch::try_from_iter([("venue", Arc::new(column) as ArrayRef)]).unwrap()
+        };
+        let mut dicts = GrowingDictionaries::default();
+        dicts.conform(&batch(vec![Some("X")], vec![0])).unwrap();
+        let out = dicts
+            .conform(&batch(vec![None, Some("Y")], vec![1, 0]))
+            .unwrap();
+        let column = arrow_cast::cast(out.column(0), &DataType::Utf8).unwrap();
+        let got: Vec<_> = column.as_string::<i32>().iter().collect();
+        assert_eq!(got, [Some("Y"), None]);
     }
 
     #[test]
