@@ -48,26 +48,25 @@ pub(super) fn encode(
             &IpcWriteOptions::default(),
         ))
     });
-    let mut encoder = Some(encoder);
-    let messages = pieces.flat_map(move |piece| {
-        let encoded = encoder
-            .as_mut()
-            .ok_or_else(|| Error::Internal("the encoder stopped".into()))
-            .and_then(|encoder| {
-                let piece = with_values(&sent, &piece)?;
-                let buffers = encoder
+    // Encoded piece by piece as the stream is read; the first error ends it.
+    let messages = pieces
+        .scan(Some(encoder), move |encoder, piece| {
+            let mut working = encoder.take()?;
+            let encoded = with_values(&sent, &piece).and_then(|piece| {
+                working
                     .encode(&piece)
-                    .map_err(|e| Error::internal("encode the rows", e))?;
-                messages(buffers)
+                    .map_err(|e| Error::internal("encode the rows", e))
+                    .and_then(messages)
             });
-        match encoded {
-            Ok(messages) => messages.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => {
-                encoder = None;
-                vec![Err(e)]
+            if encoded.is_ok() {
+                *encoder = Some(working);
             }
-        }
-    });
+            Some(encoded)
+        })
+        .flat_map(|encoded| match encoded {
+            Ok(messages) => messages.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        });
     Ok(schema_only.map(Ok).into_iter().chain(messages))
 }
 
