@@ -9,9 +9,20 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
+from sweepflight import paper, reference
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def paper_reference() -> tuple[np.ndarray, np.ndarray]:
+    """The numba reference's (pnl, trades) for the 80 paper combos, computed once a session:
+    every gate compares against it, and each run of the reference takes seconds."""
+    pnl, trades = reference.sweep(paper.series(), reference.params_for(paper.lengths()))
+    return pnl, trades
 
 
 def server_binary() -> pathlib.Path:

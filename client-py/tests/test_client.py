@@ -28,12 +28,12 @@ def sf(server: Server) -> sweepflight.Client:
         yield client
 
 
-def test_paper_sweep_passes_the_gate(sf: sweepflight.Client) -> None:
+def test_paper_sweep_passes_the_gate(sf: sweepflight.Client, paper_reference: tuple[np.ndarray, np.ndarray]) -> None:
     summary = sf.put("paper", paper.series())
     assert summary == sweepflight.PutSummary("paper", 150_000, summary.bytes, summary.version)
     df = sf.sweep("paper", lengths=paper.lengths())
     assert isinstance(df, pl.DataFrame) and df.height == 80
-    pnl, trades = reference.sweep(paper.series(), reference.params_for(paper.lengths()))
+    pnl, trades = paper_reference
     assert df["trades"].to_list() == trades.tolist()
     assert np.abs(df["pnl"].to_numpy() - pnl).max() <= 1e-6
     table = sf.sweep("paper", params=reference.params_for(paper.lengths()), as_arrow=True)

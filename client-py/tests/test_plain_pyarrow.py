@@ -32,7 +32,9 @@ def sweep(client: flight.FlightClient, body: dict) -> pa.Table:
 
 
 @pytest.mark.parametrize("which", ["server", "unix_server"])
-def test_paper_sweep_matches_numba(which: str, request: pytest.FixtureRequest) -> None:
+def test_paper_sweep_matches_numba(
+    which: str, request: pytest.FixtureRequest, paper_reference: tuple[np.ndarray, np.ndarray]
+) -> None:
     uri = request.getfixturevalue(which).uri
     client = flight.connect(uri)
     close = paper.series()
@@ -47,7 +49,7 @@ def test_paper_sweep_matches_numba(which: str, request: pytest.FixtureRequest) -
     )
 
     # The equivalence gate against the numba reference, computed now.
-    pnl, trades = reference.sweep(close, params)
+    pnl, trades = paper_reference
     assert table["trades"].to_numpy().tolist() == trades.tolist()
     assert np.max(np.abs(table["pnl"].to_numpy() - pnl)) <= 1e-6
     assert table["trades"][0].as_py() == 57_029 and round(table["pnl"][0].as_py(), 2) == -5165.58

@@ -48,8 +48,10 @@ def test_combo_rule_edge_cases() -> None:
         paper.combo(0)
 
 
-def test_numba_reproduces_all_80_rows(rows: list[dict[str, str]]) -> None:
-    pnl, trades = reference.sweep(paper.series(), reference.params_for(paper.lengths()))
+def test_numba_reproduces_all_80_rows(
+    rows: list[dict[str, str]], paper_reference: tuple[np.ndarray, np.ndarray]
+) -> None:
+    pnl, trades = paper_reference
     assert trades.tolist() == [int(r["trades"]) for r in rows]
     assert np.max(np.abs(pnl - np.array([float(r["pnl_pct_pts"]) for r in rows]))) <= 1e-6
     assert trades[0] == 57_029 and round(pnl[0], 2) == -5165.58
