@@ -6,6 +6,8 @@
 # the client package, and a benchmark smoke test. Each step prints its
 # time; CI runs exactly this (.ci/run).
 set -euo pipefail
+# Steps that run in the background stop with the script if it fails before waiting for them.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 # A CI run builds once from clean: incremental artifacts would only cost time and disk.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,12 +49,18 @@ cargo test --workspace --all-features
 step "fixture drift check"
 "$py" kernel/testdata/make_paper_fixture.py --check
 
-step "server wheel (maturin, dev profile) into the environment"
-"$py" -m maturin build --quiet --profile dev -m flight-server/Cargo.toml -o target/wheels
-"$py" -m pip install --quiet --force-reinstall --no-deps target/wheels/sweepflight_server-*.whl
+step "server wheel (maturin, dev profile) building in the background, beside pytest without the Ray tests"
+# The wheel rebuilds the server crate in its own feature resolution (a minute and a half of
+# compiling on 2 cores); only the Ray tests need it, so the other Python tests run meanwhile.
+"$py" -m maturin build --quiet --profile dev -m flight-server/Cargo.toml -o target/wheels \
+  > target/wheel.log 2>&1 &
+wheel=$!
+"$py" -m pytest -q client-py/tests --ignore=client-py/tests/test_ray.py
 
-step "pytest (the Ray cluster tests use the server from the wheel)"
-"$py" -m pytest -q client-py/tests
+step "pytest: the Ray cluster tests, with the server from the wheel installed into the environment"
+wait "$wheel" || { cat target/wheel.log >&2; exit 1; }
+"$py" -m pip install --quiet --force-reinstall --no-deps target/wheels/sweepflight_server-*.whl
+"$py" -m pytest -q client-py/tests/test_ray.py
 
 step "docs/benchmarks.md is the rendering of docs/benchmarks.json"
 "$py" benches/study.py --check-doc
