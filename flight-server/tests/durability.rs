@@ -34,6 +34,25 @@ fn content(id: u64) -> Vec<RecordBatch> {
         .collect()
 }
 
+/// Stops `server` gracefully (its shutdown waits for open connections, so `client` goes first)
+/// and starts a new one on the same directory.
+async fn restart(
+    mut server: TestServer,
+    client: FlightClient,
+    dir: &Path,
+) -> (TestServer, FlightClient) {
+    drop(client);
+    assert!(
+        server
+            .process()
+            .terminate(std::time::Duration::from_secs(30))
+            .is_some()
+    );
+    let server = start(dir);
+    let client = server.client().await;
+    (server, client)
+}
+
 /// Every stored dataset's rows, concatenated, by name.
 async fn stored(client: &mut FlightClient) -> Vec<(String, RecordBatch)> {
     let mut out = Vec::new();
@@ -53,24 +72,14 @@ fn concat(batches: &[RecordBatch]) -> RecordBatch {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn datasets_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = start(dir.path());
+    let server = start(dir.path());
     let mut c = server.client().await;
     put(&mut c, "a", content(1)).await.unwrap();
     put(&mut c, "b", content(2)).await.unwrap();
     let replaced = put(&mut c, "a", content(3)).await.unwrap();
     assert_eq!(replaced["version"], 2);
     action(&mut c, "drop", "b").await.unwrap();
-    // Graceful shutdown waits for open connections to close.
-    drop(c);
-    assert!(
-        server
-            .process()
-            .terminate(std::time::Duration::from_secs(30))
-            .is_some()
-    );
-
-    let server = start(dir.path());
-    let mut c = server.client().await;
+    let (_server, mut c) = restart(server, c, dir.path()).await;
     let found = stored(&mut c).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].0, "a");
@@ -116,7 +125,7 @@ async fn a_universe_with_replaced_dictionaries_survives_a_restart() {
         batch(&["D", "B", "C"], &[0, 1], 11),
     ];
     let dir = tempfile::tempdir().unwrap();
-    let mut server = start(dir.path());
+    let server = start(dir.path());
     let mut c = server.client().await;
     let descriptor = arrow_flight::FlightDescriptor::new_cmd(
         serde_json::json!({"dataset": "u", "key": "symbol"}).to_string(),
@@ -132,16 +141,7 @@ async fn a_universe_with_replaced_dictionaries_survives_a_restart() {
         (Some(13), Some(4))
     );
     let before = stored(&mut c).await;
-    drop(c);
-    assert!(
-        server
-            .process()
-            .terminate(std::time::Duration::from_secs(30))
-            .is_some()
-    );
-
-    let server = start(dir.path());
-    let mut c = server.client().await;
+    let (_server, mut c) = restart(server, c, dir.path()).await;
     assert_eq!(stored(&mut c).await, before);
     let info = &infos(&mut c).await[0];
     let meta: serde_json::Value = serde_json::from_slice(&info.app_metadata).unwrap();

@@ -202,6 +202,7 @@ impl Framed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::cast::AsArray;
     use arrow_array::{
         Array, ArrayRef, DictionaryArray, Float64Array, Int64Array, StringArray, types::Int16Type,
     };
@@ -281,14 +282,7 @@ mod tests {
             .collect();
         let got = all(&decode(data));
         assert_eq!(got.schema().field(0).data_type(), &DataType::Utf8);
-        let symbols: Vec<_> = got
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap()
-            .iter()
-            .flatten()
-            .collect();
+        let symbols: Vec<_> = got.column(0).as_string::<i32>().iter().flatten().collect();
         assert_eq!(symbols, ["A", "A", "B", "B", "A", "B"]);
         assert_eq!(
             got.column(2).as_ref(),
