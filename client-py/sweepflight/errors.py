@@ -131,8 +131,22 @@ _PREFIX = re.compile(
 )
 
 
+#: What the server's gRPC library (tonic) answers when a call's deadline passes on the server:
+#: CANCELLED with this message. Whether the caller sees it or its own DEADLINE_EXCEEDED depends
+#: on which timer fires first, so both mean the deadline.
+_SERVER_DEADLINE = ("CANCELLED", "Timeout expired")
+
+
 def status_of(exc: BaseException) -> tuple[str, str]:
     """The gRPC status (name, server message) a pyarrow Flight exception carries."""
+    code, message = _raw_status(exc)
+    # pyarrow words some of these "Flight cancelled call, with message: ...".
+    if (code, message.rpartition("with message: ")[2]) == _SERVER_DEADLINE:
+        return "DEADLINE_EXCEEDED", message
+    return code, message
+
+
+def _raw_status(exc: BaseException) -> tuple[str, str]:
     text = str(exc.args[0]) if exc.args else str(exc)
     m = _PREFIX.search(text)
     if m:

@@ -202,6 +202,16 @@ def test_deadlines(server: Server) -> None:
         assert c.sweep("slow", lengths=[6])["trades"][0] == 57_029
 
 
+def test_a_deadline_the_server_enforces_first_is_still_a_deadline() -> None:
+    # The server's gRPC library answers an expired deadline with CANCELLED "Timeout expired"
+    # when its timer fires before the caller's.
+    server_side = pa.flight.FlightCancelledError("Flight cancelled call, with message: Timeout expired")
+    assert isinstance(sweepflight.errors.translate(server_side), sweepflight.DeadlineExceeded)
+    other = pa.flight.FlightCancelledError("Flight cancelled call, with message: the server is shutting down")
+    error = sweepflight.errors.translate(other)
+    assert isinstance(error, sweepflight.Cancelled) and not isinstance(error, sweepflight.DeadlineExceeded)
+
+
 def test_datasets_persist_and_sweeps_survive_a_server_restart(tmp_path) -> None:
     sock, data = f"{tmp_path}/sf.sock", str(tmp_path / "data")
     first = Server("--unix", sock, "--data-dir", data)
