@@ -14,6 +14,22 @@ pub enum Error {
     /// A fee that is negative, NaN or infinite.
     #[error("fee must be finite and >= 0, got {0}")]
     InvalidFee(f64),
+    /// A strategy parameter outside its range (strategies.md).
+    #[error("parameter `{param}` {message}")]
+    InvalidParam {
+        /// The parameter's wire name (`params` for a tuple of the wrong arity).
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An execution option outside its range (`stop_loss`, `take_profit`).
+    #[error("`{name}` {message}")]
+    InvalidOption {
+        /// The option's wire name.
+        name: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The caller's cancellation check answered true before the sweep finished.
     #[error("sweep cancelled")]
     Cancelled,

@@ -22,19 +22,24 @@
 
 mod combo;
 mod error;
+pub mod execution;
+mod ledger;
 pub mod oracle;
 pub mod paper;
 mod signal;
+pub mod strategy;
 mod sweep;
 mod vector;
 pub mod wma;
 
 pub use combo::Combo;
 pub use error::{Error, Result};
-pub use signal::ComboResult;
+pub use execution::{Execution, Side};
+pub use ledger::{ComboResult, Ledger};
+pub use strategy::{Params, Strategy, sweep_params};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,
-    multiply_adds, scratch_bytes, sweep, sweep_with, work,
+    multiply_adds, scratch_bytes, sweep, sweep_executed, sweep_with, work,
 };
 
 /// The paper's fee: 0.09% per round trip, as a fraction.

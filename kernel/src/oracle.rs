@@ -3,7 +3,15 @@
 //! Nothing here is shared between combos or vectorised: each WMA is the textbook double loop
 //! with an explicit NaN check, each combo computes its own seven WMAs. It is slow on purpose;
 //! the fast path in [`crate::sweep`] must agree with it bit for bit.
+//!
+//! The v1.2 strategies, the execution loop and booking are here too, each written from
+//! strategies.md on its own ([`run`]): one indicator at a time, one signal per bar, the spec's
+//! bar-by-bar loop. Nothing below calls the fast path's modules.
 
+use std::ops::Range;
+
+use crate::execution::{Execution, Side};
+use crate::strategy::Params;
 use crate::{Combo, ComboResult, signal, wma::denominator};
 
 /// `WMA(x, n)` exactly as the spec writes it (pandas `rolling(n).apply` semantics).
@@ -60,4 +68,279 @@ pub fn run_combo(close: &[f64], combo: &Combo, fee: f64) -> ComboResult {
 /// Every combo, one after another, in input order.
 pub fn sweep(close: &[f64], combos: &[Combo], fee: f64) -> Vec<ComboResult> {
     combos.iter().map(|c| run_combo(close, c, fee)).collect()
+}
+
+/// `SMA(x, n)`: a fresh sum per output, oldest term first, then one division by `n`.
+pub fn sma(x: &[f64], n: usize) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            if i + 1 < n {
+                return f64::NAN;
+            }
+            let mut sum = 0.0;
+            for v in &x[i + 1 - n..=i] {
+                sum += v;
+            }
+            sum / n as f64
+        })
+        .collect()
+}
+
+/// `EMA(x, n)` as strategies.md writes it.
+pub fn ema(x: &[f64], n: usize) -> Vec<f64> {
+    let alpha = 2.0 / (n as f64 + 1.0);
+    let beta = 1.0 - alpha;
+    let mut e = vec![0.0; x.len()];
+    for i in 0..x.len() {
+        e[i] = if i == 0 {
+            x[0]
+        } else {
+            alpha * x[i] + beta * e[i - 1]
+        };
+    }
+    e
+}
+
+/// Wilder's `RSI(x, n)` as strategies.md writes it; NaN where undefined (`k < n`).
+pub fn rsi(x: &[f64], n: usize) -> Vec<f64> {
+    let mut out = vec![f64::NAN; x.len()];
+    let gain = |k: usize| f64::max(x[k] - x[k - 1], 0.0);
+    let loss = |k: usize| f64::max(x[k - 1] - x[k], 0.0);
+    let nf = n as f64;
+    let (mut g, mut l) = (0.0, 0.0);
+    #[expect(
+        clippy::needless_range_loop,
+        reason = "the spec's index form, on purpose"
+    )]
+    for k in 0..x.len() {
+        if k < n {
+            continue;
+        }
+        if k == n {
+            let (mut sg, mut sl) = (0.0, 0.0);
+            for j in 1..=n {
+                sg += gain(j);
+                sl += loss(j);
+            }
+            g = sg / nf;
+            l = sl / nf;
+        } else {
+            g = (g * (nf - 1.0) + gain(k)) / nf;
+            l = (l * (nf - 1.0) + loss(k)) / nf;
+        }
+        out[k] = if g == 0.0 && l == 0.0 {
+            50.0
+        } else if l == 0.0 {
+            100.0
+        } else {
+            100.0 - 100.0 / (1.0 + g / l)
+        };
+    }
+    out
+}
+
+/// The `donchian` signal: the max and min of the `n` closes before each bar, found by looking.
+pub fn donchian_signals(x: &[f64], n: usize) -> Vec<i8> {
+    (0..x.len())
+        .map(|i| {
+            if i < n {
+                return 0;
+            }
+            let before = &x[i - n..i];
+            let hi = before.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let lo = before.iter().copied().fold(f64::INFINITY, f64::min);
+            if x[i] > hi {
+                1
+            } else if x[i] < lo {
+                -1
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// +1 where `b` crosses above `a`, -1 where below, 0 elsewhere (any of the four values NaN: 0).
+fn cross_signals(a: &[f64], b: &[f64]) -> Vec<i8> {
+    let mut out = vec![0i8; a.len()];
+    for i in 1..a.len() {
+        let (a0, a1, b0, b1) = (a[i - 1], a[i], b[i - 1], b[i]);
+        if a0.is_nan() || a1.is_nan() || b0.is_nan() || b1.is_nan() {
+            continue;
+        }
+        if b1 > a1 && b0 <= a0 {
+            out[i] = 1;
+        } else if b1 < a1 && b0 >= a0 {
+            out[i] = -1;
+        }
+    }
+    out
+}
+
+/// One signal per bar of `x` (a computed range) for `params`.
+pub fn signals(x: &[f64], params: &Params) -> Vec<i8> {
+    let len = x.len();
+    match *params {
+        Params::HmaSar(c) => {
+            let [half, full, sqrt, p3, p2, p] = c.windows().map(|w| w as usize);
+            cross_signals(&hma(x, half, full, sqrt), &hma3(x, p3, p2, p))
+        }
+        Params::SmaCross { fast, slow } => {
+            // a = SMA(fast) above b = SMA(slow) goes long: "b crosses above a" with the roles
+            // of cross_signals swapped.
+            cross_signals(&sma(x, slow as usize), &sma(x, fast as usize))
+        }
+        Params::EmaCross { fast, slow } => {
+            if fast as usize > len || slow as usize > len {
+                return vec![0; len];
+            }
+            cross_signals(&ema(x, slow as usize), &ema(x, fast as usize))
+        }
+        Params::Donchian { n } => donchian_signals(x, n as usize),
+        Params::RsiRevert { n, lower, upper } => {
+            let r = rsi(x, n as usize);
+            let mut out = vec![0i8; len];
+            for i in 1..len {
+                if r[i] > lower && r[i - 1] <= lower {
+                    out[i] = 1;
+                } else if r[i] < upper && r[i - 1] >= upper {
+                    out[i] = -1;
+                }
+            }
+            out
+        }
+    }
+}
+
+/// One booked trade, as the oracle's loop books it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trade {
+    /// +1 long, -1 short.
+    pub side: i8,
+    /// Bar of entry (within the closes given to [`execute`]).
+    pub entry_row: usize,
+    /// Bar of exit.
+    pub exit_row: usize,
+    /// Close at entry.
+    pub entry_price: f64,
+    /// Close at exit.
+    pub exit_price: f64,
+    /// `((1 + ret) * (1 - fee) - 1) * 100`, `ret = side * (exit / entry - 1)`.
+    pub net: f64,
+}
+
+/// The spec's execution loop, bar by bar, over `signals` from bar `exec.start`: every booked
+/// trade in order.
+pub fn execute(close: &[f64], signals: &[i8], exec: &Execution) -> Vec<Trade> {
+    let mut trades = Vec::new();
+    let (mut pos, mut entry, mut entry_row) = (0i8, 0.0f64, 0usize);
+    let book = |pos: i8, entry: f64, entry_row: usize, i: usize, trades: &mut Vec<Trade>| {
+        let ret = f64::from(pos) * (close[i] / entry - 1.0);
+        trades.push(Trade {
+            side: pos,
+            entry_row,
+            exit_row: i,
+            entry_price: entry,
+            exit_price: close[i],
+            net: ((1.0 + ret) * (1.0 - exec.fee) - 1.0) * 100.0,
+        });
+    };
+    for i in exec.start..close.len() {
+        let c = close[i];
+        if pos != 0 && i > entry_row {
+            let stop = exec.stop_loss.is_some_and(|sl| {
+                pos > 0 && c <= entry * (1.0 - sl) || pos < 0 && c >= entry * (1.0 + sl)
+            });
+            let take = exec.take_profit.is_some_and(|tp| {
+                pos > 0 && c >= entry * (1.0 + tp) || pos < 0 && c <= entry * (1.0 - tp)
+            });
+            if stop || take {
+                book(pos, entry, entry_row, i, &mut trades);
+                pos = 0;
+            }
+        }
+        let s = signals[i];
+        if exec.side == Side::Long && s == -1 {
+            if pos > 0 {
+                book(pos, entry, entry_row, i, &mut trades);
+                pos = 0;
+            }
+            continue;
+        }
+        if exec.side == Side::Short && s == 1 {
+            if pos < 0 {
+                book(pos, entry, entry_row, i, &mut trades);
+                pos = 0;
+            }
+            continue;
+        }
+        if s != 0 && s != pos {
+            if pos != 0 {
+                book(pos, entry, entry_row, i, &mut trades);
+            }
+            pos = s;
+            entry = c;
+            entry_row = i;
+        }
+    }
+    if pos != 0 {
+        book(pos, entry, entry_row, close.len() - 1, &mut trades);
+    }
+    trades
+}
+
+/// The result columns of a list of trades: pnl the plain sum in order, the drawdown of the
+/// running sum sampled at each booking.
+pub fn summarise(trades: &[Trade]) -> ComboResult {
+    let mut r = ComboResult::default();
+    let mut peak = 0.0f64;
+    for t in trades {
+        r.pnl += t.net;
+        r.trades += 1;
+        if t.net > 0.0 {
+            r.wins += 1;
+        }
+        peak = peak.max(r.pnl);
+        r.max_drawdown = r.max_drawdown.max(peak - r.pnl);
+    }
+    r
+}
+
+/// One combo on rows `rows` of `close` with a warm-up of `warmup` bars (strategies.md, "The
+/// range a strategy sees"): indicators over `[max(0, S - W), E)`, signals and trades over
+/// `[S, E)`. `exec.start` is ignored (the range decides it); trade rows are within `close`.
+///
+/// # Panics
+/// If `rows` is empty or past the end of `close`.
+pub fn run_trades(
+    close: &[f64],
+    rows: Range<usize>,
+    warmup: usize,
+    params: &Params,
+    exec: &Execution,
+) -> Vec<Trade> {
+    assert!(rows.start < rows.end && rows.end <= close.len(), "{rows:?}");
+    let from = rows.start.saturating_sub(warmup);
+    let x = &close[from..rows.end];
+    let exec = Execution {
+        start: rows.start - from,
+        ..*exec
+    };
+    let mut trades = execute(x, &signals(x, params), &exec);
+    for t in &mut trades {
+        t.entry_row += from;
+        t.exit_row += from;
+    }
+    trades
+}
+
+/// [`run_trades`], summarised.
+pub fn run(
+    close: &[f64],
+    rows: Range<usize>,
+    warmup: usize,
+    params: &Params,
+    exec: &Execution,
+) -> ComboResult {
+    summarise(&run_trades(close, rows, warmup, params, exec))
 }

@@ -1,64 +1,9 @@
-//! The stop-and-reverse loop and trade booking: from the two indicator lines to a
-//! [`ComboResult`].
+//! Crosses of two indicator lines: the lines reduced to one state byte per bar, and the bars
+//! where one line crosses the other found from those bytes, eight bars at a time, as the
+//! events of the [`crate::execution`] loop. [`run`] is the paper's plain loop over the lines.
 
-/// What one combo earned on one series.
-///
-/// `pnl` and `trades` are the paper's figures. The rest cost one comparison and a few adds per
-/// booked trade:
-/// - `wins`: booked trades whose net return (after the fee) is > 0;
-/// - `max_drawdown`: the largest fall, in percentage points, of the cumulative PnL curve (the
-///   running sum of net returns, sampled at each booking and starting at 0) below its running
-///   peak; 0 when the curve never falls.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ComboResult {
-    /// Sum of the net returns of all booked trades, in percentage points (not compounded).
-    pub pnl: f64,
-    /// Number of booked trades, including the final forced close.
-    pub trades: u64,
-    /// Booked trades with a positive net return.
-    pub wins: u64,
-    /// Largest peak-to-trough fall of the cumulative PnL, in percentage points (>= 0).
-    pub max_drawdown: f64,
-}
-
-impl ComboResult {
-    /// `wins / trades`, or 0 when there were no trades.
-    pub fn win_rate(&self) -> f64 {
-        if self.trades == 0 {
-            0.0
-        } else {
-            self.wins as f64 / self.trades as f64
-        }
-    }
-}
-
-/// Accumulates booked trades in booking order (PnL is a plain sum in that order).
-struct Ledger {
-    keep: f64,
-    result: ComboResult,
-    peak: f64,
-}
-
-impl Ledger {
-    fn new(fee: f64) -> Self {
-        Self {
-            keep: 1.0 - fee,
-            result: ComboResult::default(),
-            peak: 0.0,
-        }
-    }
-
-    fn book(&mut self, pos: f64, entry: f64, exit: f64) {
-        let ret = pos * (exit / entry - 1.0);
-        let net = ((1.0 + ret) * self.keep - 1.0) * 100.0;
-        let r = &mut self.result;
-        r.pnl += net;
-        r.trades += 1;
-        r.wins += u64::from(net > 0.0);
-        self.peak = self.peak.max(r.pnl);
-        r.max_drawdown = r.max_drawdown.max(self.peak - r.pnl);
-    }
-}
+use crate::execution::{Engine, Execution};
+use crate::ledger::{ComboResult, Ledger};
 
 /// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
 /// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
@@ -75,13 +20,13 @@ pub(crate) fn run_fast(
     close: &[f64],
     a: &[f64],
     b: &[f64],
-    fee: f64,
+    exec: &Execution,
     signs: &mut Vec<u8>,
 ) -> ComboResult {
     debug_assert!(a.len() == close.len() && b.len() == close.len());
     signs.resize(close.len(), 0);
     crate::vector::signs(a, b, signs);
-    crosses(close, std::iter::once(&signs[..]), fee)
+    crosses(close, std::iter::once(&signs[..]), exec)
 }
 
 /// Bit 0 of each byte set where the state `cur` is a cross after the state `prev` (bytes of
@@ -110,21 +55,12 @@ fn cross_mask(prev: u64, cur: u64) -> u64 {
 pub(crate) fn crosses<'a>(
     close: &[f64],
     pieces: impl IntoIterator<Item = &'a [u8]>,
-    fee: f64,
+    exec: &Execution,
 ) -> ComboResult {
-    let mut ledger = Ledger::new(fee);
-    let mut pos = 0.0f64;
-    let mut entry = 0.0f64;
+    let mut engine = Engine::new(close, exec, Ledger::new(exec.fee));
     let mut visit = |i: usize, s0: u8, s1: u8| {
         if s1 != s0 && (s1 == ABOVE || s1 == BELOW) && s0 != UNDEFINED {
-            let signal = if s1 == ABOVE { 1.0 } else { -1.0 };
-            if signal != pos {
-                if pos != 0.0 {
-                    ledger.book(pos, entry, close[i]);
-                }
-                pos = signal;
-                entry = close[i];
-            }
+            engine.signal(i, if s1 == ABOVE { 1.0 } else { -1.0 });
         }
     };
     // The last state of the previous piece, and where this piece starts.
@@ -158,10 +94,7 @@ pub(crate) fn crosses<'a>(
         at += n;
     }
     debug_assert_eq!(at, close.len());
-    if pos != 0.0 {
-        ledger.book(pos, entry, close[close.len() - 1]);
-    }
-    ledger.result
+    engine.finish().result()
 }
 
 /// Runs the strategy on `close` with indicator lines `a` (HMA) and `b` (HMA3).
@@ -188,7 +121,7 @@ pub(crate) fn run(close: &[f64], a: &[f64], b: &[f64], fee: f64) -> ComboResult 
         };
         if signal != pos {
             if pos != 0.0 {
-                ledger.book(pos, entry, close[i]);
+                ledger.add(pos, entry, close[i]);
             }
             pos = signal;
             entry = close[i];
@@ -196,9 +129,9 @@ pub(crate) fn run(close: &[f64], a: &[f64], b: &[f64], fee: f64) -> ComboResult 
     }
     if pos != 0.0 {
         let last = close[close.len() - 1];
-        ledger.book(pos, entry, last);
+        ledger.add(pos, entry, last);
     }
-    ledger.result
+    ledger.result()
 }
 
 #[cfg(test)]
@@ -256,16 +189,16 @@ mod tests {
         let close: Vec<f64> = (0..40).map(|i| 100.0 + i as f64).collect();
         for fee in [0.0, 0.001] {
             assert_eq!(
-                run_fast(&close, &a, &b, fee, &mut signs),
+                run_fast(&close, &a, &b, &Execution::new(fee), &mut signs),
                 run(&close, &a, &b, fee)
             );
         }
         assert_eq!(
-            run_fast(&[], &[], &[], 0.0, &mut signs),
+            run_fast(&[], &[], &[], &Execution::new(0.0), &mut signs),
             ComboResult::default()
         );
         assert_eq!(
-            run_fast(&[1.0], &[nan], &[nan], 0.0, &mut signs),
+            run_fast(&[1.0], &[nan], &[nan], &Execution::new(0.0), &mut signs),
             ComboResult::default()
         );
     }
@@ -320,12 +253,15 @@ mod tests {
         let mut signs = vec![0; n];
         crate::vector::signs(&a, &b, &mut signs);
         for piece in [1, 2, 7, 8, 9, 64, 299, 300, 1000] {
-            let got = crosses(&close, signs.chunks(piece), 0.0009);
+            let got = crosses(&close, signs.chunks(piece), &Execution::new(0.0009));
             assert_eq!(got, want, "pieces of {piece}");
         }
         // Empty pieces are skipped.
         let (head, tail) = signs.split_at(100);
-        assert_eq!(crosses(&close, [head, &[], tail], 0.0009), want);
+        assert_eq!(
+            crosses(&close, [head, &[], tail], &Execution::new(0.0009)),
+            want
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::execution::Execution;
 use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -239,16 +240,28 @@ pub fn sweep_with(
     fee: f64,
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
-    if !fee.is_finite() || fee < 0.0 {
-        return Err(Error::InvalidFee(fee));
-    }
+    sweep_executed(close, combos, &Execution::new(fee), control)
+}
+
+/// [`sweep_with`] under any [`Execution`]: sides, stops and a warm-up (`exec.start`: the
+/// lines are computed over all of `close`, signals read from bar `start` on).
+///
+/// # Errors
+/// As [`Execution::validate`]; [`Error::Cancelled`] once `control.cancelled` answers true.
+pub fn sweep_executed(
+    close: &[f64],
+    combos: &[Combo],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
+    exec.validate()?;
     let parallel = control
         .parallel
         .unwrap_or_else(|| work(close.len(), combos) >= PARALLEL_MIN_WORK);
     let run = Run {
         close,
         combos,
-        fee,
+        exec: *exec,
         control,
         parallel,
     };
@@ -325,7 +338,7 @@ type Arrays = HashMap<ArrayKey, Arc<[f64]>>;
 struct Run<'a> {
     close: &'a [f64],
     combos: &'a [Combo],
-    fee: f64,
+    exec: Execution,
     control: &'a SweepControl<'a>,
     parallel: bool,
 }
@@ -449,7 +462,7 @@ impl Run<'_> {
                 let (a, b) = (&lines[&hma_key(c)], &lines[&hma3_key(c)]);
                 Ok((
                     i,
-                    signal::run_fast(self.close, a, b, self.fee, &mut s.signs),
+                    signal::run_fast(self.close, a, b, &self.exec, &mut s.signs),
                 ))
             })?);
             for &i in batch {

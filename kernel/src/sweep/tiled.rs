@@ -393,7 +393,7 @@ impl Run<'_> {
                 let at = a * group.len() + j * (b - a);
                 &signs[at..at + (b - a)]
             });
-            Ok(signal::crosses(self.close, per_tile, self.fee))
+            Ok(signal::crosses(self.close, per_tile, &self.exec))
         })?;
         for (key, line) in plan.lines.iter().zip(whole) {
             // SAFETY: every tile wrote its bars of every computed line, and the tiles cover

@@ -1,0 +1,248 @@
+//! The indicators of the v1.2 strategies, computed exactly as strategies.md orders their
+//! arithmetic (no FMA, no reassociation, one division where one is written), over the closes
+//! of one computed range (bar 0 here is the range's first row `R`).
+//!
+//! - [`sma_multi`]: every requested SMA window in one pass. A running sum started at bar `s`
+//!   is, after `n` terms, the fresh oldest-first sum of the window ending at `s + n - 1`, bit for
+//!   bit, whatever longer window it goes on to; so the pass costs the longest window in adds per
+//!   bar, not the sum of the windows (the WMA pass's prefix sharing, [`crate::wma`]). Starts are
+//!   blocked so each step is one vector add across a block of starts.
+//! - [`ema`] and [`rsi`] are recurrences, sequential in the bars; distinct windows run in
+//!   parallel.
+//! - [`donchian_signals`] is exact (max and min are exact) with a monotone queue: O(1) per bar.
+
+use std::collections::VecDeque;
+
+use rayon::prelude::*;
+
+/// Starts per block of the SMA pass: the partial sums of a block stay in L1.
+const BLOCK: usize = 256;
+
+/// Blocks per rayon task.
+const BLOCKS_PER_TASK: usize = 32;
+
+/// `SMA(x, n)` for each of `windows` (strictly ascending, >= 1): `NaN` for `i < n - 1`, else
+/// `(x[i-n+1] + ... + x[i]) / n`, summed oldest first from 0.0, then one division.
+///
+/// # Panics
+/// If the windows are not strictly ascending and >= 1.
+pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<f64>> {
+    assert!(
+        windows.first().is_none_or(|&n| n >= 1) && windows.windows(2).all(|w| w[0] < w[1]),
+        "windows must be >= 1 and strictly ascending"
+    );
+    let len = x.len();
+    let mut outs: Vec<Vec<f64>> = windows.iter().map(|_| vec![f64::NAN; len]).collect();
+    let Some(&shortest) = windows.first() else {
+        return outs;
+    };
+    // Starts with an output for at least the shortest window.
+    let starts = (len + 1).saturating_sub(shortest);
+    let ptrs = Outs(outs.iter_mut().map(|o| o.as_mut_ptr()).collect());
+    let task = |t: usize| {
+        let lo = t * BLOCK * BLOCKS_PER_TASK;
+        let hi = (lo + BLOCK * BLOCKS_PER_TASK).min(starts);
+        let mut acc = [0.0f64; BLOCK];
+        for block in (lo..hi).step_by(BLOCK) {
+            let width = BLOCK.min(hi - block);
+            acc[..width].fill(0.0);
+            let mut next = 0;
+            let steps = (len - block).min(windows[windows.len() - 1]);
+            for k in 0..steps {
+                // Lanes whose window still fits in the series.
+                let lanes = width.min(len - block - k);
+                for (a, &v) in acc[..lanes]
+                    .iter_mut()
+                    .zip(&x[block + k..block + k + lanes])
+                {
+                    *a += v;
+                }
+                if windows[next] == k + 1 {
+                    let n = (k + 1) as f64;
+                    let out = ptrs.get(next);
+                    for (j, &a) in acc[..lanes].iter().enumerate() {
+                        // SAFETY: the output of start `block + j` for window k+1 is element
+                        // `block + j + k < len`; starts are split between tasks without
+                        // overlap, so no two tasks write one element.
+                        unsafe { out.add(block + j + k).write(a / n) };
+                    }
+                    next += 1;
+                    if next == windows.len() {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    let tasks = starts.div_ceil(BLOCK * BLOCKS_PER_TASK);
+    if parallel && tasks > 1 {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+    outs
+}
+
+/// The outputs of one SMA pass, written by several tasks at disjoint indices.
+struct Outs(Vec<*mut f64>);
+
+impl Outs {
+    /// Through a method, so closures capture the whole `Outs` (which is `Sync`), not its field.
+    fn get(&self, t: usize) -> *mut f64 {
+        self.0[t]
+    }
+}
+
+// SAFETY: the pointers are only written at indices one task owns (see `sma_multi`), and the
+// vectors they point into outlive the pass.
+unsafe impl Sync for Outs {}
+unsafe impl Send for Outs {}
+
+/// `EMA(x, n)`: `alpha = 2 / (n + 1)`, `beta = 1 - alpha`; `e[0] = x[0]`,
+/// `e[i] = alpha * x[i] + beta * e[i-1]`.
+pub fn ema(x: &[f64], n: usize) -> Vec<f64> {
+    let alpha = 2.0 / (n as f64 + 1.0);
+    let beta = 1.0 - alpha;
+    let mut out = Vec::with_capacity(x.len());
+    let mut e = 0.0;
+    for (i, &v) in x.iter().enumerate() {
+        e = if i == 0 { v } else { alpha * v + beta * e };
+        out.push(e);
+    }
+    out
+}
+
+/// Wilder's `RSI(x, n)`: NaN for bars below `n`, then as strategies.md defines it.
+pub fn rsi(x: &[f64], n: usize) -> Vec<f64> {
+    let len = x.len();
+    let mut out = vec![f64::NAN; len];
+    if n >= len {
+        return out;
+    }
+    let nf = n as f64;
+    let (mut g, mut l) = (0.0, 0.0);
+    for k in 1..=n {
+        g += (x[k] - x[k - 1]).max(0.0);
+        l += (x[k - 1] - x[k]).max(0.0);
+    }
+    g /= nf;
+    l /= nf;
+    out[n] = rsi_value(g, l);
+    for k in n + 1..len {
+        g = (g * (nf - 1.0) + (x[k] - x[k - 1]).max(0.0)) / nf;
+        l = (l * (nf - 1.0) + (x[k - 1] - x[k]).max(0.0)) / nf;
+        out[k] = rsi_value(g, l);
+    }
+    out
+}
+
+fn rsi_value(g: f64, l: f64) -> f64 {
+    if g == 0.0 && l == 0.0 {
+        50.0
+    } else if l == 0.0 {
+        100.0
+    } else {
+        100.0 - 100.0 / (1.0 + g / l)
+    }
+}
+
+/// The `donchian` signal for channel length `n`: +1 where `x[i]` is above the highest of
+/// `x[i-n..i]`, -1 where below the lowest, 0 elsewhere and for `i < n`.
+pub fn donchian_signals(x: &[f64], n: usize) -> Vec<i8> {
+    let mut out = vec![0i8; x.len()];
+    // Indices of the window's candidates for the max (values decreasing) and the min
+    // (increasing); the window of bar i is i-n..i.
+    let (mut hi, mut lo): (VecDeque<usize>, VecDeque<usize>) = (VecDeque::new(), VecDeque::new());
+    for i in 0..x.len() {
+        if i >= n {
+            while hi.front().is_some_and(|&j| j + n < i) {
+                hi.pop_front();
+            }
+            while lo.front().is_some_and(|&j| j + n < i) {
+                lo.pop_front();
+            }
+            let (h, l) = (x[hi[0]], x[lo[0]]);
+            out[i] = if x[i] > h {
+                1
+            } else if x[i] < l {
+                -1
+            } else {
+                0
+            };
+        }
+        while hi.back().is_some_and(|&j| x[j] <= x[i]) {
+            hi.pop_back();
+        }
+        hi.push_back(i);
+        while lo.back().is_some_and(|&j| x[j] >= x[i]) {
+            lo.pop_back();
+        }
+        lo.push_back(i);
+    }
+    out
+}
+
+/// The `rsi_revert` signal from an RSI line: +1 where it rises through `lower`
+/// (`rsi[i] > lower`, `rsi[i-1] <= lower`), -1 where it falls through `upper`; NaN compares
+/// false, so undefined bars give 0.
+pub(crate) fn rsi_signals(rsi: &[f64], lower: f64, upper: f64, out: &mut Vec<i8>) {
+    out.clear();
+    out.resize(rsi.len(), 0);
+    for i in 1..rsi.len() {
+        let (r0, r1) = (rsi[i - 1], rsi[i]);
+        let up = r1 > lower && r0 <= lower;
+        let down = r1 < upper && r0 >= upper;
+        out[i] = i8::from(up) - i8::from(down);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle;
+
+    fn series(len: usize) -> Vec<f64> {
+        (0..len)
+            .map(|i| 100.0 + ((i * 37 % 101) as f64 - 50.0) * 0.01 + (i as f64 * 0.01).sin())
+            .collect()
+    }
+
+    fn same(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    }
+
+    #[test]
+    fn sma_pass_equals_the_fresh_sums_bit_for_bit() {
+        for len in [0, 1, 5, 255, 256, 257, 3_000, 20_000] {
+            let x = series(len);
+            let windows = [1, 2, 3, 7, 64, 255, 256, 257, 1_000, 30_000];
+            for parallel in [false, true] {
+                let outs = sma_multi(&x, &windows, parallel);
+                for (n, got) in windows.iter().zip(&outs) {
+                    assert!(same(got, &oracle::sma(&x, *n)), "len {len} n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn recurrences_and_channels_equal_the_oracle() {
+        let x = series(2_000);
+        for n in [1, 2, 14, 1_999, 2_000, 5_000] {
+            assert!(same(&ema(&x, n), &oracle::ema(&x, n)), "ema {n}");
+            assert!(same(&rsi(&x, n), &oracle::rsi(&x, n)), "rsi {n}");
+            assert_eq!(
+                donchian_signals(&x, n),
+                oracle::donchian_signals(&x, n),
+                "donchian {n}"
+            );
+        }
+        // Flat stretches: RSI 50 where nothing moves, Donchian never breaks an equal channel.
+        let flat = [5.0; 40];
+        assert!(rsi(&flat, 14)[14..].iter().all(|&r| r == 50.0));
+        assert!(donchian_signals(&flat, 3).iter().all(|&s| s == 0));
+    }
+}

@@ -1,0 +1,273 @@
+//! The sweep of the indicator strategies (`sma_cross`, `ema_cross`, `donchian`, `rsi_revert`)
+//! and what any sweep of [`Params`] costs (work, memory), hma_sar's share included.
+//!
+//! Two phases per group of combos, both on the pool: each distinct indicator array of the
+//! group once (all SMA windows in one shared pass, the recurrences one task per window), then
+//! each combo's signals and trades from those arrays with per-worker scratch (one byte per
+//! bar). Combos are sorted by their arrays and taken in groups whose arrays fit the working
+//! set, so a grid too large for memory runs in pieces; the results do not depend on the
+//! grouping, the order or the thread count.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rayon::prelude::*;
+
+use super::Params;
+use super::indicators::{donchian_signals, ema, rsi, rsi_signals, sma_multi};
+use crate::execution::{Execution, run_signals};
+use crate::ledger::Ledger;
+use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
+use crate::{Combo, ComboResult, Error, Result, signal};
+
+/// One indicator array over the computed range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Sma(u32),
+    Ema(u32),
+    Rsi(u32),
+    /// The donchian signal itself: it depends on `n` alone.
+    Donchian(u32),
+}
+
+enum Array {
+    Line(Vec<f64>),
+    Signals(Vec<i8>),
+}
+
+fn keys(p: &Params) -> [Option<Key>; 2] {
+    match *p {
+        Params::SmaCross { fast, slow } => [Some(Key::Sma(fast)), Some(Key::Sma(slow))],
+        Params::EmaCross { fast, slow } => [Some(Key::Ema(fast)), Some(Key::Ema(slow))],
+        Params::Donchian { n } => [Some(Key::Donchian(n)), None],
+        Params::RsiRevert { n, .. } => [Some(Key::Rsi(n)), None],
+        Params::HmaSar(_) => [None, None],
+    }
+}
+
+fn hma_combos(params: &[Params]) -> Vec<Combo> {
+    params
+        .iter()
+        .filter_map(|p| match p {
+            Params::HmaSar(c) => Some(*c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Operations per bar a sweep of `params` over `bars` bars costs, an upper bound that ignores
+/// sharing (it decides between running inline and on the pool, as [`crate::sweep::work`]).
+pub fn work(bars: usize, params: &[Params]) -> u64 {
+    let per_bar: u64 = params
+        .iter()
+        .map(|p| match *p {
+            Params::HmaSar(c) => c.windows().iter().map(|&w| u64::from(w)).sum(),
+            Params::SmaCross { fast, slow } => u64::from(fast.max(slow)) + 4,
+            _ => 8,
+        })
+        .sum();
+    per_bar.saturating_mul(bars as u64)
+}
+
+/// Per-worker scratch bytes of a sweep of `params` over `bars` bars on `workers` threads.
+pub fn scratch_bytes(bars: usize, params: &[Params], workers: usize) -> usize {
+    let hma = hma_combos(params);
+    let own = if hma.len() < params.len() {
+        bars * 2
+    } else {
+        0
+    };
+    own.max(if hma.is_empty() {
+        0
+    } else {
+        crate::sweep::scratch_bytes(bars, &hma, workers)
+    })
+}
+
+/// Bytes a sweep of `params` allocates besides its input, at most (as
+/// [`crate::memory_bytes`]): hma_sar's share and the indicator sweep's run one after the other,
+/// so the larger of the two, plus the results.
+pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: usize) -> usize {
+    let hma = hma_combos(params);
+    let results = params.len() * size_of::<ComboResult>();
+    let hma_bytes = if hma.is_empty() {
+        0
+    } else {
+        crate::sweep::memory_bytes(bars, &hma, workers, shared_cap)
+            - hma.len() * size_of::<ComboResult>()
+    };
+    let distinct: BTreeSet<Key> = params.iter().flat_map(keys).flatten().collect();
+    let array = bars.max(1) * size_of::<f64>();
+    let arrays = if distinct.is_empty() {
+        0
+    } else {
+        (distinct.len() * array).min(shared_cap.max(2 * array))
+    };
+    let own = arrays + workers * scratch_bytes(bars, params, workers);
+    hma_bytes.max(own) + results
+}
+
+/// Bytes of lines a sweep of `params` offers a cache (hma_sar's; the indicator sweep keeps
+/// nothing between calls).
+pub fn line_bytes(bars: usize, params: &[Params]) -> usize {
+    crate::sweep::line_bytes(bars, &hma_combos(params))
+}
+
+/// The indicator strategies' sweep (no `hma_sar` combo in `params`).
+pub(super) fn sweep(
+    close: &[f64],
+    params: &[Params],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
+    let parallel = control
+        .parallel
+        .unwrap_or_else(|| work(close.len(), params) >= PARALLEL_MIN_WORK);
+    let check = || {
+        if (control.cancelled)() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    let mut order: Vec<usize> = (0..params.len()).collect();
+    order.sort_by_key(|&i| keys(&params[i]));
+    let array = size_of_val(close).max(1);
+    let max_arrays = (control.working_set_bytes / array).max(2);
+    let mut results = vec![ComboResult::default(); params.len()];
+    let mut rest = &order[..];
+    while !rest.is_empty() {
+        // The longest prefix whose distinct arrays fit (never empty).
+        let mut held: BTreeSet<Key> = BTreeSet::new();
+        let mut taken = 0;
+        for &i in rest {
+            let new: Vec<Key> = keys(&params[i])
+                .into_iter()
+                .flatten()
+                .filter(|k| !held.contains(k))
+                .collect();
+            if taken > 0 && held.len() + new.len() > max_arrays {
+                break;
+            }
+            held.extend(new);
+            taken += 1;
+        }
+        let (group, tail) = rest.split_at(taken);
+        rest = tail;
+        check()?;
+        let arrays = compute(close, &held, parallel);
+        let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
+            check()?;
+            Ok((i, run_one(close, &params[i], &arrays, exec, scratch)))
+        };
+        let done: Vec<(usize, ComboResult)> = if parallel {
+            group
+                .par_iter()
+                .map_init(Scratch::default, run)
+                .collect::<Result<_>>()?
+        } else {
+            let mut scratch = Scratch::default();
+            group
+                .iter()
+                .map(|i| run(&mut scratch, i))
+                .collect::<Result<_>>()?
+        };
+        for (i, r) in done {
+            results[i] = r;
+        }
+    }
+    Ok(results)
+}
+
+/// Every array of `keys` over `close`: the SMA windows in one shared pass, the rest one task
+/// each.
+fn compute(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<Key, Array> {
+    let windows: Vec<usize> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Sma(n) => Some(*n as usize),
+            _ => None,
+        })
+        .collect();
+    let mut out: BTreeMap<Key, Array> = windows
+        .iter()
+        .zip(sma_multi(close, &windows, parallel))
+        .map(|(&n, line)| (Key::Sma(n as u32), Array::Line(line)))
+        .collect();
+    let one = |k: &Key| -> Option<(Key, Array)> {
+        let array = match *k {
+            Key::Sma(_) => return None,
+            Key::Ema(n) => Array::Line(ema(close, n as usize)),
+            Key::Rsi(n) => Array::Line(rsi(close, n as usize)),
+            Key::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
+        };
+        Some((*k, array))
+    };
+    let rest: Vec<Key> = keys
+        .iter()
+        .filter(|k| !matches!(k, Key::Sma(_)))
+        .copied()
+        .collect();
+    if parallel {
+        out.extend(rest.par_iter().filter_map(one).collect::<Vec<_>>());
+    } else {
+        out.extend(rest.iter().filter_map(one));
+    }
+    out
+}
+
+/// Per-worker buffers: state bytes of two lines, or signal bytes.
+#[derive(Default)]
+struct Scratch {
+    states: Vec<u8>,
+    signals: Vec<i8>,
+}
+
+fn run_one(
+    close: &[f64],
+    p: &Params,
+    arrays: &BTreeMap<Key, Array>,
+    exec: &Execution,
+    scratch: &mut Scratch,
+) -> ComboResult {
+    let line = |k: Key| match &arrays[&k] {
+        Array::Line(l) => l.as_slice(),
+        Array::Signals(_) => unreachable!("{k:?} is a line"),
+    };
+    let len = close.len();
+    match *p {
+        Params::SmaCross { fast, slow } => crosses(
+            close,
+            line(Key::Sma(slow)),
+            line(Key::Sma(fast)),
+            exec,
+            scratch,
+        ),
+        Params::EmaCross { fast, slow } => {
+            // An EMA is never NaN, but a window longer than the range gives no signal.
+            if fast as usize > len || slow as usize > len {
+                return ComboResult::default();
+            }
+            crosses(
+                close,
+                line(Key::Ema(slow)),
+                line(Key::Ema(fast)),
+                exec,
+                scratch,
+            )
+        }
+        Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
+            Array::Signals(s) => run_signals(close, s, exec, Ledger::new(exec.fee)).result(),
+            Array::Line(_) => unreachable!("donchian arrays are signals"),
+        },
+        Params::RsiRevert { n, lower, upper } => {
+            rsi_signals(line(Key::Rsi(n)), lower, upper, &mut scratch.signals);
+            run_signals(close, &scratch.signals, exec, Ledger::new(exec.fee)).result()
+        }
+        Params::HmaSar(_) => unreachable!("hma_sar runs on the paper kernel"),
+    }
+}
+
+/// The trades of "`b` crosses `a`": +1 where `b` goes above `a`.
+fn crosses(close: &[f64], a: &[f64], b: &[f64], exec: &Execution, s: &mut Scratch) -> ComboResult {
+    signal::run_fast(close, a, b, exec, &mut s.states)
+}

@@ -1,0 +1,375 @@
+//! Every strategy and execution option of protocol v1.2 against the plain oracle
+//! (`oracle::run`, written from strategies.md): on random walks and on adversarial series
+//! (flat stretches, repeated and integer prices, tiny ticks: near-ties everywhere), random
+//! combos, every side and stop combination, row ranges with warm-up, thread counts and
+//! working-set budgets. Results must be equal, not close: the same trades, booked in the same
+//! order with the same arithmetic.
+
+use proptest::prelude::*;
+use sweepflight_kernel::oracle;
+use sweepflight_kernel::{
+    Combo, ComboResult, Execution, Params, Side, Strategy as Kind, SweepControl, sweep_params,
+};
+
+/// Price series: a random walk, or an adversarial one built from a few repeated levels.
+fn series(max_len: usize) -> impl Strategy<Value = Vec<f64>> {
+    let walk = (
+        1.0f64..1000.0,
+        prop::collection::vec(-0.02f64..0.02, 1..max_len),
+    )
+        .prop_map(|(start, steps)| {
+            steps
+                .iter()
+                .scan(start, |p, r| {
+                    *p *= 1.0 + r;
+                    Some(*p)
+                })
+                .collect::<Vec<f64>>()
+        });
+    // Integer prices moving by -1, 0, +1 (flat runs and exact ties between averages), or
+    // half-cent steps, with long constant stretches.
+    let ticks = (
+        prop::collection::vec((-1i32..=1, 1usize..20), 1..max_len / 4),
+        prop_oneof![Just(1.0f64), Just(0.005), Just(0.25)],
+    )
+        .prop_map(|(moves, tick)| {
+            let mut p = 200i64;
+            let mut out = Vec::new();
+            for (m, run) in moves {
+                p = (p + i64::from(m)).max(1);
+                out.extend(std::iter::repeat_n(p as f64 * tick + 1.0, run));
+            }
+            out
+        });
+    prop_oneof![walk, ticks]
+}
+
+fn window() -> impl Strategy<Value = u32> {
+    prop_oneof![6 => 1u32..30, 1 => 1u32..=3_000]
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    prop_oneof![
+        (1u32..=400).prop_map(|l| Params::HmaSar(Combo::from_length(l).unwrap())),
+        (window(), window()).prop_map(|(fast, slow)| Params::SmaCross { fast, slow }),
+        (window(), window()).prop_map(|(fast, slow)| Params::EmaCross { fast, slow }),
+        window().prop_map(|n| Params::Donchian { n }),
+        (window(), 0u32..100, 1u32..=100).prop_map(|(n, a, b)| {
+            let (lower, upper) = if a < b {
+                (a, b)
+            } else {
+                (b.saturating_sub(1), b)
+            };
+            // Integral bands half the time: RSI values of flat stretches land on them.
+            let (lower, upper) = if n % 2 == 0 {
+                (f64::from(lower), f64::from(upper))
+            } else {
+                (f64::from(lower) + 0.37, f64::from(upper).min(99.9))
+            };
+            Params::new(Kind::RsiRevert, &[f64::from(n), lower, upper]).unwrap_or(
+                Params::RsiRevert {
+                    n,
+                    lower: 30.0,
+                    upper: 70.0,
+                },
+            )
+        }),
+    ]
+}
+
+fn execution() -> impl Strategy<Value = Execution> {
+    (
+        prop_oneof![Just(Side::Both), Just(Side::Long), Just(Side::Short)],
+        prop::option::of(prop_oneof![0.001f64..0.05, Just(0.01)]),
+        prop::option::of(prop_oneof![0.001f64..0.05, Just(0.02)]),
+        prop_oneof![Just(0.0009f64), Just(0.0), 0.0f64..0.01],
+    )
+        .prop_map(|(side, stop_loss, take_profit, fee)| Execution {
+            fee,
+            side,
+            stop_loss,
+            take_profit,
+            start: 0,
+        })
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// The fast path on rows `[s, e)` with warm-up `w`, as the server calls it.
+fn fast(
+    close: &[f64],
+    (s, e, w): (usize, usize, usize),
+    params: &[Params],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Vec<ComboResult> {
+    let from = s.saturating_sub(w);
+    let exec = Execution {
+        start: s - from,
+        ..*exec
+    };
+    sweep_params(&close[from..e], params, &exec, control).unwrap()
+}
+
+/// Rows and warm-up inside a series of `len`.
+fn range(len: usize, a: usize, b: usize, w: usize) -> (usize, usize, usize) {
+    let s = a % len;
+    let e = s + 1 + b % (len - s);
+    (s, e, w)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_strategy_and_option_equals_the_oracle(
+        close in series(2_500),
+        combos in prop::collection::vec(params(), 1..10),
+        exec in execution(),
+        (a, b, w) in (any::<usize>(), any::<usize>(), prop_oneof![Just(0usize), 0usize..400]),
+        whole in any::<bool>(),
+    ) {
+        let r = if whole { (0, close.len(), 0) } else { range(close.len(), a, b, w) };
+        let got = fast(&close, r, &combos, &exec, &SweepControl::default());
+        for (p, g) in combos.iter().zip(&got) {
+            let want = oracle::run(&close, r.0..r.1, r.2, p, &exec);
+            prop_assert_eq!(g, &want, "{:?} {:?} rows {:?}", p, exec, r);
+        }
+    }
+
+    #[test]
+    fn threads_budgets_and_grouping_do_not_change_the_answer(
+        close in series(6_000),
+        combos in prop::collection::vec(params(), 1..16),
+        exec in execution(),
+    ) {
+        let n = close.len();
+        let want = fast(&close, (0, n, 0), &combos, &exec, &SweepControl { parallel: Some(false), ..SweepControl::default() });
+        for threads in [1, 3] {
+            for budget in [1usize, 512 << 20] {
+                let control = SweepControl { parallel: Some(true), working_set_bytes: budget, ..SweepControl::default() };
+                let got = pool(threads).install(|| fast(&close, (0, n, 0), &combos, &exec, &control));
+                prop_assert_eq!(&got, &want, "threads {} budget {}", threads, budget);
+            }
+        }
+    }
+}
+
+#[test]
+fn hand_computed_sma_cross_with_stops_and_sides() {
+    // SMA(1) is the close, SMA(2) the mean of two: the fast line crosses the slow one at every
+    // turn of this zig-zag.
+    let close = [10.0, 10.0, 12.0, 11.0, 14.0, 9.0, 9.0];
+    let p = [Params::SmaCross { fast: 1, slow: 2 }];
+    let run =
+        |exec: Execution| sweep_params(&close, &p, &exec, &SweepControl::default()).unwrap()[0];
+    // Signals: bar 2 +1 (12 > 11), bar 3 -1 (11 < 11.5), bar 4 +1, bar 5 -1; bar 6 flat.
+    let plain = run(Execution::new(0.0));
+    // Long 12 -> 11, short 11 -> 14, long 14 -> 9, short 9 -> 9 (forced).
+    let want = (11.0 / 12.0 - 1.0) * 100.0
+        + (1.0 - 14.0 / 11.0) * 100.0
+        + (9.0 / 14.0 - 1.0) * 100.0
+        + 0.0;
+    assert_eq!(plain.trades, 4);
+    assert!((plain.pnl - want).abs() < 1e-9, "{plain:?}");
+    // Long only: 12 -> 11 and 14 -> 9.
+    let long = run(Execution {
+        side: Side::Long,
+        ..Execution::new(0.0)
+    });
+    assert_eq!(long.trades, 2);
+    assert!((long.pnl - ((11.0 / 12.0 - 1.0) + (9.0 / 14.0 - 1.0)) * 100.0).abs() < 1e-9);
+    // A 5% stop-loss closes the first long at bar 3 (11 <= 11.4) before the signal there,
+    // which then opens a short as usual.
+    let stopped = run(Execution {
+        stop_loss: Some(0.05),
+        ..Execution::new(0.0)
+    });
+    assert_eq!(stopped.trades, 4);
+    // Warm-up: evaluating from bar 4 only, the cross at 4 reads bar 3: long 14 -> 9, short 9.
+    let late = run(Execution {
+        start: 4,
+        ..Execution::new(0.0)
+    });
+    assert_eq!(late.trades, 2);
+    // A window longer than the range: no trade, for EMAs too.
+    let long_window = [
+        Params::EmaCross { fast: 2, slow: 8 },
+        Params::SmaCross { fast: 8, slow: 2 },
+    ];
+    let none = sweep_params(
+        &close,
+        &long_window,
+        &Execution::new(0.0),
+        &SweepControl::default(),
+    )
+    .unwrap();
+    assert!(none.iter().all(|r| r.trades == 0), "{none:?}");
+}
+
+#[test]
+fn the_paper_grid_through_the_strategy_seam_is_the_paper_sweep() {
+    // sweep_params with hma_sar combos and the plain execution is the paper kernel itself.
+    let close: Vec<f64> = (0..20_000)
+        .map(|i| 100.0 + (i as f64 * 0.01).sin() + (i % 7) as f64 * 0.01)
+        .collect();
+    let combos = sweepflight_kernel::paper::combos();
+    let params: Vec<Params> = combos.iter().map(|&c| Params::HmaSar(c)).collect();
+    let want = sweepflight_kernel::sweep(&close, &combos, 0.0009).unwrap();
+    let got = sweep_params(
+        &close,
+        &params,
+        &Execution::new(0.0009),
+        &SweepControl::default(),
+    )
+    .unwrap();
+    assert_eq!(got, want);
+    // Mixed strategies in one call keep request order.
+    let mixed = [params[3], Params::Donchian { n: 20 }, params[7]];
+    let got = sweep_params(
+        &close,
+        &mixed,
+        &Execution::new(0.0009),
+        &SweepControl::default(),
+    )
+    .unwrap();
+    assert_eq!((got[0], got[2]), (want[3], want[7]));
+    assert_eq!(
+        got[1],
+        oracle::run(
+            &close,
+            0..close.len(),
+            0,
+            &mixed[1],
+            &Execution::new(0.0009)
+        )
+    );
+}
+
+#[test]
+fn tiled_hma_sar_with_options_equals_the_oracle() {
+    let close: Vec<f64> = (0..40_000u32)
+        .map(|i| 100.0 + f64::from(i % 997) * 0.01 + (f64::from(i) * 0.003).sin() * 3.0)
+        .collect();
+    let params: Vec<Params> = [6, 13, 40]
+        .iter()
+        .map(|&l| Params::HmaSar(Combo::from_length(l).unwrap()))
+        .collect();
+    for exec in [
+        Execution {
+            side: Side::Long,
+            stop_loss: Some(0.01),
+            ..Execution::new(0.0009)
+        },
+        Execution {
+            side: Side::Short,
+            take_profit: Some(0.005),
+            start: 15_000,
+            ..Execution::new(0.0)
+        },
+    ] {
+        for tile in [None, Some(0), Some(512)] {
+            let control = SweepControl {
+                tile_bars: tile,
+                parallel: Some(true),
+                ..SweepControl::default()
+            };
+            let got = sweep_params(&close, &params, &exec, &control).unwrap();
+            for (p, g) in params.iter().zip(&got) {
+                let e = Execution { start: 0, ..exec };
+                let want = oracle::run(&close, exec.start..close.len(), exec.start, p, &e);
+                assert_eq!(g, &want, "{p:?} {exec:?} tile {tile:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let p = [Params::Donchian { n: 3 }];
+    for exec in [
+        Execution {
+            stop_loss: Some(0.0),
+            ..Execution::default()
+        },
+        Execution {
+            take_profit: Some(f64::INFINITY),
+            ..Execution::default()
+        },
+        Execution {
+            stop_loss: Some(-0.1),
+            ..Execution::default()
+        },
+        Execution::new(f64::NAN),
+    ] {
+        assert!(
+            sweep_params(&[1.0, 2.0], &p, &exec, &SweepControl::default()).is_err(),
+            "{exec:?}"
+        );
+    }
+}
+
+#[test]
+fn options_change_trades_on_a_random_walk() {
+    // Guards the property tests against vacuity: on a plain walk every strategy trades, and
+    // each option changes what it does.
+    let (mut p, mut state) = (100.0, 0x9e37_79b9_7f4a_7c15u64);
+    let close: Vec<f64> = (0..5_000)
+        .map(|_| {
+            // xorshift64: a plain, reproducible random walk.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let r = ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 0.01;
+            p *= 1.0 + r;
+            p
+        })
+        .collect();
+    let combos = [
+        Params::HmaSar(Combo::from_length(20).unwrap()),
+        Params::SmaCross { fast: 5, slow: 20 },
+        Params::EmaCross { fast: 5, slow: 20 },
+        Params::Donchian { n: 20 },
+        Params::RsiRevert {
+            n: 14,
+            lower: 30.0,
+            upper: 70.0,
+        },
+    ];
+    let run =
+        |exec: Execution| sweep_params(&close, &combos, &exec, &SweepControl::default()).unwrap();
+    let plain = run(Execution::default());
+    assert!(plain.iter().all(|r| r.trades > 10), "{plain:?}");
+    for exec in [
+        Execution {
+            side: Side::Long,
+            ..Execution::default()
+        },
+        Execution {
+            side: Side::Short,
+            ..Execution::default()
+        },
+        Execution {
+            stop_loss: Some(0.005),
+            ..Execution::default()
+        },
+        Execution {
+            take_profit: Some(0.005),
+            ..Execution::default()
+        },
+        Execution {
+            start: 2_500,
+            ..Execution::default()
+        },
+    ] {
+        let other = run(exec);
+        for (k, (a, b)) in plain.iter().zip(&other).enumerate() {
+            assert_ne!(a, b, "{:?} under {exec:?}", combos[k]);
+        }
+    }
+}
