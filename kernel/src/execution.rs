@@ -126,7 +126,10 @@ pub trait Book {
 }
 
 /// The loop's state: the open position and how far stops have been checked.
-pub(crate) struct Engine<'a, B: Book> {
+///
+/// `PLAIN` is the paper's loop (both sides, no stops, every bar; [`Execution::is_plain`]),
+/// compiled without the option checks: the paper sweep's hot path stays as it was.
+pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     close: &'a [f64],
     exec: Execution,
     stops: bool,
@@ -145,8 +148,9 @@ pub(crate) struct Engine<'a, B: Book> {
     profit_below: f64,
 }
 
-impl<'a, B: Book> Engine<'a, B> {
+impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn new(close: &'a [f64], exec: &Execution, book: B) -> Self {
+        debug_assert!(!PLAIN || exec.is_plain());
         Self {
             close,
             exec: *exec,
@@ -165,15 +169,26 @@ impl<'a, B: Book> Engine<'a, B> {
 
     /// The signal `s` (+1 or -1) at bar `i`: events come in increasing bar order. Bars before
     /// the evaluated range are ignored.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn signal(&mut self, i: usize, s: f64) {
+        let c = self.close[i];
+        if PLAIN {
+            if s != self.pos {
+                if self.pos != 0.0 {
+                    self.book.book(self.pos, self.entry, self.entry_row, c, i);
+                }
+                self.pos = s;
+                self.entry = c;
+                self.entry_row = i;
+            }
+            return;
+        }
         if i < self.exec.start {
             return;
         }
         if self.stops {
             self.stops_through(i);
         }
-        let c = self.close[i];
         match self.exec.side {
             Side::Long if s < 0.0 => {
                 if self.pos > 0.0 {
@@ -271,7 +286,7 @@ impl<'a, B: Book> Engine<'a, B> {
 /// bytes, found eight at a time.
 pub(crate) fn run_signals<B: Book>(close: &[f64], signals: &[i8], exec: &Execution, book: B) -> B {
     debug_assert_eq!(close.len(), signals.len());
-    let mut engine = Engine::new(close, exec, book);
+    let mut engine = Engine::<B, false>::new(close, exec, book);
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();

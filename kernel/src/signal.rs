@@ -2,7 +2,7 @@
 //! where one line crosses the other found from those bytes, eight bars at a time, as the
 //! events of the [`crate::execution`] loop. [`run`] is the paper's plain loop over the lines.
 
-use crate::execution::{Engine, Execution};
+use crate::execution::{Book, Engine, Execution};
 use crate::ledger::{ComboResult, Ledger};
 
 /// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
@@ -57,7 +57,20 @@ pub(crate) fn crosses<'a>(
     pieces: impl IntoIterator<Item = &'a [u8]>,
     exec: &Execution,
 ) -> ComboResult {
-    let mut engine = Engine::new(close, exec, Ledger::new(exec.fee));
+    let ledger = Ledger::new(exec.fee);
+    if exec.is_plain() {
+        crosses_into(close, pieces, Engine::<_, true>::new(close, exec, ledger)).result()
+    } else {
+        crosses_into(close, pieces, Engine::<_, false>::new(close, exec, ledger)).result()
+    }
+}
+
+/// [`crosses`] into an engine of either kind.
+fn crosses_into<'a, B: Book, const PLAIN: bool>(
+    close: &[f64],
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    mut engine: Engine<'_, B, PLAIN>,
+) -> B {
     let mut visit = |i: usize, s0: u8, s1: u8| {
         if s1 != s0 && (s1 == ABOVE || s1 == BELOW) && s0 != UNDEFINED {
             engine.signal(i, if s1 == ABOVE { 1.0 } else { -1.0 });
@@ -94,7 +107,7 @@ pub(crate) fn crosses<'a>(
         at += n;
     }
     debug_assert_eq!(at, close.len());
-    engine.finish().result()
+    engine.finish()
 }
 
 /// Runs the strategy on `close` with indicator lines `a` (HMA) and `b` (HMA3).
