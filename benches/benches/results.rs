@@ -7,13 +7,22 @@
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use sweepflight_kernel::{Combo, ComboResult};
+use sweepflight_kernel::{Combo, ComboResult, Execution, Params};
+use sweepflight_protocol::Strategy;
+use sweepflight_server::compute::Job;
 use sweepflight_server::results::{MAX_RESULT_BODY, ipc_stream_bodies, to_batch};
 
-fn inputs(n: usize) -> (Vec<Combo>, Vec<ComboResult>) {
-    let combos = (0..n)
-        .map(|i| Combo::from_length(1 + (i % 500) as u32).expect("valid"))
+fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
+    let params = (0..n)
+        .map(|i| Params::HmaSar(Combo::from_length(1 + (i % 500) as u32).expect("valid")))
         .collect();
+    let job = Job {
+        inputs: Vec::new(),
+        names: None,
+        strategy: Strategy::HmaSar,
+        params,
+        exec: Execution::default(),
+    };
     let results = (0..n)
         .map(|i| ComboResult {
             pnl: i as f64 * 0.5,
@@ -22,7 +31,7 @@ fn inputs(n: usize) -> (Vec<Combo>, Vec<ComboResult>) {
             max_drawdown: 1.0,
         })
         .collect();
-    (combos, results)
+    (job, results)
 }
 
 fn decode(bodies: &[bytes::Bytes]) -> arrow_array::RecordBatch {
@@ -35,16 +44,16 @@ fn decode(bodies: &[bytes::Bytes]) -> arrow_array::RecordBatch {
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("results");
     for n in [1usize, 80, 100_000] {
-        let (combos, results) = inputs(n);
+        let (job, results) = inputs(n);
         let results = [results];
-        let batch = to_batch(None, &combos, &results).expect("batch");
+        let batch = to_batch(&job, &results).expect("batch");
         let bodies = ipc_stream_bodies(&batch, MAX_RESULT_BODY).expect("encode");
         assert_eq!(decode(&bodies), batch, "round trip");
         group.throughput(Throughput::Elements(n as u64));
         group.bench_function(format!("encode/{n}"), |b| {
             b.iter(|| {
                 ipc_stream_bodies(
-                    &to_batch(None, black_box(&combos), &results).expect("batch"),
+                    &to_batch(black_box(&job), &results).expect("batch"),
                     MAX_RESULT_BODY,
                 )
             })

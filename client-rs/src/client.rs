@@ -9,7 +9,9 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor, FlightInfo};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
-use sweepflight_protocol::{DROP, DatasetMeta, ECHO, PutSummary, PutTarget, SWEEP, SweepRequest};
+use sweepflight_protocol::{
+    DROP, DatasetMeta, ECHO, PutSummary, PutTarget, SWEEP, Strategy, SweepRequest,
+};
 
 use crate::connect::{ConnectOptions, channel};
 use crate::session::Session;
@@ -150,7 +152,7 @@ impl Client {
     /// # Errors
     /// [`Error::Status`] if the server refuses the exchange (UNAUTHENTICATED, for one).
     pub async fn session(&mut self) -> Result<Session> {
-        Session::open(&mut self.flight, false).await
+        Session::open(&mut self.flight, false, Strategy::HmaSar).await
     }
 
     /// Opens a `session` for keyed datasets (replies start with the `series` column).
@@ -158,7 +160,16 @@ impl Client {
     /// # Errors
     /// As [`Client::session`].
     pub async fn keyed_session(&mut self) -> Result<Session> {
-        Session::open(&mut self.flight, true).await
+        Session::open(&mut self.flight, true, Strategy::HmaSar).await
+    }
+
+    /// Opens a `session` for sweeps of `strategy` (a session's replies have one schema: one
+    /// strategy, keyed or not).
+    ///
+    /// # Errors
+    /// As [`Client::session`].
+    pub async fn strategy_session(&mut self, strategy: Strategy, keyed: bool) -> Result<Session> {
+        Session::open(&mut self.flight, keyed, strategy).await
     }
 
     /// Runs a large sweep as calls of at most `chunk` combos, in sequence; `progress` is told
@@ -174,7 +185,11 @@ impl Client {
     ) -> Result<SweepResult> {
         let mut parts = Vec::new();
         let mut done = 0;
-        for part in request.chunks(chunk) {
+        let chunks = request
+            .chunks(chunk)
+            .map_err(|e| Error::InvalidRequest(e.to_string()))?;
+        for part in &chunks {
+            let part = part.clone();
             let mut result = self.sweep(&part).await?;
             if done > 0 {
                 result.batch = offset_combo(&result.batch, done as i64)?;
@@ -186,11 +201,7 @@ impl Client {
         let keyed = parts[0].is_keyed();
         let schema = parts[0].batch.schema();
         let batches: Vec<RecordBatch> = parts.into_iter().map(|p| p.batch).collect();
-        let sizes: Vec<usize> = request
-            .chunks(chunk)
-            .iter()
-            .map(SweepRequest::len)
-            .collect();
+        let sizes: Vec<usize> = chunks.iter().map(SweepRequest::len).collect();
         let all = arrow_select::concat::concat_batches(&schema, &batches)?;
         SweepResult::check(if keyed {
             series_major(&all, &sizes)?

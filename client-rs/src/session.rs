@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::channel::mpsc;
 
-use sweepflight_protocol::{ExchangeCommand, SweepRequest};
+use sweepflight_protocol::{ExchangeCommand, Strategy, SweepRequest};
 
 use crate::types::SweepResult;
 use crate::{Error, Result};
@@ -36,11 +36,15 @@ pub struct Session {
 impl Session {
     /// Opens a session (for keyed datasets if `keyed`) on `flight` and reads the schema the
     /// server sends first.
-    pub(crate) async fn open(flight: &mut FlightClient, keyed: bool) -> Result<Self> {
+    pub(crate) async fn open(
+        flight: &mut FlightClient,
+        keyed: bool,
+        strategy: Strategy,
+    ) -> Result<Self> {
         let (requests, outbound) = mpsc::unbounded();
         // The server reads the descriptor before it answers with headers, so it must be queued
         // before the call is awaited.
-        let command = ExchangeCommand::Session { keyed }.encode();
+        let command = ExchangeCommand::Session { keyed, strategy }.encode();
         let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(command));
         requests
             .unbounded_send(Ok(open))

@@ -21,11 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow_array::Float64Array;
+use sweepflight_kernel::strategy::{line_bytes, memory_bytes, scratch_bytes, work};
 use sweepflight_kernel::{
-    ArrayCache, Combo, ComboResult, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes,
-    memory_bytes, scratch_bytes, sweep_with, work,
+    ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Side,
+    SweepControl, sweep_params,
 };
-use sweepflight_protocol::{Grid, RowRange};
+use sweepflight_protocol::{Grid, RowRange, Strategy, SweepRequest, check_runs};
 use tokio::sync::oneshot;
 
 use crate::budget::{Reservation, SweepBudget};
@@ -34,19 +35,48 @@ use crate::dataset::Dataset;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
-/// The kernel's combos for a request grid (whose windows were range-checked when the body was
-/// decoded).
+/// The kernel's combos of `strategy` for a request grid (whose values were type- and
+/// range-checked when the body was decoded), in request order.
 ///
 /// # Errors
-/// [`Error::Kernel`] for a window below 1 (not reachable from a decoded body).
-pub fn combos(grid: &Grid) -> Result<Vec<Combo>> {
-    Ok(match grid {
-        Grid::Lengths(l) => l
+/// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
+/// kernel refuses (`lower >= upper` in a `grid`, say).
+pub fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
+    let kind = kernel_strategy(strategy)?;
+    if let Grid::Lengths(lengths) = grid {
+        return Ok(lengths
             .iter()
-            .map(|&l| Combo::from_length(l))
-            .collect::<Result<_, _>>()?,
-        Grid::Params(p) => p.iter().map(|&w| Combo::new(w)).collect::<Result<_, _>>()?,
-    })
+            .map(|&l| Combo::from_length(l).map(Params::HmaSar))
+            .collect::<Result<_, _>>()?);
+    }
+    (0..grid.len())
+        .map(|i| {
+            let values = grid.values(strategy, i)?.unwrap_or_default();
+            Params::new(kind, &values).map_err(|e| Error::invalid(format!("combo {i}: {e}")))
+        })
+        .collect()
+}
+
+/// The kernel's strategy of a wire strategy: the two tables name the same strategies with the
+/// same parameters (a test holds them to it).
+fn kernel_strategy(s: Strategy) -> Result<sweepflight_kernel::Strategy> {
+    sweepflight_kernel::Strategy::from_name(s.name())
+        .ok_or_else(|| Error::Internal(format!("the kernel has no strategy {s}")))
+}
+
+/// The kernel's execution options for a request's (the evaluated range is each input's).
+pub fn execution(fee: f64, e: &sweepflight_protocol::Execution) -> Execution {
+    Execution {
+        fee,
+        side: match e.side {
+            sweepflight_protocol::Side::Both => Side::Both,
+            sweepflight_protocol::Side::Long => Side::Long,
+            sweepflight_protocol::Side::Short => Side::Short,
+        },
+        stop_loss: e.stop_loss,
+        take_profit: e.take_profit,
+        start: 0,
+    }
 }
 
 /// The closes one input is read from.
@@ -58,23 +88,41 @@ enum Closes {
     Transient(Arc<Float64Array>),
 }
 
-/// One series to run the combos on: its closes, the rows to use, and its cache key.
+/// One series to run the combos on: its closes, the rows the indicators are computed on (the
+/// evaluated rows and their warm-up, strategies.md "The range a strategy sees"), where the
+/// evaluated rows start within them, and its cache key.
 #[derive(Debug, Clone)]
 pub struct Input {
     closes: Closes,
     rows: Range<usize>,
+    start: usize,
     cache: Option<InputKey>,
 }
 
+/// The computed range of `rows` with `warmup` bars before it, and where `rows` starts in it.
+fn computed(rows: Range<usize>, warmup: u64) -> (Range<usize>, usize) {
+    let from = rows
+        .start
+        .saturating_sub(usize::try_from(warmup).unwrap_or(usize::MAX));
+    (from..rows.end, rows.start - from)
+}
+
 impl Input {
-    /// Series `series` of a stored dataset, all rows or `rows` (its end clipped to the series).
+    /// Series `series` of a stored dataset, all rows or `rows` (its end clipped to the series),
+    /// with `warmup` bars before them for the indicators.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `rows` starts at or past the series' end.
-    pub fn stored(dataset: Arc<Dataset>, series: usize, rows: Option<RowRange>) -> Result<Self> {
+    pub fn stored(
+        dataset: Arc<Dataset>,
+        series: usize,
+        rows: Option<RowRange>,
+        warmup: u64,
+    ) -> Result<Self> {
         let len = dataset.closes(series).len();
         let name = dataset.universe().map(|u| u.names[series].as_str());
-        let rows = clip(rows, len, name)?;
+        let (rows, start) = computed(clip(rows, len, name)?, warmup);
+        // The cache holds lines of the computed range: they depend on nothing else.
         let cache = Some(InputKey {
             dataset: dataset.id,
             series: series as u32,
@@ -83,6 +131,7 @@ impl Input {
         Ok(Self {
             closes: Closes::Stored(dataset, series),
             rows,
+            start,
             cache,
         })
     }
@@ -96,11 +145,13 @@ impl Input {
         range: Range<usize>,
         name: Option<&str>,
         rows: Option<RowRange>,
+        warmup: u64,
     ) -> Result<Self> {
-        let within = clip(rows, range.len(), name)?;
+        let (within, start) = computed(clip(rows, range.len(), name)?, warmup);
         Ok(Self {
             closes: Closes::Transient(close),
             rows: range.start + within.start..range.start + within.end,
+            start,
             cache: None,
         })
     }
@@ -128,15 +179,69 @@ fn clip(rows: Option<RowRange>, len: usize, series: Option<&str>) -> Result<Rang
     Ok(start..end)
 }
 
-/// What to run: the combos on every input, with one fee.
+/// What to run: the combos on every input, under one execution.
 #[derive(Debug, Clone)]
 pub struct Job {
     /// The series, in result order.
     pub inputs: Vec<Input>,
+    /// Their key values on a keyed dataset (the result's `series` column).
+    pub names: Option<Vec<String>>,
+    /// The strategy of the combos (the result's parameter columns).
+    pub strategy: Strategy,
     /// The combos, in request order.
-    pub combos: Vec<Combo>,
-    /// Round-trip fee as a fraction.
-    pub fee: f64,
+    pub params: Vec<Params>,
+    /// Fee, side and stops (each input says where its evaluated rows start).
+    pub exec: Execution,
+}
+
+impl Job {
+    /// The job of a `sweep` body on its stored dataset: the combos, the series it names (all
+    /// of a keyed dataset's by default), their rows and warm-up, the execution. This is the one
+    /// place a request becomes work, for the action, the session and the benchmarks.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `series` on an unkeyed dataset, a combo the kernel refuses,
+    /// rows past a series' end, more runs than `max_combos`; [`Error::SeriesNotFound`].
+    pub fn stored(
+        request: &SweepRequest,
+        dataset: Arc<Dataset>,
+        max_combos: usize,
+    ) -> Result<Self> {
+        let max = max_combos;
+        let params = params(request.strategy, &request.grid)?;
+        let warmup = request.execution.warmup;
+        let (inputs, names) = match dataset.universe() {
+            None => {
+                if request.series.is_some() {
+                    return Err(Error::invalid(format!(
+                        "dataset `{}` is not keyed: `series` applies to datasets put with a key",
+                        request.dataset
+                    )));
+                }
+                (vec![Input::stored(dataset, 0, request.rows, warmup)?], None)
+            }
+            Some(universe) => {
+                let picked = universe.select(&request.dataset, request.series.as_deref())?;
+                check_runs(picked.len(), params.len(), max)?;
+                let names: Vec<String> =
+                    picked.iter().map(|&i| universe.names[i].clone()).collect();
+                let inputs = picked
+                    .iter()
+                    .map(|&i| {
+                        Input::stored(std::sync::Arc::clone(&dataset), i, request.rows, warmup)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                (inputs, Some(names))
+            }
+        };
+        Ok(Self {
+            inputs,
+            names,
+            strategy: request.strategy,
+            params,
+            exec: execution(request.fee(), &request.execution),
+        })
+    }
 }
 
 /// The server's sweep runner.
@@ -211,7 +316,7 @@ impl Compute {
         let total_work: u64 = job
             .inputs
             .iter()
-            .map(|i| work(i.closes().len(), &job.combos))
+            .map(|i| work(i.closes().len(), &job.params))
             .fold(0, u64::saturating_add);
         let parallel = total_work >= PARALLEL_MIN_WORK;
         let workers = if parallel { self.threads() } else { 1 };
@@ -261,7 +366,7 @@ impl Compute {
         let lines: u64 = job
             .inputs
             .iter()
-            .map(|i| line_bytes(i.closes().len(), &job.combos) as u64)
+            .map(|i| line_bytes(i.closes().len(), &job.params) as u64)
             .fold(0, u64::saturating_add);
         let offer = self.cache.worth_offering(lines);
         let out = job
@@ -269,7 +374,11 @@ impl Compute {
             .iter()
             .map(|input| {
                 let close = input.closes();
-                let cap = plan.shared_cap(close.len(), &job.combos, reservation.bytes());
+                let cap = plan.shared_cap(close.len(), &job.params, reservation.bytes());
+                let exec = Execution {
+                    start: input.start,
+                    ..job.exec
+                };
                 let run = |cache: &dyn ArrayCache| {
                     let control = SweepControl {
                         cache,
@@ -278,7 +387,7 @@ impl Compute {
                         parallel: Some(parallel),
                         tile_bars: None,
                     };
-                    sweep_with(close, &job.combos, job.fee, &control)
+                    sweep_params(close, &job.params, &exec, &control)
                 };
                 let results = match input.cache {
                     Some(key) => run(&self.cache.view(key, &self.metrics, offer)),
@@ -291,7 +400,8 @@ impl Compute {
         self.metrics.sweep_seconds.observe(elapsed.as_secs_f64());
         tracing::debug!(
             series = job.inputs.len(),
-            combos = job.combos.len(),
+            strategy = job.strategy.name(),
+            combos = job.params.len(),
             elapsed_us = elapsed.as_micros() as u64,
             ok = out.is_ok(),
             "kernel done"
@@ -321,7 +431,7 @@ struct Plan {
 
 impl Plan {
     fn new(job: &Job, workers: usize, budget: u64) -> Result<Self> {
-        let results = job.inputs.len() * job.combos.len() * size_of::<ComboResult>();
+        let results = job.inputs.len() * job.params.len() * size_of::<ComboResult>();
         let longest = job
             .inputs
             .iter()
@@ -329,9 +439,9 @@ impl Plan {
             .max()
             .unwrap_or(0);
         // Inputs run one after another, so only the longest one's arrays count.
-        let most = memory_bytes(longest, &job.combos, workers, usize::MAX);
-        let least = memory_bytes(longest, &job.combos, workers, 0);
-        let combo_results = job.combos.len() * size_of::<ComboResult>();
+        let most = memory_bytes(longest, &job.params, workers, usize::MAX);
+        let least = memory_bytes(longest, &job.params, workers, 0);
+        let combo_results = job.params.len() * size_of::<ComboResult>();
         let (most, least) = (
             most - combo_results + results,
             least - combo_results + results,
@@ -341,7 +451,7 @@ impl Plan {
                 "this sweep needs at least {least} bytes of sweep memory ({longest} bars, {} \
                  combos on {} series, {workers} workers); the server allows {budget} \
                  (--sweep-memory-bytes)",
-                job.combos.len(),
+                job.params.len(),
                 job.inputs.len(),
             )));
         }
@@ -353,8 +463,8 @@ impl Plan {
     }
 
     /// The kernel's cap on shared arrays for an input of `bars` within `reserved` bytes.
-    fn shared_cap(&self, bars: usize, combos: &[Combo], reserved: u64) -> usize {
-        let scratch = self.workers * scratch_bytes(bars, combos, self.workers);
+    fn shared_cap(&self, bars: usize, params: &[Params], reserved: u64) -> usize {
+        let scratch = self.workers * scratch_bytes(bars, params, self.workers);
         usize::try_from(reserved)
             .unwrap_or(usize::MAX)
             .saturating_sub(scratch + self.results)
@@ -390,6 +500,52 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wire_and_the_kernel_name_the_same_strategies_and_parameters() {
+        for s in Strategy::ALL {
+            let k = kernel_strategy(s).unwrap();
+            let wire: Vec<&str> = s.params().iter().map(|p| p.0).collect();
+            let kernel: Vec<&str> = k.params().iter().map(|p| p.0).collect();
+            assert_eq!(wire, kernel, "{s}");
+            for (w, k) in s.params().iter().zip(k.params()) {
+                let int = w.1 == sweepflight_protocol::ParamKind::Int;
+                assert_eq!(
+                    int,
+                    k.1 == sweepflight_kernel::strategy::ParamKind::Int,
+                    "{s}"
+                );
+            }
+        }
+        assert_eq!(sweepflight_kernel::Strategy::ALL.len(), Strategy::ALL.len());
+    }
+
+    #[test]
+    fn grids_become_combos_in_request_order_and_bad_ones_name_their_position() {
+        let grid = Grid::Product(vec![vec![14.0], vec![20.0, 40.0], vec![30.0, 60.0]]);
+        let e = params(Strategy::RsiRevert, &grid).unwrap_err().to_string();
+        // (20, 30), (20, 60), (40, 30): the third combo breaks lower < upper.
+        assert!(
+            e.contains("combo 2: parameter `lower` must be below upper"),
+            "{e}"
+        );
+        let ok = Grid::Product(vec![vec![5.0, 6.0], vec![20.0]]);
+        assert_eq!(
+            params(Strategy::SmaCross, &ok).unwrap(),
+            [
+                Params::SmaCross { fast: 5, slow: 20 },
+                Params::SmaCross { fast: 6, slow: 20 }
+            ]
+        );
+    }
+
+    #[test]
+    fn warmup_extends_the_computed_range_back_to_the_first_row() {
+        assert_eq!(computed(10..20, 0), (10..20, 0));
+        assert_eq!(computed(10..20, 4), (6..20, 4));
+        assert_eq!(computed(10..20, 400), (0..20, 10));
+        assert_eq!(computed(10..20, u64::MAX), (0..20, 10));
+    }
 
     #[test]
     fn row_ranges_clip_the_end_and_refuse_a_late_start() {

@@ -144,7 +144,12 @@ impl Error {
             Self::InvalidArgument(_) | Self::BadValue { .. } | Self::ClientData(_) => {
                 Code::InvalidArgument
             }
-            Self::Kernel(K::InvalidWindow { .. } | K::InvalidFee(_)) => Code::InvalidArgument,
+            Self::Kernel(
+                K::InvalidWindow { .. }
+                | K::InvalidFee(_)
+                | K::InvalidParam { .. }
+                | K::InvalidOption { .. },
+            ) => Code::InvalidArgument,
             Self::Kernel(K::Cancelled) => Code::Cancelled,
             Self::DatasetNotFound(_) | Self::SeriesNotFound { .. } => Code::NotFound,
             Self::UnknownAction(_) | Self::Unimplemented(_) => Code::Unimplemented,

@@ -9,8 +9,10 @@ use arrow_ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, StreamWriter,
 };
 use bytes::Bytes;
-use sweepflight_kernel::{Combo, ComboResult};
-use sweepflight_protocol::result_schema;
+use sweepflight_kernel::ComboResult;
+use sweepflight_protocol::{ParamKind, strategy_schema};
+
+use crate::compute::Job;
 
 use crate::{Error, Result};
 
@@ -19,17 +21,16 @@ use crate::{Error, Result};
 pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 
 /// One row per combo, in request order, for each series in turn (`results[i]` are series
-/// `i`'s). With `series` names the table starts with the `series` column (a keyed dataset).
+/// `i`'s): the job's strategy schema ([`strategy_schema`]). A job with series names (a keyed
+/// dataset) starts with the `series` column.
 ///
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
-pub fn to_batch(
-    series: Option<&[&str]>,
-    combos: &[Combo],
-    results: &[Vec<ComboResult>],
-) -> Result<RecordBatch> {
+pub fn to_batch(job: &Job, results: &[Vec<ComboResult>]) -> Result<RecordBatch> {
+    let series = job.names.as_deref();
+    let params = &job.params;
     let rows = || results.iter().flatten();
-    let n = combos.len();
+    let n = params.len();
     let total = n * results.len();
     let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
         Arc::new(Int64Array::from_iter_values((0..total).map(f)))
@@ -37,14 +38,22 @@ pub fn to_batch(
     let floats = |f: &dyn Fn(&ComboResult) -> f64| -> ArrayRef {
         Arc::new(Float64Array::from_iter_values(rows().map(f)))
     };
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(13);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(16);
     if let Some(names) = series {
-        let names = names.iter().flat_map(|name| std::iter::repeat_n(*name, n));
+        let names = names
+            .iter()
+            .flat_map(|name| std::iter::repeat_n(name.as_str(), n));
         columns.push(Arc::new(StringArray::from_iter_values(names)));
     }
     columns.push(ints(&|i| (i % n.max(1)) as i64));
-    for w in 0..6 {
-        columns.push(ints(&|i| i64::from(combos[i % n].windows()[w])));
+    for (k, (_, kind)) in job.strategy.params().iter().enumerate() {
+        columns.push(match kind {
+            // Windows are integers held exactly in f64.
+            ParamKind::Int => ints(&|i| params[i % n].value(k) as i64),
+            ParamKind::Number => Arc::new(Float64Array::from_iter_values(
+                (0..total).map(|i| params[i % n].value(k)),
+            )),
+        });
     }
     columns.extend([
         floats(&|r| r.pnl),
@@ -55,7 +64,7 @@ pub fn to_batch(
         floats(&ComboResult::win_rate),
         floats(&|r| r.max_drawdown),
     ]);
-    RecordBatch::try_new(result_schema(series.is_some()), columns)
+    RecordBatch::try_new(strategy_schema(job.strategy, series.is_some()), columns)
         .map_err(|e| Error::internal("build the result table", e))
 }
 
@@ -129,6 +138,59 @@ impl SessionEncoder {
 mod tests {
     use super::*;
     use arrow_array::Array;
+    use sweepflight_kernel::{Combo, Execution, Params};
+    use sweepflight_protocol::{Strategy, result_schema};
+
+    fn job(strategy: Strategy, params: Vec<Params>) -> Job {
+        Job {
+            inputs: Vec::new(),
+            names: None,
+            strategy,
+            params,
+            exec: Execution::default(),
+        }
+    }
+
+    fn hma(combos: &[Combo]) -> Job {
+        job(
+            Strategy::HmaSar,
+            combos.iter().map(|&c| Params::HmaSar(c)).collect(),
+        )
+    }
+
+    #[test]
+    fn parameter_columns_follow_the_strategy() {
+        let params = vec![
+            Params::RsiRevert {
+                n: 14,
+                lower: 30.0,
+                upper: 70.5,
+            },
+            Params::RsiRevert {
+                n: 2,
+                lower: 0.0,
+                upper: 100.0,
+            },
+        ];
+        let batch = to_batch(
+            &job(Strategy::RsiRevert, params),
+            &[vec![ComboResult::default(); 2]],
+        )
+        .unwrap();
+        assert_eq!(batch.schema(), strategy_schema(Strategy::RsiRevert, false));
+        let n = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(n.values().as_ref(), &[14, 2]);
+        let upper = batch
+            .column(3)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(upper.values().as_ref(), &[70.5, 100.0]);
+    }
 
     #[test]
     fn one_session_encoder_encodes_reply_after_reply() {
@@ -143,7 +205,7 @@ mod tests {
                     max_drawdown: 0.25,
                 })
                 .collect();
-            let batch = to_batch(None, &combos, &[results]).unwrap();
+            let batch = to_batch(&hma(&combos), &[results]).unwrap();
             let msg = encoder.encode(&batch).unwrap();
             assert!(msg.app_metadata.is_empty() && msg.flight_descriptor.is_none());
             let back = arrow_flight::utils::flight_data_to_arrow_batch(
@@ -167,7 +229,7 @@ mod tests {
                 max_drawdown: 0.5,
             })
             .collect();
-        let batch = to_batch(None, &combos, &[results]).unwrap();
+        let batch = to_batch(&hma(&combos), &[results]).unwrap();
         let bodies = ipc_stream_bodies(&batch, 1000).unwrap();
         assert!(bodies.len() > 10 && bodies.iter().all(|b| b.len() <= 1000));
         let joined: Vec<u8> = bodies.concat();
@@ -195,12 +257,11 @@ mod tests {
             pnl,
             ..ComboResult::default()
         };
-        let batch = to_batch(
-            Some(&["B", "A"]),
-            &combos,
-            &[vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]],
-        )
-        .unwrap();
+        let job = Job {
+            names: Some(vec!["B".into(), "A".into()]),
+            ..hma(&combos)
+        };
+        let batch = to_batch(&job, &[vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]]).unwrap();
         assert_eq!(batch.schema(), result_schema(true));
         let series: Vec<_> = batch
             .column(0)

@@ -438,6 +438,147 @@ fn cases() -> Vec<Case> {
             "101",
         ),
         case(
+            "sweep: unknown strategy",
+            sweep(json!({"dataset": "keep", "strategy": "macd", "params": [[5, 20]]})),
+            Invalid,
+            "; known: hma_sar, sma_cross, ema_cross, donchian, rsi_revert",
+        ),
+        case(
+            "sweep: a tuple of the wrong arity",
+            sweep(json!({"dataset": "keep", "strategy": "sma_cross", "params": [[5, 20], [5]]})),
+            Invalid,
+            "params[1] has 1 values; each sma_cross tuple is [fast, slow]",
+        ),
+        case(
+            "sweep: a window of 0",
+            sweep(json!({"dataset": "keep", "strategy": "donchian", "params": [[0]]})),
+            Invalid,
+            "params[0][0] (n) must be an integer in 1..=2147483647",
+        ),
+        case(
+            "sweep: a fractional window",
+            sweep(
+                json!({"dataset": "keep", "strategy": "ema_cross", "grid": {"fast": [2.5], "slow": [9]}}),
+            ),
+            Invalid,
+            "grid.fast[0] (fast)",
+        ),
+        case(
+            "sweep: lower >= upper",
+            sweep(
+                json!({"dataset": "keep", "strategy": "rsi_revert", "params": [[14, 30, 70], [14, 70, 30]]}),
+            ),
+            Invalid,
+            "params[1] (lower) must be below upper",
+        ),
+        case(
+            "sweep: a grid combo with lower >= upper names its position",
+            sweep(
+                json!({"dataset": "keep", "strategy": "rsi_revert", "grid": {"n": [14], "lower": [20, 40], "upper": [30, 60]}}),
+            ),
+            Invalid,
+            "combo 2: parameter `lower` must be below upper",
+        ),
+        case(
+            "sweep: a band past 100",
+            sweep(json!({"dataset": "keep", "strategy": "rsi_revert", "params": [[14, 30, 170]]})),
+            Invalid,
+            "(upper) must be a number in 0..=100",
+        ),
+        case(
+            "sweep: lengths for another strategy",
+            sweep(json!({"dataset": "keep", "strategy": "sma_cross", "lengths": [6]})),
+            Invalid,
+            "`lengths` derives hma_sar windows",
+        ),
+        case(
+            "sweep: an empty grid list",
+            sweep(
+                json!({"dataset": "keep", "strategy": "sma_cross", "grid": {"fast": [5], "slow": []}}),
+            ),
+            Invalid,
+            "`grid.slow` must be a non-empty list",
+        ),
+        case(
+            "sweep: a grid missing a parameter",
+            sweep(json!({"dataset": "keep", "strategy": "sma_cross", "grid": {"fast": [5]}})),
+            Invalid,
+            "`grid` needs a list for `slow`",
+        ),
+        case(
+            "sweep: a grid over --max-combos",
+            sweep(
+                json!({"dataset": "keep", "strategy": "sma_cross", "grid": {"fast": (1..=11).collect::<Vec<u32>>(), "slow": (1..=10).collect::<Vec<u32>>()}}),
+            ),
+            Invalid,
+            "110 combos requested; this server allows at most 100 per call (--max-combos)",
+        ),
+        case(
+            "sweep: a sample without a range",
+            sweep(
+                json!({"dataset": "keep", "strategy": "sma_cross", "sample": {"n": 5, "seed": 1, "ranges": {"fast": [2, 9]}}}),
+            ),
+            Invalid,
+            "`sample` needs a range [lo, hi] for `slow`",
+        ),
+        case(
+            "sweep: a sample whose lo > hi",
+            sweep(
+                json!({"dataset": "keep", "strategy": "donchian", "sample": {"n": 5, "seed": 1, "ranges": {"n": [9, 2]}}}),
+            ),
+            Invalid,
+            "lo 9 > hi 2",
+        ),
+        case(
+            "sweep: a sample with no valid combo",
+            sweep(
+                json!({"dataset": "keep", "strategy": "rsi_revert", "sample": {"n": 5, "seed": 1, "ranges": {"n": [2, 9], "lower": [60, 70], "upper": [10, 20]}}}),
+            ),
+            Invalid,
+            "no valid combo",
+        ),
+        case(
+            "sweep: a negative stop-loss",
+            sweep(
+                json!({"dataset": "keep", "strategy": "donchian", "params": [[5]], "stop_loss": -0.02}),
+            ),
+            Invalid,
+            "`stop_loss` must be a finite fraction > 0",
+        ),
+        case(
+            "sweep: a zero take-profit",
+            sweep(json!({"dataset": "keep", "lengths": [6], "take_profit": 0})),
+            Invalid,
+            "`take_profit` must be a finite fraction > 0",
+        ),
+        case(
+            "sweep: an unknown side",
+            sweep(json!({"dataset": "keep", "lengths": [6], "side": "up"})),
+            Invalid,
+            "`side` must be",
+        ),
+        case(
+            "sweep: a negative warm-up",
+            sweep(json!({"dataset": "keep", "lengths": [6], "warmup": -5})),
+            Invalid,
+            "`warmup` must be an integer >= 0",
+        ),
+        case(
+            "sweep: a v1.2 field this server does not serve yet",
+            sweep(json!({"dataset": "keep", "lengths": [6], "top": 5})),
+            Invalid,
+            "unknown field `top`",
+        ),
+        case(
+            "exchange: a session for an unknown strategy",
+            Exchange(
+                cmd(r#"{"op": "session", "strategy": "macd"}"#),
+                vec![ten.clone()],
+            ),
+            Invalid,
+            "unknown strategy",
+        ),
+        case(
             "sweep: body over --max-message-bytes",
             Action("sweep", vec![b' '; 2 << 20]),
             OutOfRange,

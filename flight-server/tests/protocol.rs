@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::{FlightDescriptor, Ticket};
+use arrow_flight::{FlightData, FlightDescriptor, Ticket};
 use arrow_schema::DataType;
 use common::*;
 use futures::TryStreamExt;
@@ -185,7 +185,7 @@ async fn echo_action_list_actions_and_handshake() {
     assert_eq!(action(&mut c, "echo", body.clone()).await.unwrap(), body);
     let types: Vec<_> = c.list_actions().await.unwrap().try_collect().await.unwrap();
     let names: Vec<_> = types.iter().map(|t| t.r#type.as_str()).collect();
-    assert_eq!(names, ["sweep", "echo", "drop", "stats"]);
+    assert_eq!(names, ["sweep", "echo", "drop", "stats", "strategies"]);
     assert!(types.iter().all(|t| !t.description.is_empty()));
     assert_eq!(c.handshake("hello").await.unwrap(), "hello");
 }
@@ -467,4 +467,242 @@ async fn shutdown_ends_open_sessions_and_the_server_returns() {
             .is_none_or(|r| r.is_err())
     );
     drop(tx);
+}
+
+/// The v1.2 strategies through the `sweep` action: every row equals the oracle's run of that
+/// combo (strategies.md, written plainly in `oracle`), for every strategy, with sides, stops,
+/// rows and warm-up; parameter columns typed as the strategy says.
+#[tokio::test]
+async fn every_strategy_and_option_sweeps_as_the_oracle_runs_it() {
+    use sweepflight_kernel::{Execution, Params, Side, Strategy as K, oracle};
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let close = series(4_000);
+    put(&mut c, "s", vec![close_batch(&close)]).await.unwrap();
+    let cases = [
+        (
+            json!({"strategy": "sma_cross", "grid": {"fast": [3, 5, 10], "slow": [20, 50]}}),
+            K::SmaCross,
+        ),
+        (
+            json!({"strategy": "ema_cross", "params": [[4, 30], [12, 26], [30, 4]]}),
+            K::EmaCross,
+        ),
+        (
+            json!({"strategy": "donchian", "grid": {"n": [5, 20, 55, 5000]}}),
+            K::Donchian,
+        ),
+        (
+            json!({"strategy": "rsi_revert", "grid": {"n": [2, 14], "lower": [20, 30.5], "upper": [70, 80]}}),
+            K::RsiRevert,
+        ),
+        (json!({"lengths": [6, 20, 50]}), K::HmaSar),
+    ];
+    let options = [
+        json!({}),
+        json!({"side": "long", "stop_loss": 0.01}),
+        json!({"side": "short", "take_profit": 0.015, "fee": 0.0}),
+        json!({"rows": [1000, 3500], "warmup": 300, "stop_loss": 0.02, "take_profit": 0.02}),
+    ];
+    for (combos, kind) in &cases {
+        for opts in &options {
+            let mut body = json!({"dataset": "s"});
+            for part in [combos, opts] {
+                body.as_object_mut()
+                    .unwrap()
+                    .extend(part.as_object().unwrap().clone());
+            }
+            let b = sweep(&mut c, body.clone()).await.unwrap();
+            let names: Vec<&str> = kind.params().iter().map(|p| p.0).collect();
+            let fields: Vec<String> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            assert_eq!(&fields[1..1 + names.len()], names.as_slice(), "{body}");
+            let side = match opts["side"].as_str() {
+                Some("long") => Side::Long,
+                Some("short") => Side::Short,
+                _ => Side::Both,
+            };
+            let exec = Execution {
+                fee: opts["fee"].as_f64().unwrap_or(0.0009),
+                side,
+                stop_loss: opts["stop_loss"].as_f64(),
+                take_profit: opts["take_profit"].as_f64(),
+                start: 0,
+            };
+            let rows = opts["rows"].as_array().map_or(0..close.len(), |r| {
+                r[0].as_u64().unwrap() as usize..r[1].as_u64().unwrap() as usize
+            });
+            let warmup = opts["warmup"].as_u64().unwrap_or(0) as usize;
+            let (pnl, trades) = (f64s(&b, "pnl"), i64s(&b, "trades"));
+            assert!(trades.iter().any(|&t| t > 0), "{body}: no trades at all");
+            for row in 0..b.num_rows() {
+                let values: Vec<f64> = names
+                    .iter()
+                    .map(|n| {
+                        let col = b.column_by_name(n).unwrap();
+                        match col.data_type() {
+                            DataType::Int64 => i64s(&b, n)[row] as f64,
+                            _ => f64s(&b, n)[row],
+                        }
+                    })
+                    .collect();
+                let p = Params::new(*kind, &values).unwrap();
+                let want = oracle::run(&close, rows.clone(), warmup, &p, &exec);
+                assert_eq!(trades[row] as u64, want.trades, "{body} row {row}");
+                assert!((pnl[row] - want.pnl).abs() <= 1e-9, "{body} row {row}");
+            }
+        }
+    }
+    // rsi_revert's bands are float64 columns, its window int64.
+    let b = sweep(
+        &mut c,
+        json!({"dataset": "s", "strategy": "rsi_revert", "params": [[14, 30, 70]]}),
+    )
+    .await
+    .unwrap();
+    let schema = b.schema();
+    assert_eq!(
+        schema.field_with_name("n").unwrap().data_type(),
+        &DataType::Int64
+    );
+    assert_eq!(
+        schema.field_with_name("upper").unwrap().data_type(),
+        &DataType::Float64
+    );
+}
+
+/// A `sample` is the same combos on every call, all valid; the `strategies` action lists what
+/// a client may send; a session serves one strategy and refuses another.
+#[tokio::test]
+async fn samples_the_strategy_list_and_strategy_sessions() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    put(&mut c, "s", vec![close_batch(&series(2_000))])
+        .await
+        .unwrap();
+    let body = json!({"dataset": "s", "strategy": "rsi_revert",
+        "sample": {"n": 40, "seed": 11, "ranges": {"n": [2, 30], "lower": [10, 45], "upper": [40, 90]}}});
+    let a = sweep(&mut c, body.clone()).await.unwrap();
+    let b = sweep(&mut c, body).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.num_rows(), 40);
+    let (lower, upper) = (f64s(&a, "lower"), f64s(&a, "upper"));
+    assert!(lower.iter().zip(&upper).all(|(l, u)| l < u));
+    assert!(i64s(&a, "n").iter().all(|n| (2..=30).contains(n)));
+
+    let list: serde_json::Value =
+        serde_json::from_slice(&action(&mut c, "strategies", "").await.unwrap()).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "hma_sar",
+            "sma_cross",
+            "ema_cross",
+            "donchian",
+            "rsi_revert"
+        ]
+    );
+    assert_eq!(
+        list[4]["params"][1],
+        json!({"name": "lower", "type": "number"})
+    );
+
+    // A session for sma_cross: its schema first, then one reply per request.
+    let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(
+        json!({"op": "session", "strategy": "sma_cross"}).to_string(),
+    ));
+    let ask = |body: serde_json::Value| FlightData::new().with_app_metadata(body.to_string());
+    let msgs = vec![
+        open,
+        ask(json!({"dataset": "s", "strategy": "sma_cross", "params": [[5, 20]]})),
+        ask(json!({"dataset": "s", "lengths": [6]})),
+    ];
+    let mut replies = c
+        .do_exchange(futures::stream::iter(msgs.into_iter().map(Ok)))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match replies.try_next().await {
+            Ok(Some(m)) => got.push(m),
+            Ok(None) => panic!("the hma_sar request should end the session"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got.len(), 1, "one reply");
+    assert_eq!(i64s(&got[0], "fast"), [5]);
+    assert_eq!(code(&err), Code::InvalidArgument);
+    assert!(err.to_string().contains("opened for sma_cross"), "{err}");
+}
+
+/// The stateless exchange sweep and a keyed universe take the same strategy fields.
+#[tokio::test]
+async fn strategies_on_exchanges_and_universes() {
+    use sweepflight_kernel::{Execution, Params, oracle};
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let close = series(3_000);
+    let cmd = json!({"op": "sweep", "strategy": "donchian", "params": [[20], [50]], "side": "long", "rows": [500, 3000], "warmup": 100});
+    let b = exchange_sweep(&mut c, cmd, vec![close_batch(&close)]).await;
+    let b = arrow_select::concat::concat_batches(&b[0].schema(), &b).unwrap();
+    let exec = Execution {
+        side: sweepflight_kernel::Side::Long,
+        ..Execution::default()
+    };
+    for (row, n) in [20u32, 50].into_iter().enumerate() {
+        let want = oracle::run(&close, 500..3000, 100, &Params::Donchian { n }, &exec);
+        assert_eq!(i64s(&b, "trades")[row] as u64, want.trades);
+        assert!((f64s(&b, "pnl")[row] - want.pnl).abs() <= 1e-9);
+    }
+    // A universe of two series of different lengths: series x combos, each its own run.
+    let (a, z) = (series(1_500), series(2_500)[700..].to_vec());
+    let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
+        .chain(std::iter::repeat_n("Z", z.len()))
+        .collect();
+    let closes: Vec<f64> = a.iter().chain(&z).copied().collect();
+    let batch = RecordBatch::try_from_iter([
+        ("sym", Arc::new(StringArray::from(keys)) as ArrayRef),
+        (
+            "close",
+            Arc::new(arrow_array::Float64Array::from(closes)) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let target = sweepflight_protocol::PutTarget::keyed("u", "sym");
+    put_with(&mut c, target.to_descriptor(), vec![batch])
+        .await
+        .unwrap();
+    let b = sweep(
+        &mut c,
+        json!({"dataset": "u", "strategy": "ema_cross", "grid": {"fast": [5, 9], "slow": [21]}, "warmup": 50, "rows": [100, 2000]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.num_rows(), 4);
+    let series_of = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+    for row in 0..4 {
+        let close = if series_of.value(row) == "A" { &a } else { &z };
+        let p = Params::EmaCross {
+            fast: [5, 9][row % 2],
+            slow: 21,
+        };
+        let want = oracle::run(
+            close,
+            100..2000.min(close.len()),
+            50,
+            &p,
+            &Execution::default(),
+        );
+        assert_eq!(i64s(&b, "trades")[row] as u64, want.trades, "row {row}");
+    }
 }

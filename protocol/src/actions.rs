@@ -8,12 +8,14 @@ pub const ECHO: &str = "echo";
 pub const DROP: &str = "drop";
 /// Server state as JSON (extension).
 pub const STATS: &str = "stats";
+/// The strategies and their parameters as JSON (v1.2).
+pub const STRATEGIES: &str = "strategies";
 
 /// Every action type with its description, in ListActions order.
-pub const ACTIONS: [(&str, &str); 4] = [
+pub const ACTIONS: [(&str, &str); 5] = [
     (
         SWEEP,
-        "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"lengths\" | \"params\", \"fee\"?, \"series\"?, \"rows\"?}; reply: one Arrow IPC stream split over the Result bodies.",
+        "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"strategy\"?, \"lengths\" | \"params\" | \"grid\" | \"sample\", \"fee\"?, \"side\"?, \"stop_loss\"?, \"take_profit\"?, \"warmup\"?, \"series\"?, \"rows\"?}; reply: one Arrow IPC stream split over the Result bodies.",
     ),
     (
         ECHO,
@@ -23,5 +25,9 @@ pub const ACTIONS: [(&str, &str); 4] = [
     (
         STATS,
         "Server state as JSON: datasets, bytes, cache, sweeps running / queued / completed / cancelled / refused, reserved sweep memory.",
+    ),
+    (
+        STRATEGIES,
+        "The strategies this server runs, as JSON: [{\"name\", \"params\": [{\"name\", \"type\": \"int\" | \"number\"}], \"summary\"}].",
     ),
 ];

@@ -18,22 +18,28 @@ mod error;
 mod name;
 mod put;
 mod schema;
+mod strategy;
 mod sweep;
 mod ticket;
 
-pub use actions::{ACTIONS, DROP, ECHO, STATS, SWEEP};
+pub use actions::{ACTIONS, DROP, ECHO, STATS, STRATEGIES, SWEEP};
 pub use error::{Error, Result};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
-    COMBO_COLUMNS, SERIES_COLUMN, WINDOW_COLUMNS, check_result_schema, result_schema,
+    COMBO_COLUMNS, SERIES_COLUMN, WINDOW_COLUMNS, check_result_schema, param_type, result_schema,
+    strategy_schema,
 };
+pub use strategy::{Execution, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{
     DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,
     SweepRequest, check_runs,
 };
 pub use ticket::Ticket;
 
-/// The contract version this crate implements: v1 plus the v1.1 additions (universes, row
-/// ranges, compute threads and the sweep memory budget).
+/// The contract version this crate implements: v1, the v1.1 additions (universes, row ranges,
+/// compute threads and the sweep memory budget) and, of v1.2, the strategies and execution
+/// options (`strategy`, `params` / `grid` / `sample`, `side`, `stop_loss`, `take_profit`,
+/// `warmup`). The rest of v1.2 (metrics, selection, trades, walk-forward, jobs) is not served
+/// yet: its body fields are refused as unknown.
 pub const PROTOCOL_VERSION: &str = "1.1";

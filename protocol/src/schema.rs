@@ -4,7 +4,7 @@ use std::sync::{Arc, LazyLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::{Error, Result};
+use crate::{Error, ParamKind, Result, Strategy};
 
 /// The first column of a keyed dataset's result: the key value as text.
 pub const SERIES_COLUMN: &str = "series";
@@ -29,33 +29,64 @@ pub const COMBO_COLUMNS: [(&str, DataType); 12] = [
     ("max_drawdown", DataType::Float64),
 ];
 
-/// Columns a client may rely on: the contract's first nine.
-const REQUIRED: usize = 9;
+/// The columns after the parameters, in order (v1's `pnl` .. `max_drawdown`).
+const METRIC_COLUMNS: usize = 5;
 
-static UNKEYED: LazyLock<SchemaRef> = LazyLock::new(|| build(false));
-static KEYED: LazyLock<SchemaRef> = LazyLock::new(|| build(true));
+/// One schema per strategy, unkeyed then keyed.
+static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
+    Strategy::ALL
+        .iter()
+        .map(|&s| [build(s, false), build(s, true)])
+        .collect()
+});
 
-fn build(keyed: bool) -> SchemaRef {
+fn build(strategy: Strategy, keyed: bool) -> SchemaRef {
     let mut fields = Vec::with_capacity(COMBO_COLUMNS.len() + 1);
     if keyed {
         fields.push(Field::new(SERIES_COLUMN, DataType::Utf8, false));
     }
+    fields.push(Field::new("combo", DataType::Int64, false));
     fields.extend(
-        COMBO_COLUMNS
+        strategy
+            .params()
+            .iter()
+            .map(|(name, kind)| Field::new(*name, param_type(*kind), false)),
+    );
+    fields.extend(
+        COMBO_COLUMNS[COMBO_COLUMNS.len() - METRIC_COLUMNS..]
             .iter()
             .map(|(name, t)| Field::new(*name, t.clone(), false)),
     );
     Arc::new(Schema::new(fields))
 }
 
-/// The result schema: with `keyed`, `series` (utf8) first, then the v1 columns.
-pub fn result_schema(keyed: bool) -> SchemaRef {
-    Arc::clone(if keyed { &KEYED } else { &UNKEYED })
+/// The column type of a parameter.
+pub fn param_type(kind: ParamKind) -> DataType {
+    match kind {
+        ParamKind::Int => DataType::Int64,
+        ParamKind::Number => DataType::Float64,
+    }
 }
 
-/// Checks a received result schema: `series` (utf8) first or not at all, then the contract's
-/// nine columns in order with their types; extension columns, when present, with theirs.
-/// Returns whether the result is keyed.
+/// The hma_sar result schema: with `keyed`, `series` (utf8) first, then the v1 columns.
+pub fn result_schema(keyed: bool) -> SchemaRef {
+    strategy_schema(Strategy::HmaSar, keyed)
+}
+
+/// The result schema of `strategy`: [`series`], `combo`, the strategy's parameter columns
+/// (int64 windows, float64 numbers), then `pnl`, `trades`, `wins`, `win_rate`,
+/// `max_drawdown`. For hma_sar it is [`result_schema`].
+pub fn strategy_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
+    let i = Strategy::ALL
+        .iter()
+        .position(|&s| s == strategy)
+        .expect("every strategy is listed");
+    Arc::clone(&SCHEMAS[i][usize::from(keyed)])
+}
+
+/// Checks a received result schema: `series` (utf8) first or not at all, `combo`, one
+/// strategy's parameter columns (hma_sar's six windows in v1), `pnl` and `trades` with their
+/// types; extension columns, when present, with theirs. Returns whether the result is keyed.
 ///
 /// # Errors
 /// [`Error`] naming the first column that is missing or of another type.
@@ -69,7 +100,23 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
         )));
     }
     let rest = &fields[usize::from(keyed)..];
-    for (i, (name, t)) in COMBO_COLUMNS.iter().enumerate() {
+    // The strategy is the one whose parameters follow `combo` (the longest such list:
+    // rsi_revert's starts with donchian's `n`); hma_sar when none matches, so a v1 result is
+    // held to v1's columns.
+    let strategy = Strategy::ALL
+        .into_iter()
+        .filter(|s| {
+            s.params()
+                .iter()
+                .enumerate()
+                .all(|(k, (name, _))| rest.get(k + 1).is_some_and(|f| f.name() == name))
+        })
+        .max_by_key(|s| s.params().len())
+        .unwrap_or(Strategy::HmaSar);
+    let expected = strategy_schema(strategy, false);
+    let required = 1 + strategy.params().len() + 2;
+    for (i, want) in expected.fields().iter().enumerate() {
+        let (name, t) = (want.name(), want.data_type());
         match rest.get(i) {
             Some(f) if f.name() == name && f.data_type() == t => {}
             Some(f) if f.name() == name => {
@@ -78,7 +125,7 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
                     f.data_type()
                 )));
             }
-            _ if i >= REQUIRED && schema.field_with_name(name).is_err() => {}
+            _ if i >= required && schema.field_with_name(name).is_err() => {}
             _ => {
                 return Err(Error::new(format!(
                     "result column {} should be `{name}` ({t})",
@@ -114,5 +161,20 @@ mod tests {
         wrong[7] = Arc::new(Field::new("pnl", DataType::Int64, false));
         let e = check_result_schema(&Schema::new(wrong)).unwrap_err();
         assert!(e.to_string().contains("`pnl` has type Int64"), "{e}");
+        // Every strategy's schema checks; its parameter columns come after `combo`.
+        for s in Strategy::ALL {
+            for keyed in [false, true] {
+                let schema = strategy_schema(s, keyed);
+                assert_eq!(check_result_schema(&schema).unwrap(), keyed);
+                let first = schema.field(usize::from(keyed) + 1);
+                assert_eq!(first.name(), s.params()[0].0);
+            }
+        }
+        let rsi = strategy_schema(Strategy::RsiRevert, false);
+        assert_eq!(
+            rsi.field_with_name("upper").unwrap().data_type(),
+            &DataType::Float64
+        );
+        assert_eq!(rsi.fields().len(), 1 + 3 + 5);
     }
 }

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
+use crate::strategy::{Execution, ParamKind, Sample, Side, Strategy};
 use crate::{Error, Result, validate_name};
 
 /// Largest window or length the contract accepts (`i32::MAX`).
@@ -22,20 +23,31 @@ pub const SESSION_COMMAND: &[u8] = br#"{"op": "session"}"#;
 const BODY_VERSION: u64 = 1;
 
 /// The combos of a request, in request order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Grid {
-    /// Lengths `L`; each expands to six windows by the paper rule (`spec/kernel.md`).
+    /// Lengths `L` (hma_sar); each expands to six windows by the paper rule (`spec/kernel.md`).
     Lengths(Vec<u32>),
-    /// Explicit `[half, full, sqrt, p3, p2, p]` tuples.
+    /// Explicit hma_sar `[half, full, sqrt, p3, p2, p]` tuples.
     Params(Vec<[u32; 6]>),
+    /// Explicit tuples of another strategy, values in its parameter order (each checked by
+    /// [`Strategy::check_value`]).
+    Tuples(Vec<Vec<f64>>),
+    /// `grid`: one non-empty list per parameter, in parameter order; the combos are their
+    /// product, the first parameter outermost. Never expanded in memory as a whole.
+    Product(Vec<Vec<f64>>),
+    /// `sample`: combos drawn from ranges.
+    Sample(Sample),
 }
 
 impl Grid {
-    /// Number of combos.
+    /// Number of combos (saturating: a product larger than `usize` reads as `usize::MAX`).
     pub fn len(&self) -> usize {
         match self {
             Self::Lengths(l) => l.len(),
             Self::Params(p) => p.len(),
+            Self::Tuples(t) => t.len(),
+            Self::Product(lists) => lists.iter().fold(1usize, |n, l| n.saturating_mul(l.len())),
+            Self::Sample(s) => usize::try_from(s.n).unwrap_or(usize::MAX),
         }
     }
 
@@ -44,13 +56,48 @@ impl Grid {
         self.len() == 0
     }
 
-    /// The combos `start..end` (clipped to the grid).
-    pub fn slice(&self, start: usize, end: usize) -> Self {
-        let range = |len: usize| start.min(len)..end.min(len);
-        match self {
-            Self::Lengths(l) => Self::Lengths(l[range(l.len())].to_vec()),
-            Self::Params(p) => Self::Params(p[range(p.len())].to_vec()),
-        }
+    /// Combo `i`'s values in parameter order (`None` for `lengths`, which the kernel's paper
+    /// rule expands).
+    ///
+    /// # Errors
+    /// A `sample` whose draws all break the strategy's constraints.
+    pub fn values(&self, strategy: Strategy, i: usize) -> Result<Option<Vec<f64>>> {
+        Ok(Some(match self {
+            Self::Lengths(_) => return Ok(None),
+            Self::Params(p) => p[i].iter().map(|&w| f64::from(w)).collect(),
+            Self::Tuples(t) => t[i].clone(),
+            Self::Product(lists) => {
+                // Mixed radix, the last parameter fastest.
+                let mut rest = i;
+                let mut out = vec![0.0; lists.len()];
+                for (slot, list) in out.iter_mut().zip(lists).rev() {
+                    *slot = list[rest % list.len()];
+                    rest /= list.len();
+                }
+                out
+            }
+            Self::Sample(s) => s.draw(i as u64, strategy)?,
+        }))
+    }
+
+    /// The combos `start..end` (clipped to the grid); a product or sample becomes the explicit
+    /// tuples of that slice.
+    ///
+    /// # Errors
+    /// As [`Grid::values`].
+    pub fn slice(&self, strategy: Strategy, start: usize, end: usize) -> Result<Self> {
+        let len = self.len();
+        let range = start.min(len)..end.min(len);
+        Ok(match self {
+            Self::Lengths(l) => Self::Lengths(l[range].to_vec()),
+            Self::Params(p) => Self::Params(p[range].to_vec()),
+            Self::Tuples(t) => Self::Tuples(t[range].to_vec()),
+            Self::Product(_) | Self::Sample(_) => Self::Tuples(
+                range
+                    .map(|i| Ok(self.values(strategy, i)?.unwrap_or_default()))
+                    .collect::<Result<_>>()?,
+            ),
+        })
     }
 }
 
@@ -84,8 +131,12 @@ impl RowRange {
 pub struct SweepRequest {
     /// The dataset.
     pub dataset: String,
+    /// The strategy the combos are of.
+    pub strategy: Strategy,
     /// The combos.
     pub grid: Grid,
+    /// Side, stops and warm-up.
+    pub execution: Execution,
     /// Round-trip fee as a fraction; [`DEFAULT_FEE`] when `None`.
     pub fee: Option<f64>,
     /// On a keyed dataset, the series to run on, in this order (all of them when `None`).
@@ -109,11 +160,28 @@ impl SweepRequest {
     pub fn new(dataset: impl Into<String>, grid: Grid) -> Self {
         Self {
             dataset: dataset.into(),
+            strategy: Strategy::HmaSar,
             grid,
+            execution: Execution::default(),
             fee: None,
             series: None,
             rows: None,
         }
+    }
+
+    /// A request for combos of `strategy` on `dataset`, every option at its default.
+    pub fn strategy(dataset: impl Into<String>, strategy: Strategy, grid: Grid) -> Self {
+        Self {
+            strategy,
+            ..Self::new(dataset, grid)
+        }
+    }
+
+    /// The same request with these execution options.
+    #[must_use]
+    pub fn with_execution(mut self, execution: Execution) -> Self {
+        self.execution = execution;
+        self
     }
 
     /// The same request with a fee.
@@ -152,18 +220,24 @@ impl SweepRequest {
         self.grid.is_empty()
     }
 
-    /// Splits into requests of at most `max` combos each, in order (never fewer than one).
-    pub fn chunks(&self, max: usize) -> Vec<Self> {
+    /// Splits into requests of at most `max` combos each, in order (never fewer than one); a
+    /// product or sample is sent as the explicit tuples of each chunk.
+    ///
+    /// # Errors
+    /// As [`Grid::values`].
+    pub fn chunks(&self, max: usize) -> Result<Vec<Self>> {
         let max = max.max(1);
         let len = self.len();
         if len <= max {
-            return vec![self.clone()];
+            return Ok(vec![self.clone()]);
         }
         (0..len)
             .step_by(max)
-            .map(|start| Self {
-                grid: self.grid.slice(start, start + max),
-                ..self.clone()
+            .map(|start| {
+                Ok(Self {
+                    grid: self.grid.slice(self.strategy, start, start + max)?,
+                    ..self.clone()
+                })
             })
             .collect()
     }
@@ -172,7 +246,14 @@ impl SweepRequest {
     pub fn encode(&self) -> Vec<u8> {
         let wire = Wire {
             dataset: Some(self.dataset.clone()),
-            ..Wire::from_fields(&self.grid, self.fee, self.series.as_deref(), self.rows)
+            ..Wire::from_fields(
+                self.strategy,
+                &self.grid,
+                &self.execution,
+                self.fee,
+                self.series.as_deref(),
+                self.rows,
+            )
         };
         serde_json::to_vec(&wire).expect("a sweep body serialises")
     }
@@ -206,7 +287,9 @@ impl SweepRequest {
         let fields = decode_fields(wire)?;
         Ok(Self {
             dataset,
+            strategy: fields.strategy,
             grid: fields.grid,
+            execution: fields.execution,
             fee: fields.fee,
             series: fields.series,
             rows: fields.rows,
@@ -232,18 +315,26 @@ pub enum ExchangeCommand {
     /// `{"op": "session"}` (extension): a long-lived stream of params-only sweeps of stored
     /// datasets, one [`SweepRequest`] per inbound message (its app_metadata), one result batch
     /// back each. A stream has one schema, so a session is for unkeyed datasets, or, opened
-    /// with `"keyed": true`, for keyed ones (replies start with the `series` column).
+    /// with `"keyed": true`, for keyed ones (replies start with the `series` column), and for
+    /// one strategy (`"strategy"`, default hma_sar).
     Session {
         /// Replies carry the keyed result schema.
         keyed: bool,
+        /// The strategy of every sweep on the session (its replies' schema); hma_sar unless the
+        /// command says `"strategy"`.
+        strategy: Strategy,
     },
 }
 
 /// The stateless sweep of a DoExchange: the grid and options; the series travels in the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExchangeSweep {
+    /// The strategy the combos are of.
+    pub strategy: Strategy,
     /// The combos.
     pub grid: Grid,
+    /// Side, stops and warm-up.
+    pub execution: Execution,
     /// Round-trip fee; [`DEFAULT_FEE`] when `None`.
     pub fee: Option<f64>,
     /// Group the streamed rows into series by this column (as a keyed put does).
@@ -258,6 +349,14 @@ impl ExchangeSweep {
     /// The fee, or [`DEFAULT_FEE`].
     pub fn fee(&self) -> f64 {
         self.fee.unwrap_or(DEFAULT_FEE)
+    }
+
+    /// Refuses more than `max` combos per series, as [`SweepRequest::check_combos`].
+    ///
+    /// # Errors
+    /// [`Error`] naming the count and the limit (`--max-combos`).
+    pub fn check_combos(&self, max: usize) -> Result<()> {
+        check_count(self.grid.len(), max)
     }
 }
 
@@ -274,20 +373,33 @@ impl ExchangeCommand {
                 "a DoExchange command carries its series; `dataset` is not allowed",
             ));
         }
-        let bare = wire.lengths.is_none()
+        let bare_but_strategy = wire.lengths.is_none()
             && wire.params.is_none()
+            && wire.grid.is_none()
+            && wire.sample.is_none()
+            && wire.side.is_none()
+            && wire.stop_loss.is_none()
+            && wire.take_profit.is_none()
+            && wire.warmup.is_none()
             && wire.fee.is_none()
             && wire.series.is_none()
             && wire.rows.is_none()
             && wire.key.is_none();
+        let bare = bare_but_strategy && wire.strategy.is_none();
         match wire.op.as_deref() {
             Some("echo") if bare && wire.keyed.is_none() => Ok(Self::Echo),
             Some("echo") => Err(Error::new("`echo` takes no other fields")),
-            Some("session") if bare => Ok(Self::Session {
-                keyed: wire.keyed.unwrap_or(false),
-            }),
+            Some("session") if bare || (bare_but_strategy && wire.strategy.is_some()) => {
+                Ok(Self::Session {
+                    keyed: wire.keyed.unwrap_or(false),
+                    strategy: wire
+                        .strategy
+                        .as_deref()
+                        .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?,
+                })
+            }
             Some("session") => Err(Error::new(
-                "`session` takes only `keyed`; each message's app_metadata is a sweep body",
+                "`session` takes only `keyed` and `strategy`; each message's app_metadata is a sweep body",
             )),
             Some(_) if wire.keyed.is_some() => {
                 Err(Error::new("`keyed` belongs to `session` commands"))
@@ -304,7 +416,9 @@ impl ExchangeCommand {
                     ));
                 }
                 Ok(Self::Sweep(ExchangeSweep {
+                    strategy: fields.strategy,
                     grid: fields.grid,
+                    execution: fields.execution,
                     fee: fields.fee,
                     key,
                     series: fields.series,
@@ -327,16 +441,27 @@ impl ExchangeCommand {
                 op: Some("echo".into()),
                 ..Wire::default()
             },
-            Self::Session { keyed: false } => return SESSION_COMMAND.to_vec(),
-            Self::Session { keyed: true } => Wire {
+            Self::Session {
+                keyed: false,
+                strategy: Strategy::HmaSar,
+            } => return SESSION_COMMAND.to_vec(),
+            Self::Session { keyed, strategy } => Wire {
                 op: Some("session".into()),
-                keyed: Some(true),
+                keyed: keyed.then_some(true),
+                strategy: (*strategy != Strategy::HmaSar).then(|| strategy.name().to_owned()),
                 ..Wire::default()
             },
             Self::Sweep(s) => Wire {
                 op: Some("sweep".into()),
                 key: s.key.clone(),
-                ..Wire::from_fields(&s.grid, s.fee, s.series.as_deref(), s.rows)
+                ..Wire::from_fields(
+                    s.strategy,
+                    &s.grid,
+                    &s.execution,
+                    s.fee,
+                    s.series.as_deref(),
+                    s.rows,
+                )
             },
         };
         serde_json::to_vec(&wire).expect("an exchange command serialises")
@@ -358,7 +483,21 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     params: Option<Vec<Vec<Number>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    grid: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sample: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     fee: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    side: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stop_loss: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    take_profit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    warmup: Option<Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,30 +510,75 @@ struct Wire {
 
 impl Wire {
     fn from_fields(
+        strategy: Strategy,
         grid: &Grid,
+        execution: &Execution,
         fee: Option<f64>,
         series: Option<&[String]>,
         rows: Option<RowRange>,
     ) -> Self {
         let numbers = |v: &[u32]| v.iter().map(|&x| Number::from(x)).collect::<Vec<_>>();
-        let (lengths, params) = match grid {
-            Grid::Lengths(l) => (Some(numbers(l)), None),
-            Grid::Params(p) => (None, Some(p.iter().map(|t| numbers(t)).collect())),
+        // Integers as JSON integers, numbers as JSON numbers, per the strategy's parameters.
+        let value = |k: usize, v: f64| match strategy.params()[k].1 {
+            ParamKind::Int => Number::from(v as u64),
+            ParamKind::Number => Number::from_f64(v).expect("checked finite"),
         };
-        Self {
-            lengths,
-            params,
+        let tuple = |t: &[f64]| t.iter().enumerate().map(|(k, &v)| value(k, v)).collect();
+        let mut wire = Self {
+            strategy: (strategy != Strategy::HmaSar).then(|| strategy.name().to_owned()),
             fee,
             series: series.map(<[String]>::to_vec),
             rows: rows.map(|r| vec![Number::from(r.start), Number::from(r.end)]),
+            side: (execution.side != Side::Both).then(|| execution.side.name().to_owned()),
+            stop_loss: execution.stop_loss,
+            take_profit: execution.take_profit,
+            warmup: (execution.warmup != 0).then(|| Number::from(execution.warmup)),
             ..Self::default()
+        };
+        match grid {
+            Grid::Lengths(l) => wire.lengths = Some(numbers(l)),
+            Grid::Params(p) => wire.params = Some(p.iter().map(|t| numbers(t)).collect()),
+            Grid::Tuples(t) => wire.params = Some(t.iter().map(|t| tuple(t)).collect()),
+            Grid::Product(lists) => {
+                wire.grid = Some(
+                    lists
+                        .iter()
+                        .enumerate()
+                        .map(|(k, list)| {
+                            let values = list.iter().map(|&v| value(k, v).into()).collect();
+                            (
+                                strategy.params()[k].0.to_owned(),
+                                serde_json::Value::Array(values),
+                            )
+                        })
+                        .collect(),
+                );
+            }
+            Grid::Sample(s) => {
+                let ranges: serde_json::Map<String, serde_json::Value> = s
+                    .ranges
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(lo, hi))| {
+                        let pair = vec![value(k, lo).into(), value(k, hi).into()];
+                        (
+                            strategy.params()[k].0.to_owned(),
+                            serde_json::Value::Array(pair),
+                        )
+                    })
+                    .collect();
+                wire.sample = Some(serde_json::json!({"n": s.n, "seed": s.seed, "ranges": ranges}));
+            }
         }
+        wire
     }
 }
 
 /// The fields every sweep form shares, decoded and checked.
 struct Fields {
+    strategy: Strategy,
     grid: Grid,
+    execution: Execution,
     fee: Option<f64>,
     series: Option<Vec<String>>,
     rows: Option<RowRange>,
@@ -430,28 +614,72 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             "`fee` must be a finite number >= 0, got {fee}"
         )));
     }
-    let grid = match (wire.lengths, wire.params) {
-        (Some(lengths), None) => Grid::Lengths(
+    let strategy = wire
+        .strategy
+        .as_deref()
+        .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?;
+    let given = [
+        wire.lengths.is_some(),
+        wire.params.is_some(),
+        wire.grid.is_some(),
+        wire.sample.is_some(),
+    ];
+    let forms = if strategy == Strategy::HmaSar {
+        "`lengths`, `params`, `grid` and `sample`"
+    } else {
+        "`params`, `grid` and `sample`"
+    };
+    match given.iter().filter(|&&g| g).count() {
+        0 => return Err(Error::new(format!("give exactly one of {forms}"))),
+        1 => {}
+        _ if wire.lengths.is_some() && wire.params.is_some() && !given[2] && !given[3] => {
+            return Err(Error::new(
+                "give exactly one of `lengths` and `params`, not both",
+            ));
+        }
+        _ => {
+            return Err(Error::new(format!(
+                "give exactly one of {forms}, not several"
+            )));
+        }
+    }
+    let grid = if let Some(lengths) = wire.lengths {
+        if strategy != Strategy::HmaSar {
+            return Err(Error::new(format!(
+                "`lengths` derives hma_sar windows; give {strategy} combos as {forms}"
+            )));
+        }
+        Grid::Lengths(
             lengths
                 .iter()
                 .enumerate()
                 .map(|(i, l)| window(l, || format!("lengths[{i}]")))
                 .collect::<Result<_>>()?,
-        ),
-        (None, Some(params)) => Grid::Params(
-            params
-                .iter()
-                .enumerate()
-                .map(|(i, t)| tuple(i, t))
-                .collect::<Result<_>>()?,
-        ),
-        (Some(_), Some(_)) => {
-            return Err(Error::new(
-                "give exactly one of `lengths` and `params`, not both",
-            ));
+        )
+    } else if let Some(params) = wire.params {
+        if strategy == Strategy::HmaSar {
+            Grid::Params(
+                params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| tuple(i, t))
+                    .collect::<Result<_>>()?,
+            )
+        } else {
+            Grid::Tuples(
+                params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| strategy_tuple(strategy, i, t))
+                    .collect::<Result<_>>()?,
+            )
         }
-        (None, None) => return Err(Error::new("give exactly one of `lengths` and `params`")),
+    } else if let Some(grid) = wire.grid {
+        product(strategy, &grid)?
+    } else {
+        sample(strategy, wire.sample.as_ref().expect("one form is given"))?
     };
+    let execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
     let series = wire.series.map(check_series).transpose()?;
     let rows = wire
         .rows
@@ -469,7 +697,9 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         })
         .transpose()?;
     Ok(Fields {
+        strategy,
         grid,
+        execution,
         fee: wire.fee,
         series,
         rows,
@@ -511,6 +741,188 @@ fn tuple(i: usize, t: &[Number]) -> Result<[u32; 6]> {
         out[j] = window(w, || format!("params[{i}][{j}] ({})", FIELDS[j]))?;
     }
     Ok(out)
+}
+
+/// The execution options of a body.
+fn execution(
+    side: &Option<String>,
+    stop_loss: Option<f64>,
+    take_profit: Option<f64>,
+    warmup: &Option<Number>,
+) -> Result<Execution> {
+    let side = side.as_deref().map_or(Ok(Side::Both), Side::from_name)?;
+    for (name, v) in [("stop_loss", stop_loss), ("take_profit", take_profit)] {
+        if let Some(v) = v
+            && !(v.is_finite() && v > 0.0)
+        {
+            return Err(Error::new(format!(
+                "`{name}` must be a finite fraction > 0 (0.02 is 2%), got {v}"
+            )));
+        }
+    }
+    let warmup = match warmup {
+        None => 0,
+        Some(w) => w
+            .as_u64()
+            .ok_or_else(|| Error::new(format!("`warmup` must be an integer >= 0, got {w}")))?,
+    };
+    Ok(Execution {
+        side,
+        stop_loss,
+        take_profit,
+        warmup,
+    })
+}
+
+/// A JSON value that must be a number valid for parameter `k` of `strategy`: a JSON integer
+/// where it is an integer (no fraction, no exponent), any number where it is a number.
+fn param_value(
+    strategy: Strategy,
+    k: usize,
+    v: &serde_json::Value,
+    what: &dyn Fn() -> String,
+) -> Result<f64> {
+    let (name, kind) = strategy.params()[k];
+    let n = match v {
+        serde_json::Value::Number(n) => n,
+        other => {
+            return Err(Error::new(format!(
+                "{} ({name}) must be a number, got {other}",
+                what()
+            )));
+        }
+    };
+    let x = match kind {
+        ParamKind::Int => n
+            .as_u64()
+            .map(|u| u as f64)
+            .or_else(|| n.as_i64().map(|i| i as f64)),
+        ParamKind::Number => n.as_f64(),
+    };
+    let x = x.ok_or_else(|| {
+        Error::new(format!(
+            "{} ({name}) must be an integer in 1..={MAX_WINDOW}, got {n}",
+            what()
+        ))
+    })?;
+    strategy
+        .check_value(k, x)
+        .map_err(|e| Error::new(format!("{} ({name}) {e}", what())))?;
+    Ok(x)
+}
+
+/// An explicit tuple of a v1.2 strategy.
+fn strategy_tuple(strategy: Strategy, i: usize, t: &[Number]) -> Result<Vec<f64>> {
+    let names: Vec<&str> = strategy.params().iter().map(|p| p.0).collect();
+    if t.len() != names.len() {
+        return Err(Error::new(format!(
+            "params[{i}] has {} values; each {strategy} tuple is [{}]",
+            t.len(),
+            names.join(", ")
+        )));
+    }
+    let values = t
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            param_value(strategy, k, &serde_json::Value::Number(v.clone()), &|| {
+                format!("params[{i}][{k}]")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    strategy
+        .check_combo(&values)
+        .map_err(|(p, e)| Error::new(format!("params[{i}] ({p}) {e}")))?;
+    Ok(values)
+}
+
+/// `"grid"`: one non-empty list per parameter name.
+fn product(strategy: Strategy, grid: &serde_json::Map<String, serde_json::Value>) -> Result<Grid> {
+    let params = strategy.params();
+    if let Some(unknown) = grid
+        .keys()
+        .find(|k| !params.iter().any(|p| p.0 == k.as_str()))
+    {
+        return Err(Error::new(format!(
+            "`grid` has unknown parameter {unknown:?}; {strategy} takes {}",
+            params.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let lists = params
+        .iter()
+        .enumerate()
+        .map(|(k, (name, _))| {
+            let list = grid
+                .get(*name)
+                .ok_or_else(|| Error::new(format!("`grid` needs a list for `{name}`")))?;
+            let items = list
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| Error::new(format!("`grid.{name}` must be a non-empty list")))?;
+            items
+                .iter()
+                .enumerate()
+                .map(|(j, v)| param_value(strategy, k, v, &|| format!("grid.{name}[{j}]")))
+                .collect::<Result<Vec<f64>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Grid::Product(lists))
+}
+
+/// `"sample"`: `{"n", "seed", "ranges": {name: [lo, hi]}}`.
+fn sample(strategy: Strategy, v: &serde_json::Value) -> Result<Grid> {
+    let bad = |what: &str| Error::new(format!("`sample` {what}"));
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad("must be an object {\"n\", \"seed\", \"ranges\"}"))?;
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["n", "seed", "ranges"].contains(&k.as_str()))
+    {
+        return Err(bad(&format!("has unknown field {k:?}")));
+    }
+    let n = obj
+        .get("n")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| bad("needs `n`, an integer >= 1"))?;
+    let seed = obj
+        .get("seed")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| bad("needs `seed`, an integer >= 0"))?;
+    let ranges = obj
+        .get("ranges")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| bad("needs `ranges`, an object of [lo, hi] per parameter"))?;
+    let params = strategy.params();
+    if let Some(unknown) = ranges
+        .keys()
+        .find(|k| !params.iter().any(|p| p.0 == k.as_str()))
+    {
+        return Err(bad(&format!(
+            "has a range for unknown parameter {unknown:?}; {strategy} takes {}",
+            params.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let ranges = params
+        .iter()
+        .enumerate()
+        .map(|(k, (name, _))| {
+            let pair = ranges
+                .get(*name)
+                .and_then(serde_json::Value::as_array)
+                .filter(|a| a.len() == 2)
+                .ok_or_else(|| bad(&format!("needs a range [lo, hi] for `{name}`")))?;
+            let what = |end: &'static str| move || format!("sample.ranges.{name} {end}");
+            let lo = param_value(strategy, k, &pair[0], &what("lo"))?;
+            let hi = param_value(strategy, k, &pair[1], &what("hi"))?;
+            if lo > hi {
+                return Err(bad(&format!("range of `{name}` has lo {lo} > hi {hi}")));
+            }
+            Ok((lo, hi))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Grid::Sample(Sample { n, seed, ranges }))
 }
 
 /// A JSON number that must be an integer in `1..=MAX_WINDOW`.
@@ -638,6 +1050,201 @@ mod tests {
     }
 
     #[test]
+    fn strategies_grids_samples_and_execution() {
+        let r = SweepRequest::decode(
+            br#"{"dataset": "p", "strategy": "sma_cross", "grid": {"slow": [20, 30, 40], "fast": [5, 10]},
+                "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "warmup": 200, "rows": [1000, 5000]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.strategy, Strategy::SmaCross);
+        assert_eq!(r.len(), 6);
+        // The first parameter outermost.
+        let combos: Vec<Vec<f64>> = (0..6)
+            .map(|i| r.grid.values(r.strategy, i).unwrap().unwrap())
+            .collect();
+        assert_eq!(combos[0], [5.0, 20.0]);
+        assert_eq!(combos[1], [5.0, 30.0]);
+        assert_eq!(combos[3], [10.0, 20.0]);
+        assert_eq!(
+            r.execution,
+            Execution {
+                side: Side::Long,
+                stop_loss: Some(0.02),
+                take_profit: Some(0.05),
+                warmup: 200
+            }
+        );
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+        // Explicit tuples: integers where int, any number where number.
+        let r = SweepRequest::decode(
+            br#"{"dataset": "p", "strategy": "rsi_revert", "params": [[14, 30, 70.5], [2, 0, 100]]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.grid,
+            Grid::Tuples(vec![vec![14.0, 30.0, 70.5], vec![2.0, 0.0, 100.0]])
+        );
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+        // A sample, reproducible, its chunks the same combos as the whole.
+        let body = br#"{"dataset": "p", "strategy": "rsi_revert", "sample": {"n": 50, "seed": 3, "ranges": {"n": [2, 30], "lower": [10, 40], "upper": [35, 90]}}}"#;
+        let r = SweepRequest::decode(body).unwrap();
+        assert_eq!(r.len(), 50);
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+        let all: Vec<Vec<f64>> = (0..50)
+            .map(|i| r.grid.values(r.strategy, i).unwrap().unwrap())
+            .collect();
+        let chunked: Vec<Vec<f64>> = r
+            .chunks(7)
+            .unwrap()
+            .iter()
+            .flat_map(|c| match &c.grid {
+                Grid::Tuples(t) => t.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(all, chunked);
+        assert!(all.iter().all(|v| v[1] < v[2]));
+        // hma_sar takes grids too.
+        let r = SweepRequest::decode(
+            br#"{"dataset": "p", "grid": {"half": [3], "full": [6, 8], "sqrt": [2], "p3": [1], "p2": [2], "p": [3]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.strategy, Strategy::HmaSar);
+        assert_eq!(
+            r.grid.values(r.strategy, 1).unwrap().unwrap(),
+            [3.0, 8.0, 2.0, 1.0, 2.0, 3.0]
+        );
+        // A v1 body is encoded as it was: no new field appears.
+        assert_eq!(
+            String::from_utf8(SweepRequest::lengths("p", [6]).encode()).unwrap(),
+            r#"{"dataset":"p","lengths":[6]}"#
+        );
+        // The product's size is counted, not expanded.
+        let big = format!(
+            r#"{{"dataset": "p", "strategy": "sma_cross", "grid": {{"fast": {a}, "slow": {a}}}}}"#,
+            a = serde_json::to_string(&(1..=5000).collect::<Vec<u32>>()).unwrap()
+        );
+        let e = err(&big);
+        assert!(
+            e.contains("25000000 combos") && e.contains("--max-combos"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn strategy_refusals_name_the_field() {
+        for (body, want) in [
+            (
+                r#"{"dataset": "p", "strategy": "macd", "params": [[1, 2]]}"#,
+                "unknown strategy \"macd\"; known: hma_sar",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "lengths": [6]}"#,
+                "`lengths` derives hma_sar",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "params": [[5]]}"#,
+                "params[0] has 1 values; each sma_cross tuple is [fast, slow]",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "params": [[5, 0]]}"#,
+                "params[0][1] (slow) must be an integer",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "params": [[5, 2.5]]}"#,
+                "params[0][1] (slow)",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "params": [[5, 1e2]]}"#,
+                "params[0][1] (slow)",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [["5"]]}"#,
+                "bad sweep body",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "rsi_revert", "params": [[14, 70, 30]]}"#,
+                "params[0] (lower) must be below upper",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "rsi_revert", "params": [[14, 30, 101]]}"#,
+                "params[0][2] (upper) must be a number in 0..=100",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [5]}}"#,
+                "`grid` needs a list for `slow`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [5], "slow": []}}"#,
+                "`grid.slow` must be a non-empty list",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [5], "slow": [9], "mid": [1]}}"#,
+                "unknown parameter \"mid\"",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [5], "slow": [0]}}"#,
+                "grid.slow[0] (slow)",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "sma_cross", "params": [[5, 9]], "grid": {"fast": [5], "slow": [9]}}"#,
+                "exactly one of `params`, `grid` and `sample`, not several",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 5, "seed": 1}}"#,
+                "needs `ranges`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 0, "seed": 1, "ranges": {"n": [1, 5]}}}"#,
+                "needs `n`, an integer >= 1",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 5, "seed": -1, "ranges": {"n": [1, 5]}}}"#,
+                "needs `seed`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 5, "seed": 1, "ranges": {"n": [9, 5]}}}"#,
+                "lo 9 > hi 5",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 5, "seed": 1, "ranges": {}}}"#,
+                "needs a range [lo, hi] for `n`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "sample": {"n": 5, "seed": 1, "ranges": {"n": [0, 5]}}}"#,
+                "sample.ranges.n lo (n)",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "side": "up"}"#,
+                "`side` must be",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "stop_loss": 0}"#,
+                "`stop_loss` must be a finite fraction > 0",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "take_profit": -0.1}"#,
+                "`take_profit`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "warmup": -3}"#,
+                "`warmup` must be an integer >= 0",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "warmup": 1.5}"#,
+                "`warmup`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "top": 5}"#,
+                "unknown field `top`",
+            ),
+        ] {
+            let e = err(body);
+            assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+
+    #[test]
     fn series_times_combos_limit() {
         assert!(check_runs(3, 3, 9).is_ok());
         let e = check_runs(3, 4, 9).unwrap_err().to_string();
@@ -649,19 +1256,35 @@ mod tests {
         let r = SweepRequest::lengths("p", [6, 8, 10])
             .with_fee(0.001)
             .with_rows(RowRange::new(1, 9).unwrap());
-        let parts = r.chunks(2);
+        let parts = r.chunks(2).unwrap();
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[1].grid, Grid::Lengths(vec![10]));
         assert_eq!((parts[1].fee, parts[1].rows), (r.fee, r.rows));
-        assert_eq!(r.chunks(5), vec![r.clone()]);
+        assert_eq!(r.chunks(5).unwrap(), vec![r.clone()]);
     }
 
     #[test]
     fn exchange_commands() {
         let cmd = |s: &str| ExchangeCommand::decode(s.as_bytes());
         assert_eq!(cmd(r#"{"op": "echo"}"#).unwrap(), ExchangeCommand::Echo);
-        let plain = ExchangeCommand::Session { keyed: false };
-        let keyed = ExchangeCommand::Session { keyed: true };
+        let plain = ExchangeCommand::Session {
+            keyed: false,
+            strategy: Strategy::HmaSar,
+        };
+        let keyed = ExchangeCommand::Session {
+            keyed: true,
+            strategy: Strategy::HmaSar,
+        };
+        let sma = ExchangeCommand::Session {
+            keyed: false,
+            strategy: Strategy::SmaCross,
+        };
+        assert_eq!(
+            cmd(r#"{"op": "session", "strategy": "sma_cross"}"#).unwrap(),
+            sma
+        );
+        assert_eq!(ExchangeCommand::decode(&sma.encode()).unwrap(), sma);
+        assert!(cmd(r#"{"op": "session", "strategy": "macd"}"#).is_err());
         assert_eq!(cmd(r#"{"op": "session"}"#).unwrap(), plain);
         assert_eq!(ExchangeCommand::decode(SESSION_COMMAND).unwrap(), plain);
         assert_eq!(cmd(r#"{"op": "session", "keyed": true}"#).unwrap(), keyed);

@@ -93,7 +93,7 @@ fn golden() -> Value {
         "exchange_commands": {
             "echo": cmd(&ExchangeCommand::Echo),
             "session": serde_json::from_slice::<Value>(SESSION_COMMAND).unwrap(),
-            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true }),
+            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: sweepflight_protocol::Strategy::HmaSar }),
         },
         "result_schema": {"unkeyed": schema(false), "keyed": schema(true)},
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 
 use anyhow::Context;
 use sweepflight_protocol::ExchangeCommand;
-use sweepflight_server::compute::combos;
+use sweepflight_server::compute::{Job, execution, params};
 use sweepflight_server::results::to_batch;
 
 fn main() -> anyhow::Result<()> {
@@ -25,10 +25,17 @@ fn main() -> anyhow::Result<()> {
     let ExchangeCommand::Sweep(spec) = ExchangeCommand::decode(cmd.to_string().as_bytes())? else {
         anyhow::bail!("not a sweep");
     };
-    let combos = combos(&spec.grid)?;
+    let job = Job {
+        inputs: Vec::new(),
+        names: None,
+        strategy: spec.strategy,
+        params: params(spec.strategy, &spec.grid)?,
+        exec: execution(spec.fee(), &spec.execution),
+    };
     let close = sweepflight_benches::closes(reader)?;
-    let results = sweepflight_kernel::sweep(&close, &combos, spec.fee())?;
-    let out = to_batch(None, &combos, &[results])?;
+    let control = sweepflight_kernel::SweepControl::default();
+    let results = sweepflight_kernel::sweep_params(&close, &job.params, &job.exec, &control)?;
+    let out = to_batch(&job, &[results])?;
     let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
     writer.write(&out)?;
     writer.finish()?;

@@ -2,7 +2,9 @@
 
 use arrow_flight::{Action, ActionType};
 use bytes::Bytes;
-use sweepflight_protocol::{ACTIONS, DROP, ECHO, STATS, SWEEP, SweepRequest, validate_name};
+use sweepflight_protocol::{
+    ACTIONS, DROP, ECHO, STATS, STRATEGIES, SWEEP, SweepRequest, strategies_json, validate_name,
+};
 
 use super::State;
 use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies};
@@ -26,6 +28,7 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
         ECHO => vec![action.body],
         DROP => vec![drop(state, &action.body).await?],
         STATS => vec![stats(state)],
+        STRATEGIES => vec![Bytes::from(strategies_json().to_string())],
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())

@@ -9,12 +9,14 @@ use arrow_flight::{FlightData, FlightDescriptor, SchemaAsIpc};
 use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use sweepflight_protocol::{ExchangeCommand, ExchangeSweep, SweepRequest, result_schema};
+use sweepflight_protocol::{
+    ExchangeCommand, ExchangeSweep, Strategy, SweepRequest, strategy_schema,
+};
 use tracing::Instrument;
 
 use super::put::upload_limits;
 use super::{Inbound, State};
-use crate::compute::{Input, Job, combos};
+use crate::compute::{Input, Job, execution, params};
 use crate::ingest::read_upload;
 use crate::results::{SessionEncoder, to_batch};
 use crate::{Error, Result};
@@ -34,7 +36,7 @@ pub(super) async fn exchange(
     }
     match ExchangeCommand::decode(&d.cmd)? {
         ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
-        ExchangeCommand::Session { keyed } => Ok(session(state, data, keyed)),
+        ExchangeCommand::Session { keyed, strategy } => Ok(session(state, data, keyed, strategy)),
         ExchangeCommand::Sweep(sweep) => transient(state, sweep, data).await,
     }
 }
@@ -46,23 +48,31 @@ async fn transient(
     data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     let max = state.config.max_combos;
-    sweep_check(&sweep, max)?;
+    sweep.check_combos(max)?;
     let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
     let close = Arc::new(upload.close.clone());
-    let combos = combos(&sweep.grid)?;
+    let params = params(sweep.strategy, &sweep.grid)?;
+    let warmup = sweep.execution.warmup;
     let (inputs, names) = match &upload.universe {
         None => (
-            vec![Input::transient(close, 0..upload.rows(), None, sweep.rows)?],
+            vec![Input::transient(
+                close,
+                0..upload.rows(),
+                None,
+                sweep.rows,
+                warmup,
+            )?],
             None,
         ),
         Some(u) => {
             let picked = u.select("the upload", sweep.series.as_deref())?;
-            sweepflight_protocol::check_runs(picked.len(), combos.len(), max)?;
+            sweepflight_protocol::check_runs(picked.len(), params.len(), max)?;
             let inputs = picked
                 .iter()
                 .map(|&i| {
                     let range = u.offsets[i]..u.offsets[i + 1];
-                    Input::transient(Arc::clone(&close), range, Some(&u.names[i]), sweep.rows)
+                    let name = Some(u.names[i].as_str());
+                    Input::transient(Arc::clone(&close), range, name, sweep.rows, warmup)
                 })
                 .collect::<Result<Vec<_>>>()?;
             let names: Vec<String> = picked.iter().map(|&i| u.names[i].clone()).collect();
@@ -71,29 +81,18 @@ async fn transient(
     };
     let job = Job {
         inputs,
-        combos,
-        fee: sweep.fee(),
+        names,
+        strategy: sweep.strategy,
+        params,
+        exec: execution(sweep.fee(), &sweep.execution),
     };
     let results = state.compute.run(job.clone()).await?;
-    let names: Option<Vec<&str>> = names
-        .as_ref()
-        .map(|n| n.iter().map(String::as_str).collect());
-    let batch = to_batch(names.as_deref(), &job.combos, &results)?;
+    let batch = to_batch(&job, &results)?;
     let out = FlightDataEncoderBuilder::new()
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))
         .map_err(|e| Error::internal("encode the result", e));
     Ok(out.boxed())
-}
-
-fn sweep_check(sweep: &ExchangeSweep, max: usize) -> Result<()> {
-    if sweep.grid.len() > max {
-        return Err(Error::invalid(format!(
-            "{} combos requested; this server allows at most {max} per call (--max-combos)",
-            sweep.grid.len()
-        )));
-    }
-    Ok(())
 }
 
 /// The `session` exchange: the result schema first, then for each inbound message (its
@@ -106,8 +105,10 @@ fn session(
     state: &Arc<State>,
     data: Inbound,
     keyed: bool,
+    strategy: Strategy,
 ) -> BoxStream<'static, Result<FlightData>> {
-    let schema = SchemaAsIpc::new(&result_schema(keyed), &IpcWriteOptions::default()).into();
+    let schema = strategy_schema(strategy, keyed);
+    let schema = SchemaAsIpc::new(&schema, &IpcWriteOptions::default()).into();
     // Requests are answered one at a time and in order, so one encoder serves the session.
     let encoder = Arc::new(Mutex::new(SessionEncoder::default()));
     let state_for_replies = Arc::clone(state);
@@ -120,6 +121,12 @@ fn session(
         );
         async move {
             let request = SweepRequest::decode(&msg.app_metadata)?;
+            if request.strategy != strategy {
+                return Err(Error::invalid(format!(
+                    "this session was opened for {strategy} (its replies' schema); a {} sweep needs a session opened with {{\"op\": \"session\", \"strategy\": \"{}\"}}",
+                    request.strategy, request.strategy
+                )));
+            }
             let span = tracing::Span::current();
             span.record("dataset", request.dataset.as_str());
             span.record("combos", request.len());

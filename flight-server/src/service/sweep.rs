@@ -2,10 +2,10 @@
 //! resolve the dataset and its series, check the limits, run, build the result table.
 
 use arrow_array::RecordBatch;
-use sweepflight_protocol::{SweepRequest, check_runs};
+use sweepflight_protocol::SweepRequest;
 
 use super::State;
-use crate::compute::{Input, Job, combos};
+use crate::compute::Job;
 use crate::results::to_batch;
 use crate::{Error, Result};
 
@@ -34,36 +34,7 @@ pub(super) async fn run(
         }
         _ => {}
     }
-    let combos = combos(&request.grid)?;
-    let (inputs, names) = match dataset.universe() {
-        None => {
-            if request.series.is_some() {
-                return Err(Error::invalid(format!(
-                    "dataset `{}` is not keyed: `series` applies to datasets put with a key",
-                    request.dataset
-                )));
-            }
-            (vec![Input::stored(dataset, 0, request.rows)?], None)
-        }
-        Some(universe) => {
-            let picked = universe.select(&request.dataset, request.series.as_deref())?;
-            check_runs(picked.len(), combos.len(), max)?;
-            let names: Vec<String> = picked.iter().map(|&i| universe.names[i].clone()).collect();
-            let inputs = picked
-                .iter()
-                .map(|&i| Input::stored(std::sync::Arc::clone(&dataset), i, request.rows))
-                .collect::<Result<Vec<_>>>()?;
-            (inputs, Some(names))
-        }
-    };
-    let job = Job {
-        inputs,
-        combos,
-        fee: request.fee(),
-    };
+    let job = Job::stored(request, dataset, max)?;
     let results = state.compute.run(job.clone()).await?;
-    let names: Option<Vec<&str>> = names
-        .as_ref()
-        .map(|n| n.iter().map(String::as_str).collect());
-    to_batch(names.as_deref(), &job.combos, &results)
+    to_batch(&job, &results)
 }

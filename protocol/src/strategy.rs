@@ -1,0 +1,349 @@
+//! The v1.2 strategy vocabulary on the wire: strategy names and their parameters (the order of
+//! `params` tuples, `grid` and result columns), the execution options (`side`, `stop_loss`,
+//! `take_profit`, `warmup`) and the combo forms that are not plain lists (`grid`, `sample`).
+//!
+//! What a strategy *computes* is the kernel's (`sweepflight-kernel`, strategies.md); this is
+//! what a client may send and what the reply's columns are. The server checks that the two
+//! tables agree.
+
+use std::fmt;
+
+/// A strategy of protocol v1.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Strategy {
+    /// The paper's HMA / HMA3 stop-and-reverse (the default).
+    #[default]
+    HmaSar,
+    /// Fast SMA crossing the slow SMA.
+    SmaCross,
+    /// Fast EMA crossing the slow EMA.
+    EmaCross,
+    /// Channel breakout.
+    Donchian,
+    /// RSI mean reversion.
+    RsiRevert,
+}
+
+/// Whether a parameter is a JSON integer or any JSON number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// An integer (a window): a result column of int64.
+    Int,
+    /// Any number (a threshold): a result column of float64.
+    Number,
+}
+
+impl Strategy {
+    /// Every strategy, in the order `strategies` lists them.
+    pub const ALL: [Self; 5] = [
+        Self::HmaSar,
+        Self::SmaCross,
+        Self::EmaCross,
+        Self::Donchian,
+        Self::RsiRevert,
+    ];
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HmaSar => "hma_sar",
+            Self::SmaCross => "sma_cross",
+            Self::EmaCross => "ema_cross",
+            Self::Donchian => "donchian",
+            Self::RsiRevert => "rsi_revert",
+        }
+    }
+
+    /// The strategy of a wire name.
+    ///
+    /// # Errors
+    /// [`crate::Error`] listing the known names.
+    pub fn from_name(name: &str) -> crate::Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                crate::Error::new(format!(
+                    "unknown strategy {name:?}; known: {}",
+                    Self::ALL.map(Self::name).join(", ")
+                ))
+            })
+    }
+
+    /// The parameters in wire order, with their kinds.
+    pub fn params(self) -> &'static [(&'static str, ParamKind)] {
+        use ParamKind::{Int, Number};
+        match self {
+            Self::HmaSar => &[
+                ("half", Int),
+                ("full", Int),
+                ("sqrt", Int),
+                ("p3", Int),
+                ("p2", Int),
+                ("p", Int),
+            ],
+            Self::SmaCross | Self::EmaCross => &[("fast", Int), ("slow", Int)],
+            Self::Donchian => &[("n", Int)],
+            Self::RsiRevert => &[("n", Int), ("lower", Number), ("upper", Number)],
+        }
+    }
+
+    /// Checks value `v` of parameter `k`: windows are integers in `1..=2147483647`, RSI bands
+    /// numbers in `0..=100`.
+    ///
+    /// # Errors
+    /// What is wrong, as a phrase to follow the parameter's name.
+    pub fn check_value(self, k: usize, v: f64) -> Result<(), String> {
+        match self.params()[k].1 {
+            ParamKind::Int
+                if v.fract() == 0.0 && (1.0..=f64::from(crate::MAX_WINDOW)).contains(&v) =>
+            {
+                Ok(())
+            }
+            ParamKind::Int => Err(format!(
+                "must be an integer in 1..={}, got {v}",
+                crate::MAX_WINDOW
+            )),
+            ParamKind::Number if v.is_finite() && (0.0..=100.0).contains(&v) => Ok(()),
+            ParamKind::Number => Err(format!("must be a number in 0..=100, got {v}")),
+        }
+    }
+
+    /// The constraints between parameters: `lower < upper` for `rsi_revert`.
+    ///
+    /// # Errors
+    /// The parameter and what is wrong with it.
+    pub fn check_combo(self, values: &[f64]) -> Result<(), (&'static str, String)> {
+        match self {
+            Self::RsiRevert if values[1] >= values[2] => Err((
+                "lower",
+                format!("must be below upper, got {} >= {}", values[1], values[2]),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// What the strategy does, in one line (the `strategies` action).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Self::HmaSar => {
+                "HMA(half, full, sqrt) vs HMA3(p3, p2, p): +1 where HMA3 crosses above HMA, -1 below (the paper's kernel; `lengths` derives the six windows from one L)"
+            }
+            Self::SmaCross => "+1 where SMA(fast) crosses above SMA(slow), -1 where below",
+            Self::EmaCross => "+1 where EMA(fast) crosses above EMA(slow), -1 where below",
+            Self::Donchian => {
+                "+1 where the close is above the highest of the n closes before it, -1 where below the lowest"
+            }
+            Self::RsiRevert => {
+                "+1 where Wilder's RSI(n) rises through lower, -1 where it falls through upper (0 <= lower < upper <= 100)"
+            }
+        }
+    }
+}
+
+/// The `strategies` action's reply: every strategy, its parameters in wire order with their
+/// JSON types, and what it does.
+pub fn strategies_json() -> serde_json::Value {
+    Strategy::ALL
+        .iter()
+        .map(|s| {
+            let params: Vec<serde_json::Value> = s
+                .params()
+                .iter()
+                .map(|(name, kind)| {
+                    let t = match kind {
+                        ParamKind::Int => "int",
+                        ParamKind::Number => "number",
+                    };
+                    serde_json::json!({"name": name, "type": t})
+                })
+                .collect();
+            serde_json::json!({"name": s.name(), "params": params, "summary": s.summary()})
+        })
+        .collect()
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which positions a run may hold (`side`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Side {
+    /// Both: stop-and-reverse (the default).
+    #[default]
+    Both,
+    /// Long only.
+    Long,
+    /// Short only.
+    Short,
+}
+
+impl Side {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Both => "both",
+            Self::Long => "long",
+            Self::Short => "short",
+        }
+    }
+
+    /// The side of a wire name.
+    ///
+    /// # Errors
+    /// [`crate::Error`] naming the three sides.
+    pub fn from_name(name: &str) -> crate::Result<Self> {
+        match name {
+            "both" => Ok(Self::Both),
+            "long" => Ok(Self::Long),
+            "short" => Ok(Self::Short),
+            other => Err(crate::Error::new(format!(
+                "`side` must be \"both\", \"long\" or \"short\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The execution options of a sweep body (strategies.md, "Execution"; "The range a strategy
+/// sees"). The defaults are the paper's loop.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Execution {
+    /// Which positions may be held.
+    pub side: Side,
+    /// Stop-loss as a fraction of the entry (finite, > 0).
+    pub stop_loss: Option<f64>,
+    /// Take-profit as a fraction of the entry (finite, > 0).
+    pub take_profit: Option<f64>,
+    /// Bars before `rows.start` the indicators warm up on.
+    pub warmup: u64,
+}
+
+impl Execution {
+    /// True when every option is at its default.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// `"sample"`: `n` combos drawn uniformly from per-parameter ranges, reproducible for a seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// How many combos.
+    pub n: u64,
+    /// The seed.
+    pub seed: u64,
+    /// `[lo, hi]` per parameter, in the strategy's parameter order: integers drawn in
+    /// `[lo, hi]`, numbers in `[lo, hi)`.
+    pub ranges: Vec<(f64, f64)>,
+}
+
+/// Attempts per combo before a sample gives up on its constraint.
+const SAMPLE_ATTEMPTS: u64 = 1_000;
+
+impl Sample {
+    /// Combo `i` of the sample: the first of its attempts that `valid` accepts. Each attempt's
+    /// values come from a counter-based generator keyed by (seed, i, attempt), so any combo
+    /// can be drawn on its own, in any order, and is the same on every call.
+    ///
+    /// # Errors
+    /// [`crate::Error`] if no attempt is valid (ranges whose every draw breaks a constraint).
+    pub fn draw(&self, i: u64, strategy: Strategy) -> crate::Result<Vec<f64>> {
+        let kinds = strategy.params();
+        let valid = |v: &[f64]| strategy.check_combo(v).is_ok();
+        let mut values = vec![0.0; self.ranges.len()];
+        for attempt in 0..SAMPLE_ATTEMPTS {
+            let mut state = splitmix(self.seed ^ splitmix(i ^ splitmix(attempt)));
+            for (k, (&(lo, hi), v)) in self.ranges.iter().zip(&mut values).enumerate() {
+                state = splitmix(state);
+                *v = match kinds[k].1 {
+                    ParamKind::Int => {
+                        let span = (hi - lo) as u64 + 1;
+                        lo + ((u128::from(state) * u128::from(span)) >> 64) as f64
+                    }
+                    ParamKind::Number => {
+                        let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+                        let x = lo + (hi - lo) * u;
+                        // Rounding can land on hi; the range is half-open.
+                        if x >= hi && hi > lo { lo } else { x }
+                    }
+                };
+            }
+            if valid(&values) {
+                return Ok(values);
+            }
+        }
+        Err(crate::Error::new(format!(
+            "`sample`: no valid combo in {SAMPLE_ATTEMPTS} draws for combo {i}; check the ranges against the strategy's constraints"
+        )))
+    }
+}
+
+/// SplitMix64's output function: a bijective mix of a 64-bit counter.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_sides() {
+        for s in Strategy::ALL {
+            assert_eq!(Strategy::from_name(s.name()).unwrap(), s);
+        }
+        let e = Strategy::from_name("macd").unwrap_err().to_string();
+        assert!(e.contains("known: hma_sar, sma_cross"), "{e}");
+        assert_eq!(Side::from_name("long").unwrap(), Side::Long);
+        assert!(Side::from_name("up").is_err());
+    }
+
+    #[test]
+    fn samples_are_reproducible_in_range_and_redrawn_on_constraints() {
+        let rsi = Strategy::RsiRevert;
+        let s = Sample {
+            n: 100,
+            seed: 7,
+            ranges: vec![(2.0, 30.0), (0.0, 60.0), (40.0, 100.0)],
+        };
+        let a: Vec<Vec<f64>> = (0..100).map(|i| s.draw(i, rsi).unwrap()).collect();
+        let b: Vec<Vec<f64>> = (0..100).rev().map(|i| s.draw(i, rsi).unwrap()).collect();
+        assert_eq!(a, b.into_iter().rev().collect::<Vec<_>>());
+        for v in &a {
+            assert!(v[0].fract() == 0.0 && (2.0..=30.0).contains(&v[0]), "{v:?}");
+            assert!(
+                (0.0..60.0).contains(&v[1]) && (40.0..100.0).contains(&v[2]),
+                "{v:?}"
+            );
+            assert!(v[1] < v[2]);
+        }
+        // Both ends of an integer range are drawn.
+        let ints = Sample {
+            n: 0,
+            seed: 1,
+            ranges: vec![(1.0, 2.0)],
+        };
+        let seen: std::collections::BTreeSet<u64> = (0..64)
+            .map(|i| ints.draw(i, Strategy::Donchian).unwrap()[0] as u64)
+            .collect();
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [1, 2]);
+        // Another seed, other combos.
+        let other = Sample {
+            seed: 8,
+            ..s.clone()
+        };
+        assert_ne!(other.draw(0, rsi).unwrap(), a[0]);
+        // Nothing valid (every lower above every upper): an error, not a hang.
+        let never = Sample {
+            ranges: vec![(2.0, 3.0), (60.0, 70.0), (10.0, 20.0)],
+            ..s
+        };
+        assert!(never.draw(0, rsi).is_err());
+    }
+}
