@@ -9,7 +9,6 @@ the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -36,34 +35,51 @@ RESULT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("win_rate", pa.float64()),
     ("max_drawdown", pa.float64()),
 )
-#: The columns a result always has.
-REQUIRED_COLUMNS = 9
 #: The six windows of a combo, in wire order.
 WINDOWS = ("half", "full", "sqrt", "p3", "p2", "p")
+#: Each strategy's parameters in wire order (the order of ``params`` tuples and result
+#: columns), each an ``int`` (a window: int64 column) or a ``float`` (float64).
+STRATEGIES: dict[str, tuple[tuple[str, type], ...]] = {
+    "hma_sar": tuple((w, int) for w in WINDOWS),
+    "sma_cross": (("fast", int), ("slow", int)),
+    "ema_cross": (("fast", int), ("slow", int)),
+    "donchian": (("n", int),),
+    "rsi_revert": (("n", int), ("lower", float), ("upper", float)),
+}
+#: The strategy of a body that names none.
+DEFAULT_STRATEGY = "hma_sar"
+#: The metric columns after the parameters, in order.
+METRIC_COLUMNS = RESULT_COLUMNS[7:]
 
 
-def sweep_body(
-    dataset: str,
-    *,
-    lengths: Sequence[int] | None = None,
-    params: Sequence[Sequence[int]] | None = None,
-    fee: float | None = None,
-    series: Sequence[str] | None = None,
-    rows: tuple[int, int] | None = None,
-) -> bytes:
-    """The JSON body of a ``sweep`` action (and of a ``session`` message)."""
+def sweep_body(dataset: str, **fields: Any) -> bytes:
+    """The JSON body of a ``sweep`` action (and of a ``session`` message): ``dataset`` and each
+    field that is not None (``strategy``, ``lengths`` | ``params`` | ``grid`` | ``sample``,
+    ``fee``, ``side``, ``stop_loss``, ``take_profit``, ``warmup``, ``series``, ``rows``), as the
+    Rust crate writes them. A ``strategy`` of hma_sar is left out, as v1 bodies have none."""
     body: dict[str, Any] = {"dataset": dataset}
-    if lengths is not None:
-        body["lengths"] = list(lengths)
-    if params is not None:
-        body["params"] = [list(p) for p in params]
-    if fee is not None:
-        body["fee"] = fee
-    if series is not None:
-        body["series"] = list(series)
-    if rows is not None:
-        body["rows"] = [rows[0], rows[1]]
+    for name, value in fields.items():
+        if value is None or (name == "strategy" and value == DEFAULT_STRATEGY):
+            continue
+        if name in ("lengths", "series", "rows"):
+            value = list(value)
+        elif name == "params":
+            value = [list(p) for p in value]
+        elif name == "grid":
+            value = {k: list(v) for k, v in value.items()}
+        body[name] = value
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY) -> bytes:
+    """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
+    ``keyed``)."""
+    if strategy == DEFAULT_STRATEGY:
+        return KEYED_SESSION_COMMAND if keyed else SESSION_COMMAND
+    command: dict[str, Any] = {"op": "session", "strategy": strategy}
+    if keyed:
+        command["keyed"] = True
+    return json.dumps(command, separators=(",", ":")).encode()
 
 
 def put_descriptor(name: str, key: str | None = None) -> flight.FlightDescriptor:
@@ -73,12 +89,26 @@ def put_descriptor(name: str, key: str | None = None) -> flight.FlightDescriptor
     return flight.FlightDescriptor.for_command(json.dumps({"dataset": name, "key": key}).encode())
 
 
-def result_schema(keyed: bool) -> pa.Schema:
-    """The result schema the server sends: ``series`` first when ``keyed``."""
-    fields = [pa.field(n, t, nullable=False) for n, t in RESULT_COLUMNS]
+def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
+    """The result schema the server sends for ``strategy``: ``series`` first when ``keyed``,
+    ``combo``, the strategy's parameters, the metrics."""
+    columns = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
+    fields = [pa.field(n, t, nullable=False) for n, t in columns]
     if keyed:
         fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
     return pa.schema(fields)
+
+
+def _param_columns(strategy: str) -> list[tuple[str, pa.DataType]]:
+    return [(n, pa.int64() if t is int else pa.float64()) for n, t in STRATEGIES[strategy]]
+
+
+def strategy_of(schema: pa.Schema) -> str:
+    """The strategy whose parameter columns follow ``combo`` in a result (the longest such
+    list; hma_sar when none does, so a v1 result is held to v1's columns)."""
+    names = schema.names[1:] if schema.names and schema.names[0] == SERIES_COLUMN else schema.names
+    found = [s for s, ps in STRATEGIES.items() if names[1 : 1 + len(ps)] == [n for n, _ in ps]]
+    return max(found, key=lambda s: len(STRATEGIES[s]), default=DEFAULT_STRATEGY)
 
 
 def check_result_schema(schema: pa.Schema) -> bool:
@@ -90,10 +120,13 @@ def check_result_schema(schema: pa.Schema) -> bool:
     names = schema.names
     keyed = bool(names) and names[0] == SERIES_COLUMN
     rest = list(schema)[1:] if keyed else list(schema)
-    for i, (name, typ) in enumerate(RESULT_COLUMNS):
+    strategy = strategy_of(schema)
+    expected = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
+    required = 1 + len(STRATEGIES[strategy]) + 2
+    for i, (name, typ) in enumerate(expected):
         if i < len(rest) and rest[i].name == name:
             if rest[i].type != typ:
                 raise ValueError(f"result column {name!r} has type {rest[i].type}, expected {typ}")
-        elif i < REQUIRED_COLUMNS:
+        elif i < required:
             raise ValueError(f"result column {i + int(keyed)} should be {name!r} ({typ})")
     return keyed

@@ -14,10 +14,12 @@ is not.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal, overload
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 import polars as pl
 import pyarrow as pa
@@ -26,6 +28,9 @@ import pyarrow.flight as flight
 
 from . import _protocol
 from .errors import InvalidRequest, ServerError, translated
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: The server's default address.
 DEFAULT_URI = "grpc://127.0.0.1:8815"
@@ -38,8 +43,39 @@ PROGRESS_MIN_CHUNKS = 4
 #: Schema metadata key under which an Arrow result keeps its request (JSON).
 REQUEST_METADATA = b"sweepflight.request"
 
-#: Explicit combos: rows of six ints, or an (n, 6) integer numpy array.
+#: Explicit combos: rows of values in the strategy's parameter order (six ints for hma_sar),
+#: or a 2-D numpy array.
 Params = Any
+
+
+class SweepOptions(TypedDict, total=False):
+    """The options of a sweep, the same for :meth:`Client.sweep`, :meth:`Session.sweep` and
+    ``sweepflight.ray.Cluster.sweep`` (docs/protocol.md, strategies.md):
+
+    - ``strategy``: ``"hma_sar"`` (default), ``"sma_cross"``, ``"ema_cross"``, ``"donchian"``,
+      ``"rsi_revert"``;
+    - ``grid``: one list per parameter name; the combos are their product, the first
+      parameter outermost (``{"fast": range(5, 50), "slow": range(20, 200, 5)}``);
+    - ``sample``: ``{"n": N, "seed": S, "ranges": {"fast": (lo, hi), ...}}``, N combos drawn
+      by the server, the same for a seed;
+    - ``fee``: fraction per round trip (server default 0.0009);
+    - ``side``: ``"both"`` (default), ``"long"`` or ``"short"``;
+    - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%), on the close;
+    - ``warmup``: bars before ``rows`` the indicators warm up on (default 0);
+    - ``series``: on a keyed dataset, these series only, in this order;
+    - ``rows``: ``(start, end)``, only those rows of each series (0-based, end exclusive).
+    """
+
+    strategy: str
+    grid: Mapping[str, Iterable[float]]
+    sample: Mapping[str, Any]
+    fee: float
+    side: Literal["both", "long", "short"]
+    stop_loss: float
+    take_profit: float
+    warmup: int
+    series: Sequence[str]
+    rows: tuple[int, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,31 +107,59 @@ class DatasetInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SweepRequest:
-    """What a sweep result was computed from: kept with the result (see :func:`request_of`)."""
+    """What a sweep result was computed from: kept with the result (see :func:`request_of`).
+    Exactly one of ``lengths``, ``params``, ``grid`` and ``sample`` is set; the other fields are
+    :class:`SweepOptions`, ``None`` where the server's default applies."""
 
     dataset: str
     lengths: tuple[int, ...] | None = None
-    params: tuple[tuple[int, ...], ...] | None = None
+    params: tuple[tuple[float, ...], ...] | None = None
     #: ``None``: the server's default, 0.0009.
     fee: float | None = None
     series: tuple[str, ...] | None = None
     rows: tuple[int, int] | None = None
+    #: ``None``: hma_sar.
+    strategy: str | None = None
+    grid: dict[str, tuple[float, ...]] | None = None
+    sample: dict[str, Any] | None = None
+    side: str | None = None
+    stop_loss: float | None = None
+    take_profit: float | None = None
+    warmup: int | None = None
 
     @property
     def combos(self) -> int:
         """Number of combos (per series)."""
+        if self.grid is not None:
+            return math.prod(len(v) for v in self.grid.values())
+        if self.sample is not None:
+            return int(self.sample["n"])
         return len(self.lengths if self.lengths is not None else self.params or ())
+
+    def fields(self) -> dict[str, Any]:
+        """The request's fields but ``dataset``, as :func:`_protocol.sweep_body` takes them."""
+        # By hand: dataclasses.asdict deep-copies every params tuple (tens of ms for a few
+        # thousand combos).
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "dataset"}
 
     def body(self) -> bytes:
         """The JSON body on the wire."""
-        return _protocol.sweep_body(
-            self.dataset, lengths=self.lengths, params=self.params, fee=self.fee, series=self.series, rows=self.rows
-        )
+        return _protocol.sweep_body(self.dataset, **self.fields())
 
     def chunk(self, start: int, end: int) -> SweepRequest:
-        """The same request for combos ``start..end`` only."""
+        """The same request for combos ``start..end`` only; a grid's chunk goes as the explicit
+        tuples of that slice (the product in its order, only the slice built). A sample is
+        drawn by the server and is not cut (``start`` must be 0)."""
         if self.lengths is not None:
             return dataclasses.replace(self, lengths=self.lengths[start:end])
+        if self.grid is not None:
+            names = [n for n, _ in _protocol.STRATEGIES[self.strategy or _protocol.DEFAULT_STRATEGY]]
+            product = itertools.product(*(self.grid[n] for n in names))
+            return dataclasses.replace(self, grid=None, params=tuple(itertools.islice(product, start, end)))
+        if self.sample is not None:
+            if start != 0:
+                raise InvalidRequest("a sample is drawn by the server and cannot be cut into chunks")
+            return self
         return dataclasses.replace(self, params=(self.params or ())[start:end])
 
 
@@ -112,6 +176,8 @@ def request_of(result: pl.DataFrame | pa.Table) -> SweepRequest | None:
                 fields[name] = tuple(fields[name])
         if fields.get("params") is not None:
             fields["params"] = tuple(tuple(p) for p in fields["params"])
+        if fields.get("grid") is not None:
+            fields["grid"] = {k: tuple(v) for k, v in fields["grid"].items()}
         return SweepRequest(**fields)
     found = getattr(result, "request", None)
     return found if isinstance(found, SweepRequest) else None
@@ -232,13 +298,11 @@ class Client:
         lengths: Iterable[int] | None = ...,
         params: Params | None = ...,
         *,
-        fee: float | None = ...,
-        series: Sequence[str] | None = ...,
-        rows: tuple[int, int] | None = ...,
         as_arrow: Literal[False] = ...,
         progress: bool | None = ...,
         chunk_combos: int = ...,
         timeout: float | None = ...,
+        **options: Unpack[SweepOptions],
     ) -> pl.DataFrame: ...
 
     @overload
@@ -248,13 +312,11 @@ class Client:
         lengths: Iterable[int] | None = ...,
         params: Params | None = ...,
         *,
-        fee: float | None = ...,
-        series: Sequence[str] | None = ...,
-        rows: tuple[int, int] | None = ...,
         as_arrow: Literal[True],
         progress: bool | None = ...,
         chunk_combos: int = ...,
         timeout: float | None = ...,
+        **options: Unpack[SweepOptions],
     ) -> pa.Table: ...
 
     def sweep(
@@ -263,35 +325,57 @@ class Client:
         lengths: Iterable[int] | None = None,
         params: Params | None = None,
         *,
-        fee: float | None = None,
-        series: Sequence[str] | None = None,
-        rows: tuple[int, int] | None = None,
+        as_arrow: bool = False,
+        progress: bool | None = None,
+        chunk_combos: int = DEFAULT_CHUNK_COMBOS,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame | pa.Table:
+        """Runs every combo on dataset ``name``; one row per combo, in request order, with
+        the strategy's parameter columns and the metrics.
+
+        Give exactly one of ``lengths`` (hma_sar: each ``L`` expands by the paper rule),
+        ``params`` (rows in the strategy's parameter order: ``[half, full, sqrt, p3, p2, p]``
+        for hma_sar, ``[fast, slow]`` for sma_cross...), ``grid=`` or ``sample=``; the other
+        options are :class:`SweepOptions` (strategy, side, stops, warm-up, fee, series, rows).
+        For example::
+
+            sf.sweep("eurusd", strategy="sma_cross", grid={"fast": range(5, 50),
+                     "slow": range(20, 200, 5)}, side="long", stop_loss=0.02)
+
+        On a keyed dataset every combo runs on every series (or on those listed in ``series``)
+        and the result starts with a ``series`` column, ordered by series, then combo. Grids
+        larger than ``chunk_combos`` go as several calls in sequence (a sample goes whole),
+        with progress shown if ``progress`` is true (or, when it is None, if there are more
+        than a few chunks); the result equals one big call. The result keeps its request:
+        :func:`request_of`.
+
+        Raises:
+            InvalidRequest: not exactly one of lengths/params/grid/sample, bad values or
+                options (the server names the combo and parameter).
+            NotFound: no dataset called ``name``, or no such series in it.
+            ResourceExhausted: the server is busy (its sweep queue is full).
+        """
+        request = _request(name, lengths, params, options)
+        return self.run(request, as_arrow=as_arrow, progress=progress, chunk_combos=chunk_combos, timeout=timeout)
+
+    def run(
+        self,
+        request: SweepRequest,
+        *,
         as_arrow: bool = False,
         progress: bool | None = None,
         chunk_combos: int = DEFAULT_CHUNK_COMBOS,
         timeout: float | None = None,
     ) -> pl.DataFrame | pa.Table:
-        """Runs every combo on dataset ``name``; one row per combo, in request order.
-
-        Give exactly one of ``lengths`` (each ``L`` expands by the paper rule) or ``params``
-        (rows ``[half, full, sqrt, p3, p2, p]``). On a keyed dataset every combo runs on every
-        series (or on those listed in ``series``) and the result starts with a ``series``
-        column, ordered by series, then combo. ``rows=(start, end)`` runs on those rows of each
-        series only (0-based, end exclusive, clipped). Grids larger than ``chunk_combos`` go as
-        several calls in sequence, with progress shown if ``progress`` is true (or, when it is
-        None, if there are more than a few chunks); the result equals one big call. The result
-        keeps its request: :func:`request_of`.
-
-        Raises:
-            InvalidRequest: both or neither of lengths/params, bad values, fee, rows or series.
-            NotFound: no dataset called ``name``, or no such series in it.
-            ResourceExhausted: the server is busy (its sweep queue is full).
-        """
-        request = _request(name, lengths, params, fee, series, rows)
+        """Runs a built :class:`SweepRequest` (what :meth:`sweep` does after checking its
+        arguments; ``request_of(result)`` gives one back to run again)."""
         chunk_combos = max(1, int(chunk_combos))
+        if request.sample is not None:
+            chunk_combos = max(chunk_combos, request.combos)
         starts = range(0, request.combos, chunk_combos)
         show = progress if progress is not None else len(starts) > PROGRESS_MIN_CHUNKS
-        bar = _Progress(request.combos, f"sweep {name}") if show else None
+        bar = _Progress(request.combos, f"sweep {request.dataset}") if show else None
         tables = []
         try:
             for start in starts or [0]:
@@ -318,10 +402,11 @@ class Client:
         _check(table.schema)
         return table
 
-    def session(self, *, keyed: bool = False, timeout: float | None = None) -> Session:
+    def session(self, *, keyed: bool = False, strategy: str | None = None, timeout: float | None = None) -> Session:
         """Opens a ``session``: many small sweeps on one open stream, a message each way
         instead of a gRPC call each (for tight loops of params-only sweeps). A session serves
-        unkeyed datasets, or keyed ones if ``keyed``. Use it as a context manager::
+        unkeyed datasets, or keyed ones if ``keyed``, and one ``strategy`` (default hma_sar).
+        Use it as a context manager::
 
             with sf.session() as s:
                 for L in range(6, 200):
@@ -329,7 +414,7 @@ class Client:
 
         ``timeout`` bounds the whole session.
         """
-        return Session(self, keyed, self._options(timeout))
+        return Session(self, keyed, strategy or _protocol.DEFAULT_STRATEGY, self._options(timeout))
 
     def datasets(self, *, timeout: float | None = None) -> list[DatasetInfo]:
         """Every stored dataset, by name."""
@@ -375,6 +460,14 @@ class Client:
         answer: dict[str, Any] = json.loads(results[0].body.to_pybytes()) if results else {"dataset": name}
         return answer
 
+    def strategies(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """The strategies the server runs: name, parameters (name and JSON type) and what each
+        does."""
+        with translated():
+            results = list(self._flight.do_action(flight.Action("strategies", b""), options=self._options(timeout)))
+        found: list[dict[str, Any]] = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return found
+
     def stats(self, *, timeout: float | None = None) -> dict[str, Any]:
         """The server's state: datasets, bytes, cache, sweeps running / queued / refused, memory."""
         with translated():
@@ -398,8 +491,8 @@ class Session:
     one to go on.
     """
 
-    def __init__(self, client: Client, keyed: bool, options: flight.FlightCallOptions) -> None:
-        command = _protocol.KEYED_SESSION_COMMAND if keyed else _protocol.SESSION_COMMAND
+    def __init__(self, client: Client, keyed: bool, strategy: str, options: flight.FlightCallOptions) -> None:
+        command = _protocol.session_command(keyed, strategy)
         with translated():
             self._writer, self._reader = client._flight.do_exchange(
                 flight.FlightDescriptor.for_command(command), options=options
@@ -419,10 +512,8 @@ class Session:
         lengths: Iterable[int] | None = ...,
         params: Params | None = ...,
         *,
-        fee: float | None = ...,
-        series: Sequence[str] | None = ...,
-        rows: tuple[int, int] | None = ...,
         as_arrow: Literal[False] = ...,
+        **options: Unpack[SweepOptions],
     ) -> pl.DataFrame: ...
 
     @overload
@@ -432,10 +523,8 @@ class Session:
         lengths: Iterable[int] | None = ...,
         params: Params | None = ...,
         *,
-        fee: float | None = ...,
-        series: Sequence[str] | None = ...,
-        rows: tuple[int, int] | None = ...,
         as_arrow: Literal[True],
+        **options: Unpack[SweepOptions],
     ) -> pa.Table: ...
 
     def sweep(
@@ -444,10 +533,8 @@ class Session:
         lengths: Iterable[int] | None = None,
         params: Params | None = None,
         *,
-        fee: float | None = None,
-        series: Sequence[str] | None = None,
-        rows: tuple[int, int] | None = None,
         as_arrow: bool = False,
+        **options: Unpack[SweepOptions],
     ) -> pl.DataFrame | pa.Table:
         """One sweep on the session; the same arguments and result as :meth:`Client.sweep`
         (without chunking).
@@ -458,7 +545,7 @@ class Session:
         """
         if not self._open:
             raise InvalidRequest("this session is closed; open a new one")
-        request = _request(name, lengths, params, fee, series, rows)
+        request = _request(name, lengths, params, options)
         body = request.body()
         try:
             with translated():
@@ -491,41 +578,94 @@ class Session:
 
 
 def _request(
-    name: str,
-    lengths: Iterable[int] | None,
-    params: Params | None,
-    fee: float | None,
-    series: Sequence[str] | None,
-    rows: tuple[int, int] | None,
+    name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
 ) -> SweepRequest:
-    if (lengths is None) == (params is None):
-        raise InvalidRequest("give exactly one of lengths= and params=")
+    """A request from a sweep call's arguments, checked as far as the client can (the server
+    checks every combo)."""
+    known = SweepOptions.__annotations__
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InvalidRequest(f"unknown sweep option {unknown[0]!r}; options are {', '.join(known)}")
+    strategy = options.get("strategy")
+    kinds = _protocol.STRATEGIES.get(strategy or _protocol.DEFAULT_STRATEGY)
+    if kinds is None:
+        raise InvalidRequest(f"unknown strategy {strategy!r}; known: {', '.join(_protocol.STRATEGIES)}")
+    grid, sample = options.get("grid"), options.get("sample")
+    if sum(x is not None for x in (lengths, params, grid, sample)) != 1:
+        raise InvalidRequest("give exactly one of lengths=, params=, grid= and sample=")
+    series, rows = options.get("series"), options.get("rows")
     if isinstance(series, str):
         raise InvalidRequest("series= takes a list of series names, not one string")
+    if grid is not None:
+        if not isinstance(grid, Mapping):
+            raise InvalidRequest("grid= takes a mapping of parameter name to values")
+        names = [n for n, _ in kinds]
+        extra = sorted(set(grid) - set(names))
+        if extra:
+            takes = ", ".join(names)
+            raise InvalidRequest(f"grid= has unknown parameter {extra[0]!r}; {strategy or 'hma_sar'} takes {takes}")
+        grid = {n: tuple(_value(v, f"grid[{n!r}]", t) for v in grid[n]) for n, t in kinds if n in grid}
+    fee, warmup = options.get("fee"), options.get("warmup")
+    stops = {k: options.get(k) for k in ("stop_loss", "take_profit")}
     return SweepRequest(
         dataset=name,
         lengths=tuple(_int(v, "lengths") for v in lengths) if lengths is not None else None,
-        params=_params_of(params) if params is not None else None,
+        params=_params_of(params, kinds) if params is not None else None,
         fee=float(fee) if fee is not None else None,
         series=tuple(str(s) for s in series) if series is not None else None,
         rows=(_int(rows[0], "rows"), _int(rows[1], "rows")) if rows is not None else None,
+        strategy=strategy,
+        grid=grid,
+        sample=_sample(sample) if sample is not None else None,
+        side=options.get("side"),
+        stop_loss=float(stops["stop_loss"]) if stops["stop_loss"] is not None else None,
+        take_profit=float(stops["take_profit"]) if stops["take_profit"] is not None else None,
+        warmup=_int(warmup, "warmup") if warmup is not None else None,
     )
 
 
-def _params_of(params: Params) -> tuple[tuple[int, ...], ...]:
+def _sample(sample: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(sample, Mapping) or "ranges" not in sample:
+        raise InvalidRequest('sample= takes {"n": N, "seed": S, "ranges": {name: (lo, hi), ...}}')
+    ranges = {k: list(v) for k, v in sample["ranges"].items()}
+    n, seed = _int(sample.get("n"), "sample n"), _int(sample.get("seed", 0), "sample seed")
+    return {"n": n, "seed": seed, "ranges": ranges}
+
+
+def _params_of(params: Params, kinds: Sequence[tuple[str, type]]) -> tuple[tuple[float, ...], ...]:
     kind = getattr(getattr(params, "dtype", None), "kind", None)
     if kind in ("i", "u") and getattr(params, "ndim", 0) == 2:
         # An integer numpy array's tolist() holds only Python ints: no check per value (20,000
         # combos: ~5 ms instead of ~70 ms, paid by every chunked or cluster sweep).
-        return tuple(map(tuple, _rows_of(params)))
-    return tuple(tuple(_int(v, "params") for v in row) for row in _rows_of(params))
+        return tuple(map(tuple, _rows_of(params, kinds)))
+    # A tuple of the wrong length goes as it is: the server names its position and arity.
+    last = len(kinds) - 1
+    return tuple(
+        tuple(_value(v, "params", kinds[min(k, last)][1]) for k, v in enumerate(row)) for row in _rows_of(params, kinds)
+    )
 
 
-def _rows_of(params: Params) -> list[Sequence[Any]]:
-    # A numpy array (or anything with tolist) becomes nested lists of plain ints.
+def _rows_of(params: Params, kinds: Sequence[tuple[str, type]]) -> list[Sequence[Any]]:
+    # A numpy array (or anything with tolist) becomes nested lists of plain values.
     tolist = getattr(params, "tolist", None)
-    rows: list[Sequence[Any]] = tolist() if callable(tolist) else [list(p) for p in params]
-    return rows
+    rows: list[Any] = tolist() if callable(tolist) else list(params)
+    if any(isinstance(r, (str, bytes)) or not isinstance(r, Iterable) for r in rows):
+        names = ", ".join(n for n, _ in kinds)
+        raise InvalidRequest(f"params= takes one row of values per combo, [[{names}], ...]; got {params!r:.80}")
+    return [r if isinstance(r, (list, tuple)) else list(r) for r in rows]
+
+
+def _value(v: Any, what: str, kind: type) -> float:
+    """A parameter value: an integer where the strategy says int, a number where it says
+    number (sent as given; the server checks ranges)."""
+    if kind is int:
+        return _int(v, what)
+    if isinstance(v, bool):
+        raise InvalidRequest(f"{what} must hold numbers, got {v!r}")
+    try:
+        return int(v) if type(v) is int else float(v)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{what} must hold numbers, got {v!r}") from None
 
 
 def _int(v: Any, what: str) -> int:
@@ -552,9 +692,7 @@ def _check(schema: pa.Schema) -> None:
 def _result(table: pa.Table, request: SweepRequest, as_arrow: bool) -> pl.DataFrame | pa.Table:
     if as_arrow:
         meta = dict(table.schema.metadata or {})
-        # Fields by hand: dataclasses.asdict deep-copies every params tuple (tens of ms for a
-        # few thousand combos).
-        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+        fields = {"dataset": request.dataset, **request.fields()}
         meta[REQUEST_METADATA] = json.dumps(fields).encode()
         return table.replace_schema_metadata(meta)
     frame = _frame(table)

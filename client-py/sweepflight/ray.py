@@ -37,7 +37,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -49,6 +49,7 @@ from .client import (
     Client,
     Params,
     PutSummary,
+    SweepOptions,
     SweepRequest,
     _as_reader,
     _Progress,
@@ -58,6 +59,9 @@ from .client import (
     connect,
 )
 from .errors import Cancelled, InvalidRequest, NotFound, ServerError, SweepflightError, Unavailable
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: The resource every server asks for one unit of, unless told otherwise.
 DEFAULT_RESOURCES = {"sweepflight": 1}
@@ -300,18 +304,19 @@ class Cluster:
         lengths: Iterable[int] | None = None,
         params: Params | None = None,
         *,
-        fee: float | None = None,
-        series: Sequence[str] | None = None,
-        rows: tuple[int, int] | None = None,
         as_arrow: bool = False,
         progress: bool | None = None,
+        **options: Unpack[SweepOptions],
     ) -> pl.DataFrame | pa.Table:
         """Runs every combo on dataset ``name`` across the servers; the result equals one
-        server's (same rows, same order, same columns).
+        server's (same rows, same order, same columns). The arguments are
+        :meth:`sweepflight.Client.sweep`'s (:class:`sweepflight.client.SweepOptions`).
 
-        The grid is cut into chunks that go to whichever server is free (a work queue). On a
-        sharded universe each server sweeps the series it holds. A chunk whose server dies is
-        done again once the server is back.
+        The grid is cut into chunks that go to whichever server is free (a work queue); a
+        ``grid`` is cut into slices of its product, each built only when it is handed out. A
+        ``sample`` is drawn by one server at a time and is not cut. On a sharded universe each
+        server sweeps the series it holds. A chunk whose server dies is done again once the
+        server is back.
 
         Raises:
             InvalidRequest, NotFound: the caller's errors, as from one server, not retried.
@@ -320,12 +325,12 @@ class Cluster:
         if name not in self._data:
             raise NotFound(f"dataset `{name}` was not put through this cluster")
         ds = self._data[name]
-        request = _request(name, lengths, params, fee, series, rows)
+        request = _request(name, lengths, params, options)
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
+        size = request.combos if request.sample is not None else self.chunk_combos
         chunks = [
-            (start, request.chunk(start, end))
-            for start, end in chunk_bounds(request.combos, self.chunk_combos, len(self._servers))
+            (start, request.chunk(start, end)) for start, end in chunk_bounds(request.combos, size, len(self._servers))
         ]
         # Tasks: (server or None for any, chunk start, request). Sharded: each server its series.
         tasks: list[tuple[int | None, int, SweepRequest]] = []
@@ -399,7 +404,9 @@ class Cluster:
                     continue
                 server = tasks[t][0]
                 try:
-                    table = self._servers[i].client.sweep(tasks[t][2].dataset, **_fields(tasks[t][2]), as_arrow=True)
+                    chunk = tasks[t][2]
+                    table = self._servers[i].client.run(chunk, as_arrow=True, chunk_combos=max(1, chunk.combos))
+                    assert isinstance(table, pa.Table)
                 except _SERVER_GONE as e:
                     attempts[t] += 1
                     if attempts[t] >= MAX_ATTEMPTS:
@@ -486,17 +493,6 @@ def _plain(table: pa.Table) -> pa.Table:
     fields = [f.with_type(views.get(f.type, f.type)) for f in table.schema]
     schema = pa.schema(fields).with_metadata(table.schema.metadata or {})
     return table if schema == table.schema else table.cast(schema)
-
-
-def _fields(r: SweepRequest) -> dict[str, Any]:
-    return {
-        "lengths": r.lengths,
-        "params": r.params,
-        "fee": r.fee,
-        "series": r.series,
-        "rows": r.rows,
-        "chunk_combos": max(1, r.combos),
-    }
 
 
 __all__ = [

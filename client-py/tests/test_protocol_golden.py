@@ -20,9 +20,10 @@ GOLDEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "protocol" / 
 def test_sweep_bodies(case: dict[str, Any]) -> None:
     args = dict(case["args"])
     dataset = args.pop("dataset")
-    rows = tuple(args.pop("rows")) if "rows" in args else None
+    if "rows" in args:
+        args["rows"] = tuple(args["rows"])
     # Through the client's own request building, as `sweep` and `Session.sweep` do.
-    request = _request(dataset, args.get("lengths"), args.get("params"), args.get("fee"), args.get("series"), rows)
+    request = _request(dataset, args.pop("lengths", None), args.pop("params", None), args)
     assert json.loads(request.body()) == case["body"]
 
 
@@ -39,6 +40,17 @@ def test_session_commands() -> None:
     commands = GOLDEN["exchange_commands"]
     assert json.loads(_protocol.SESSION_COMMAND) == commands["session"]
     assert json.loads(_protocol.KEYED_SESSION_COMMAND) == commands["keyed_session"]
+    assert json.loads(_protocol.session_command(True, "rsi_revert")) == commands["keyed_rsi_revert_session"]
+
+
+@pytest.mark.parametrize("strategy", sorted(_protocol.STRATEGIES))
+def test_strategy_schemas(strategy: str) -> None:
+    want = GOLDEN["strategy_schemas"][strategy]
+    schema = _protocol.result_schema(False, strategy)
+    assert [[f.name, str(f.type)] for f in schema] == want
+    # sma_cross and ema_cross share their columns: the schema tells the parameters apart.
+    assert _protocol.STRATEGIES[_protocol.strategy_of(schema)] == _protocol.STRATEGIES[strategy]
+    assert _protocol.check_result_schema(schema) is False
 
 
 @pytest.mark.parametrize("keyed", [False, True])

@@ -10,8 +10,8 @@ use std::path::Path;
 use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
-    ACTIONS, ExchangeCommand, PROTOCOL_VERSION, PutTarget, RowRange, SESSION_COMMAND, SweepRequest,
-    result_schema,
+    ACTIONS, ExchangeCommand, Execution, Grid, PROTOCOL_VERSION, PutTarget, RowRange,
+    SESSION_COMMAND, Sample, Side, Strategy, SweepRequest, result_schema, strategy_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -62,6 +62,53 @@ fn golden() -> Value {
             json!({"dataset": "u", "lengths": [6], "series": ["a\"b", "é", "7"]}),
             SweepRequest::lengths("u", [6]).with_series(["a\"b", "é", "7"]),
         ),
+        sweep_case(
+            "sma_cross_grid_long_with_stops",
+            json!({"dataset": "eurusd", "strategy": "sma_cross", "grid": {"fast": [5, 10], "slow": [20, 50, 100]},
+                   "side": "long", "stop_loss": 0.02, "take_profit": 0.05}),
+            SweepRequest::strategy(
+                "eurusd",
+                Strategy::SmaCross,
+                Grid::Product(vec![vec![5.0, 10.0], vec![20.0, 50.0, 100.0]]),
+            )
+            .with_execution(Execution {
+                side: Side::Long,
+                stop_loss: Some(0.02),
+                take_profit: Some(0.05),
+                warmup: 0,
+            }),
+        ),
+        sweep_case(
+            "rsi_revert_params_warmup_rows",
+            json!({"dataset": "u", "strategy": "rsi_revert", "params": [[14, 30, 70.5]], "warmup": 100, "rows": [500, 900]}),
+            SweepRequest::strategy(
+                "u",
+                Strategy::RsiRevert,
+                Grid::Tuples(vec![vec![14.0, 30.0, 70.5]]),
+            )
+            .with_execution(Execution {
+                warmup: 100,
+                ..Execution::default()
+            })
+            .with_rows(RowRange::new(500, 900).unwrap()),
+        ),
+        sweep_case(
+            "donchian_sample_short",
+            json!({"dataset": "p", "strategy": "donchian", "sample": {"n": 20, "seed": 7, "ranges": {"n": [5, 60]}}, "side": "short"}),
+            SweepRequest::strategy(
+                "p",
+                Strategy::Donchian,
+                Grid::Sample(Sample {
+                    n: 20,
+                    seed: 7,
+                    ranges: vec![(5.0, 60.0)],
+                }),
+            )
+            .with_execution(Execution {
+                side: Side::Short,
+                ..Execution::default()
+            }),
+        ),
     ];
     let descriptor = |t: &PutTarget| {
         let d = t.to_descriptor();
@@ -93,9 +140,21 @@ fn golden() -> Value {
         "exchange_commands": {
             "echo": cmd(&ExchangeCommand::Echo),
             "session": serde_json::from_slice::<Value>(SESSION_COMMAND).unwrap(),
-            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: sweepflight_protocol::Strategy::HmaSar }),
+            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::HmaSar }),
+            "keyed_rsi_revert_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::RsiRevert }),
         },
         "result_schema": {"unkeyed": schema(false), "keyed": schema(true)},
+        "strategy_schemas": Strategy::ALL
+            .iter()
+            .map(|s| {
+                let fields = strategy_schema(*s, false)
+                    .fields()
+                    .iter()
+                    .map(|f| json!([f.name(), type_name(f.data_type())]))
+                    .collect::<Vec<_>>();
+                (s.name().to_owned(), Value::Array(fields))
+            })
+            .collect::<serde_json::Map<_, _>>(),
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
     })
 }
