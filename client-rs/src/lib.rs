@@ -23,7 +23,7 @@
 //! client.put_closes("demo", &closes).await?;
 //! let result = client.sweep(&SweepRequest::lengths("demo", [6, 10, 20])).await?;
 //! for row in result.rows() {
-//!     println!("L = {}: PnL {:.2} on {} trades", row.windows[1], row.pnl, row.trades);
+//!     println!("L = {}: PnL {:.2} on {} trades", row.params[1], row.pnl, row.trades);
 //! }
 //! # Ok(())
 //! # }
@@ -41,5 +41,7 @@ pub use client::Client;
 pub use connect::ConnectOptions;
 pub use error::{Error, Result};
 pub use session::Session;
-pub use sweepflight_protocol::{Grid, PutSummary, PutTarget, RowRange, SweepRequest};
+pub use sweepflight_protocol::{
+    Execution, Grid, PutSummary, PutTarget, RowRange, Sample, Side, Strategy, SweepRequest,
+};
 pub use types::{ComboRow, DatasetInfo, SweepResult, params_of};

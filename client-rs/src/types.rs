@@ -5,7 +5,7 @@ use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use serde::Serialize;
 use sweepflight_kernel::{Combo, ComboResult};
-use sweepflight_protocol::{SERIES_COLUMN, WINDOW_COLUMNS, check_result_schema};
+use sweepflight_protocol::{SERIES_COLUMN, check_result_schema};
 
 use crate::{Error, Result};
 
@@ -21,8 +21,9 @@ pub struct ComboRow {
     pub series: Option<String>,
     /// 0-based position in the request.
     pub combo: i64,
-    /// `[half, full, sqrt, p3, p2, p]`.
-    pub windows: [i64; 6],
+    /// The combo's parameters in the strategy's order (`strategy.params()`), as f64
+    /// (windows are exact).
+    pub params: Vec<f64>,
     /// PnL in percentage points.
     pub pnl: f64,
     /// Booked trades.
@@ -50,9 +51,21 @@ impl SweepResult {
     pub fn rows(&self) -> Vec<ComboRow> {
         let int = |name| column::<Int64Array>(&self.batch, name);
         let float = |name| column::<Float64Array>(&self.batch, name);
-        let windows: Vec<_> = WINDOW_COLUMNS
+        // The parameter columns: int64 windows or float64 numbers, between `combo` and `pnl`.
+        let schema = self.batch.schema();
+        let params: Vec<Box<dyn Fn(usize) -> f64 + '_>> = schema
+            .fields()
             .iter()
-            .map(|f| int(f).expect("checked"))
+            .skip_while(|f| f.name() != "combo")
+            .skip(1)
+            .take_while(|f| f.name() != "pnl")
+            .map(|f| -> Box<dyn Fn(usize) -> f64 + '_> {
+                match (int(f.name()), float(f.name())) {
+                    (Some(c), _) => Box::new(move |i| c.value(i) as f64),
+                    (None, Some(c)) => Box::new(move |i| c.value(i)),
+                    (None, None) => unreachable!("checked: parameters are int64 or float64"),
+                }
+            })
             .collect();
         let series = column::<StringArray>(&self.batch, SERIES_COLUMN);
         let (combo, pnl, trades) = (
@@ -65,7 +78,7 @@ impl SweepResult {
             .map(|i| ComboRow {
                 series: series.map(|s| s.value(i).to_owned()),
                 combo: combo.value(i),
-                windows: std::array::from_fn(|w| windows[w].value(i)),
+                params: params.iter().map(|p| p(i)).collect(),
                 pnl: pnl.value(i),
                 trades: trades.value(i),
                 wins: wins.map_or(0, |c| c.value(i)),

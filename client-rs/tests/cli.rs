@@ -324,3 +324,117 @@ fn write_parquet(path: &std::path::Path, batch: &RecordBatch) {
     w.write(batch).unwrap();
     w.close().unwrap();
 }
+
+#[test]
+fn strategies_grids_sides_and_stops_from_the_command_line() {
+    use sweepflight_kernel::{Execution, Params, Side, oracle};
+    let s = Served::start();
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3_000;
+    let close: Vec<f64> = (0..n)
+        .map(|i| 100.0 + (i as f64 * 0.013).sin() * 5.0 + (i as f64 * 0.31).cos())
+        .collect();
+    let batch = RecordBatch::try_from_iter([(
+        "close",
+        Arc::new(Float64Array::from(close.clone())) as ArrayRef,
+    )])
+    .unwrap();
+    let pq = dir.path().join("s.parquet");
+    write_parquet(&pq, &batch);
+    ok(cli(s.uri(), &["put", "s", pq.to_str().unwrap()]));
+    let csv = ok(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "s",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5..8",
+            "slow=20,40",
+            "--side",
+            "long",
+            "--stop-loss",
+            "0.02",
+            "--rows",
+            "500:3000",
+            "--warmup",
+            "100",
+            "--output",
+            "csv",
+        ],
+    ));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("combo,fast,slow,pnl,trades"), "{csv}");
+    assert_eq!(lines.len(), 1 + 3 * 2, "{csv}");
+    let exec = Execution {
+        side: Side::Long,
+        stop_loss: Some(0.02),
+        ..Execution::default()
+    };
+    for line in &lines[1..] {
+        let v: Vec<&str> = line.split(',').collect();
+        let (fast, slow): (u32, u32) = (v[1].parse().unwrap(), v[2].parse().unwrap());
+        let want = oracle::run(
+            &close,
+            500..3000,
+            100,
+            &Params::SmaCross { fast, slow },
+            &exec,
+        );
+        assert_eq!(v[4].parse::<u64>().unwrap(), want.trades, "{line}");
+    }
+    // rsi_revert's bands are numbers; a params file works for any strategy.
+    let file = dir.path().join("rsi.json");
+    std::fs::write(&file, "[[14, 30, 70.5], [3, 20, 80]]").unwrap();
+    let csv = ok(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "s",
+            "--strategy",
+            "rsi_revert",
+            "--params",
+            file.to_str().unwrap(),
+            "--output",
+            "csv",
+        ],
+    ));
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("0,14,30.0,70.5,"),
+        "{csv}"
+    );
+    // An unknown strategy is a usage error (2); a bad grid spec and the server's refusal of a
+    // combo are bad input (4), as for --lengths.
+    assert_eq!(
+        code(cli(
+            s.uri(),
+            &["sweep", "s", "--strategy", "macd", "--grid", "n=3"]
+        ))
+        .0,
+        2
+    );
+    assert_eq!(
+        code(cli(
+            s.uri(),
+            &["sweep", "s", "--strategy", "sma_cross", "--grid", "fast=5"]
+        ))
+        .0,
+        4
+    );
+    let (c, err) = code(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "s",
+            "--strategy",
+            "rsi_revert",
+            "--grid",
+            "n=14",
+            "lower=70",
+            "upper=30",
+        ],
+    ));
+    assert_eq!(c, 4, "{err}");
+    assert!(err.contains("lower"), "{err}");
+}

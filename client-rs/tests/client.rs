@@ -48,7 +48,7 @@ async fn put_sweep_and_catalog() {
         .collect();
     assert_eq!(result.results(), sweep(&close, &combos, 0.001).unwrap());
     let rows = result.rows();
-    assert_eq!(rows[0].windows, [1, 2, 1, 1, 1, 1]);
+    assert_eq!(rows[0].params, [1.0, 2.0, 1.0, 1.0, 1.0, 1.0]);
     assert_eq!(rows.last().unwrap().combo as usize, lengths.len() - 1);
 
     let explicit = c

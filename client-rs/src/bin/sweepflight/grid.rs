@@ -1,9 +1,9 @@
-//! Parsing `--lengths` specs and `--params` files.
+//! Parsing `--lengths` specs, `--grid` specs and `--params` files.
 
 use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
-use sweepflight_kernel::Combo;
+use sweepflight_protocol::{Grid, Strategy};
 
 use crate::input::InputError;
 
@@ -55,10 +55,58 @@ fn linspace_trunc(a: f64, b: f64, n: usize) -> Vec<u32> {
     }
 }
 
-/// Explicit combos from a CSV (header optional) or JSON file.
-pub(crate) fn read_params(path: &Path) -> anyhow::Result<Vec<Combo>> {
+/// `--grid` values, one `NAME=VALUES` per parameter of `strategy`: VALUES a comma-separated
+/// mix of numbers and integer ranges in Rust's syntax (`5..50` is 5 to 49, `20..200:5` steps
+/// by 5, `..=` includes the end). The lists go in the strategy's parameter order.
+pub(crate) fn parse_grid(strategy: Strategy, specs: &[String]) -> anyhow::Result<Grid> {
+    let names: Vec<&str> = strategy.params().iter().map(|p| p.0).collect();
+    let mut lists: Vec<Option<Vec<f64>>> = vec![None; names.len()];
+    for spec in specs.iter().flat_map(|s| s.split_whitespace()) {
+        let bad = |why: &str| InputError(format!("bad --grid part {spec:?}: {why}"));
+        let (name, values) = spec
+            .split_once('=')
+            .ok_or_else(|| bad("expected NAME=VALUES"))?;
+        let k = names
+            .iter()
+            .position(|n| *n == name)
+            .ok_or_else(|| bad(&format!("{strategy} takes {}", names.join(", "))))?;
+        let mut out = Vec::new();
+        for part in values.split(',').filter(|p| !p.is_empty()) {
+            match part.split_once("..") {
+                None => out.push(part.parse::<f64>().map_err(|_| bad("not a number"))?),
+                Some((a, rest)) => {
+                    let (rest, step) = match rest.split_once(':') {
+                        Some((b, s)) => (b, s.parse::<i64>().map_err(|_| bad("bad step"))?),
+                        None => (rest, 1),
+                    };
+                    let (inclusive, b) = match rest.strip_prefix('=') {
+                        Some(b) => (true, b),
+                        None => (false, rest),
+                    };
+                    let a: i64 = a.parse().map_err(|_| bad("range ends must be integers"))?;
+                    let b: i64 = b.parse().map_err(|_| bad("range ends must be integers"))?;
+                    ensure!(step >= 1, bad("the step must be >= 1"));
+                    let end = if inclusive { b + 1 } else { b };
+                    out.extend((a..end).step_by(step as usize).map(|v| v as f64));
+                }
+            }
+        }
+        ensure!(!out.is_empty(), bad("no values"));
+        lists[k] = Some(out);
+    }
+    let lists = lists
+        .into_iter()
+        .zip(&names)
+        .map(|(l, n)| l.ok_or_else(|| InputError(format!("--grid needs values for `{n}`"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Grid::Product(lists))
+}
+
+/// Explicit combos of `strategy` from a CSV (header optional) or JSON file: rows of values in
+/// the strategy's parameter order.
+pub(crate) fn read_params(path: &Path, strategy: Strategy) -> anyhow::Result<Grid> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let rows: Vec<Vec<u32>> = if text.trim_start().starts_with('[') {
+    let rows: Vec<Vec<f64>> = if text.trim_start().starts_with('[') {
         serde_json::from_str(&text).map_err(|e| InputError(format!("{}: {e}", path.display())))?
     } else {
         text.lines()
@@ -67,21 +115,39 @@ pub(crate) fn read_params(path: &Path) -> anyhow::Result<Vec<Combo>> {
             .filter(|l| !l.starts_with(|c: char| c.is_ascii_alphabetic()))
             .map(|l| {
                 l.split(',')
-                    .map(|v| v.trim().parse::<u32>())
+                    .map(|v| v.trim().parse::<f64>())
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<_, _>>()
             .map_err(|e| InputError(format!("{}: {e}", path.display())))?
     };
+    let arity = strategy.params().len();
+    if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != arity) {
+        bail!(InputError(format!(
+            "params row {i} has {} values; a {strategy} row has {arity}",
+            r.len()
+        )));
+    }
+    if strategy != Strategy::HmaSar {
+        return Ok(Grid::Tuples(rows));
+    }
     rows.into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let w: [u32; 6] = r.try_into().map_err(|r: Vec<u32>| {
-                InputError(format!("params row {i} has {} values, expected 6", r.len()))
-            })?;
-            Combo::new(w).map_err(|e| InputError(format!("params row {i}: {e}")).into())
+            let mut w = [0u32; 6];
+            for (slot, v) in w.iter_mut().zip(&r) {
+                ensure!(
+                    v.fract() == 0.0 && *v >= 1.0 && *v <= f64::from(u32::MAX),
+                    InputError(format!(
+                        "params row {i}: windows are integers >= 1, got {v}"
+                    ))
+                );
+                *slot = *v as u32;
+            }
+            Ok(w)
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map(Grid::Params)
 }
 
 #[cfg(test)]
@@ -98,6 +164,34 @@ mod tests {
         );
         for bad in ["", "x", "5..3", "1..2:x", "-1"] {
             assert!(parse_lengths(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn grids() {
+        let g = parse_grid(
+            Strategy::SmaCross,
+            &["fast=5..8 slow=20..=40:10,55".to_owned()],
+        )
+        .unwrap();
+        assert_eq!(
+            g,
+            Grid::Product(vec![vec![5.0, 6.0, 7.0], vec![20.0, 30.0, 40.0, 55.0]])
+        );
+        let g = parse_grid(
+            Strategy::RsiRevert,
+            &["n=14".into(), "lower=25,30.5".into(), "upper=70".into()],
+        )
+        .unwrap();
+        assert_eq!(g.len(), 2);
+        for bad in [
+            &["fast=5"][..],
+            &["fast=5", "mid=3"],
+            &["fast=x", "slow=2"],
+            &["fast=1..9:0", "slow=3"],
+        ] {
+            let specs: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
+            assert!(parse_grid(Strategy::SmaCross, &specs).is_err(), "{bad:?}");
         }
     }
 }

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use sweepflight_client::{
-    Client, ConnectOptions, Error, PutTarget, RowRange, SweepRequest, params_of,
+    Client, ConnectOptions, Error, Execution, Grid, PutTarget, RowRange, Side, Strategy,
+    SweepRequest,
 };
 
 use crate::output::Format;
@@ -64,14 +65,35 @@ enum Command {
     Sweep {
         /// Dataset name.
         name: String,
-        /// Lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every integer) or
-        /// `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may be mixed.
-        #[arg(long, conflicts_with = "params", required_unless_present = "params")]
+        /// The strategy: hma_sar (the paper's), sma_cross, ema_cross, donchian, rsi_revert.
+        #[arg(long, default_value = "hma_sar", value_parser = parse_strategy)]
+        strategy: Strategy,
+        /// hma_sar lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every
+        /// integer) or `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may
+        /// be mixed.
+        #[arg(long, conflicts_with_all = ["params", "grid"], required_unless_present_any = ["params", "grid"])]
         lengths: Option<String>,
-        /// A CSV (6 integer columns half,full,sqrt,p3,p2,p; header optional) or JSON
-        /// (array of 6-integer arrays) file of explicit combos.
-        #[arg(long)]
+        /// A CSV (one column per parameter in the strategy's order, e.g. half,full,sqrt,p3,p2,p;
+        /// header optional) or JSON (array of arrays) file of explicit combos.
+        #[arg(long, conflicts_with = "grid")]
         params: Option<PathBuf>,
+        /// The product of per-parameter values: `--grid fast=5..50 slow=20..200:5` (Rust
+        /// ranges: `5..50` is 5 to 49, `:5` steps by 5, `..=` includes the end; commas list
+        /// values: `lower=20,30.5`).
+        #[arg(long, num_args = 1..)]
+        grid: Option<Vec<String>>,
+        /// Which positions: both (stop-and-reverse), long or short.
+        #[arg(long, value_parser = parse_side)]
+        side: Option<Side>,
+        /// Close a position that moved this fraction against its entry (0.02 is 2%).
+        #[arg(long)]
+        stop_loss: Option<f64>,
+        /// Close a position that moved this fraction in its favour.
+        #[arg(long)]
+        take_profit: Option<f64>,
+        /// Bars before `--rows` the indicators warm up on.
+        #[arg(long, default_value_t = 0)]
+        warmup: u64,
         /// Round-trip fee as a fraction (server default 0.0009).
         #[arg(long)]
         fee: Option<f64>,
@@ -158,21 +180,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sweep {
             name,
+            strategy,
             lengths,
             params,
+            grid,
+            side,
+            stop_loss,
+            take_profit,
+            warmup,
             fee,
             series,
             rows,
             chunk,
             output,
         } => {
-            let mut request = match (lengths, params) {
-                (Some(spec), _) => SweepRequest::lengths(&name, grid::parse_lengths(&spec)?),
-                (None, Some(file)) => {
-                    SweepRequest::params(&name, params_of(&grid::read_params(&file)?))
-                }
-                (None, None) => unreachable!("clap requires one"),
+            let combos = match (lengths, params, grid) {
+                (Some(spec), _, _) => Grid::Lengths(grid::parse_lengths(&spec)?),
+                (None, Some(file), _) => grid::read_params(&file, strategy)?,
+                (None, None, Some(specs)) => grid::parse_grid(strategy, &specs)?,
+                (None, None, None) => unreachable!("clap requires one"),
             };
+            let mut request =
+                SweepRequest::strategy(&name, strategy, combos).with_execution(Execution {
+                    side: side.unwrap_or_default(),
+                    stop_loss,
+                    take_profit,
+                    warmup,
+                });
             request.fee = fee;
             request.series = series;
             request.rows = rows;
@@ -220,6 +254,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `START:END` as a row range.
+fn parse_strategy(text: &str) -> Result<Strategy, String> {
+    Strategy::from_name(text).map_err(|e| e.to_string())
+}
+
+fn parse_side(text: &str) -> Result<Side, String> {
+    Side::from_name(text).map_err(|e| e.to_string())
+}
+
 fn parse_rows(text: &str) -> Result<RowRange, String> {
     let (start, end) = text
         .split_once(':')
