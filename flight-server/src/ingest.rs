@@ -340,13 +340,17 @@ impl Decoder {
     }
 
     /// The close values' bytes of one message, if the fast path applies to it: a known layout,
-    /// no nulls, and a values buffer of exactly the batch's length.
+    /// no nulls, a values buffer of exactly the batch's length, and an uncompressed body (a
+    /// compressed one is decoded by arrow-ipc, which decompresses each buffer it reads).
     fn fast_close<'m>(
         &self,
         msg: &'m FlightData,
         header: &arrow_ipc::RecordBatch<'_>,
         rows: usize,
     ) -> Option<&'m [u8]> {
+        if header.compression().is_some() {
+            return None;
+        }
         let (node, buffer) = self.close_layout?;
         let node = header.nodes()?.get(node);
         if node.null_count() != 0 || usize::try_from(node.length()).ok()? != rows {

@@ -118,6 +118,25 @@ fn cases() -> Vec<Case> {
         vec![batch]
     };
     let schema_only = raw_put(10)[..1].to_vec();
+    // An LZ4-compressed upload whose compressed bytes are noise.
+    let bad_lz4 = {
+        let options = arrow_ipc::writer::IpcWriteOptions::default()
+            .try_with_compression(Some(arrow_ipc::CompressionType::LZ4_FRAME))
+            .unwrap();
+        let batch = close_batch(&series(1_000));
+        let stream = FlightDataEncoderBuilder::new()
+            .with_options(options)
+            .with_flight_descriptor(Some(path("keep")))
+            .build(futures::stream::iter([Ok(batch)]));
+        let mut m: Vec<FlightData> = futures::executor::block_on(stream.try_collect()).unwrap();
+        let mut body = m[1].data_body.to_vec();
+        // Each buffer starts with its 8-byte uncompressed length; the frame after it is noise.
+        for b in body.iter_mut().skip(8) {
+            *b = 0xa5;
+        }
+        m[1].data_body = body.into();
+        m
+    };
     let no_descriptor = {
         let mut m = raw_put(10);
         m[0].flight_descriptor = None;
@@ -209,6 +228,13 @@ fn cases() -> Vec<Case> {
             Put(path("keep"), vec![ten.slice(0, 0)]),
             Invalid,
             "at least 1 row",
+        ),
+        case(
+            "put: a compressed body that does not decompress",
+            PutRaw(bad_lz4),
+            Invalid,
+            // Noise either fails to decompress or decompresses to values the close rules refuse.
+            "close",
         ),
         case(
             "put: schema, no batches",

@@ -706,3 +706,84 @@ async fn strategies_on_exchanges_and_universes() {
         assert_eq!(i64s(&b, "trades")[row] as u64, want.trades, "row {row}");
     }
 }
+
+/// LZ4_FRAME and ZSTD bodies (as pyarrow sends them with `IpcWriteOptions(compression=...)`)
+/// store exactly the uncompressed data, for every close type, keyed puts and exchanges too.
+#[tokio::test]
+async fn compressed_uploads_store_exactly_the_uncompressed_data() {
+    use arrow_ipc::CompressionType;
+    use arrow_ipc::writer::IpcWriteOptions;
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let close = series(60_000);
+    let int_close: Vec<i64> = (0..60_000).map(|i| 1_000 + (i % 97)).collect();
+    let f32_close: Vec<f32> = close.iter().map(|&v| v as f32).collect();
+    let columns: [(&str, ArrayRef); 3] = [
+        (
+            "f64",
+            Arc::new(arrow_array::Float64Array::from(close.clone())),
+        ),
+        ("i64", Arc::new(Int64Array::from(int_close))),
+        ("f32", Arc::new(Float32Array::from(f32_close))),
+    ];
+    for (kind, values) in columns {
+        let sym: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..60_000).map(|i| if i % 3 == 0 { "A" } else { "B" }),
+        ));
+        let batch = RecordBatch::try_from_iter([("sym", sym), ("close", values)]).unwrap();
+        put(&mut c, "plain", vec![batch.clone()]).await.unwrap();
+        let plain = sweep(&mut c, json!({"dataset": "plain", "lengths": [6, 30]}))
+            .await
+            .unwrap();
+        for codec in [CompressionType::LZ4_FRAME, CompressionType::ZSTD] {
+            let options = IpcWriteOptions::default()
+                .try_with_compression(Some(codec))
+                .unwrap();
+            let encode = |d: FlightDescriptor, b: RecordBatch| {
+                FlightDataEncoderBuilder::new()
+                    .with_options(options.clone())
+                    .with_flight_descriptor(Some(d))
+                    .build(futures::stream::iter([Ok(b)]))
+            };
+            let stream = encode(FlightDescriptor::new_path(vec!["z".into()]), batch.clone());
+            let meta: Vec<_> = c.do_put(stream).await.unwrap().try_collect().await.unwrap();
+            assert_eq!(meta.len(), 1, "{kind} {codec:?}");
+            let got = sweep(&mut c, json!({"dataset": "z", "lengths": [6, 30]}))
+                .await
+                .unwrap();
+            assert_eq!(got, plain, "{kind} {codec:?}");
+            // What DoGet returns is the uploaded table, uncompressed.
+            let info = infos(&mut c)
+                .await
+                .into_iter()
+                .find(|i| i.flight_descriptor.as_ref().unwrap().path == ["z"])
+                .unwrap();
+            let back = rows(&mut c, &info).await;
+            assert_eq!(
+                back.column_by_name("sym").unwrap(),
+                batch.column_by_name("sym").unwrap()
+            );
+            // Keyed, and through the stateless exchange.
+            let keyed = sweepflight_protocol::PutTarget::keyed("zk", "sym").to_descriptor();
+            let meta: Vec<_> = c
+                .do_put(encode(keyed, batch.clone()))
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            let summary: serde_json::Value = serde_json::from_slice(&meta[0].app_metadata).unwrap();
+            assert_eq!(summary["series"], 2, "{kind} {codec:?}");
+            let cmd = json!({"op": "sweep", "lengths": [6, 30]}).to_string();
+            let req = encode(FlightDescriptor::new_cmd(cmd), batch.clone());
+            let out: Vec<RecordBatch> = c
+                .do_exchange(req)
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            assert_eq!(out[0], plain, "exchange {kind} {codec:?}");
+        }
+    }
+}
