@@ -50,6 +50,7 @@ def check_readme(ns: dict[str, Any]) -> None:
     assert ns["df"].height == 80
     assert ns["df"]["trades"][0] == 57_029
     assert ns["best"]["full"] == 172
+    assert ns["sma"].height == 45 * 36 and ns["sma"].columns[1:3] == ["fast", "slow"]
 
 
 def check_protocol(ns: dict[str, Any]) -> None:
@@ -62,6 +63,12 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["in_sample"].num_rows == 6 and ns["out_of_sample"].num_rows == 6
     assert ns["in_sample"]["pnl"].to_pylist() != ns["out_of_sample"]["pnl"].to_pylist()
     assert ns["per_symbol"].num_rows == 3
+    assert ns["sma"].num_rows == 900 and ns["sma"].column_names[1:3] == ["fast", "slow"]
+    assert ns["ema"].num_rows == 2 and ns["breakout"].num_rows == 3
+    assert ns["rsi"].num_rows == 50 and str(ns["rsi"].schema.field("lower").type) == "double"
+    assert ns["long_only"].num_rows == 1
+    assert [s["name"] for s in ns["listing"]][:2] == ["hma_sar", "sma_cross"]
+    assert ns["zipped"]["rows"] == 150_000
 
 
 #: Per file with runnable blocks: what its blocks must have computed.

@@ -1,9 +1,12 @@
 //! `sweepflight-kernel`: the backtest kernel of sweepflight, pure compute with no I/O and no
 //! async.
 //!
-//! It owns the definition of a strategy run (HMA vs HMA3 stop-and-reverse, see
-//! `spec/kernel.md`), the parameter type [`Combo`], and the parameter [`sweep`]: every combo's
-//! PnL over one close series, computed in parallel and bit-exact with the numba reference.
+//! It owns the definition of a strategy run (docs/kernel.md): the strategies ([`Strategy`],
+//! their combos [`Params`]; the paper's HMA vs HMA3 stop-and-reverse with its windows
+//! [`Combo`]), the [`execution`] loop every strategy shares (sides, stops, warm-up), the
+//! [`Ledger`], and the sweeps ([`sweep_params`] for any strategy, [`sweep`] for the paper's):
+//! every combo's result over one close series, computed in parallel and bit-exact with the
+//! numba reference.
 //!
 //! Bit-exactness is the crate's first promise. Every weighted moving average is summed in the
 //! reference order (a fresh sum per output, weights ascending, one division at the end), so the
