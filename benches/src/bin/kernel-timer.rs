@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! kernel-timer [--runs N] [--threads T]... [--series FILE] [--params FILE] [--check K]
-//!              [--tile-bars B]
+//!              [--tile-bars B] [--strategy NAME]
 //! ```
 //!
 //! By default it sweeps the 80 paper combos over the paper series, after the equivalence gate.
@@ -12,7 +12,9 @@
 //! (`sweepflight_kernel::oracle`, bit for bit) on `K` combos spread over the grid (default 2).
 //! `--threads 0` means all cores; without `--threads`, 1 and all. `--tile-bars` sets the
 //! kernel's tiling (`SweepControl::tile_bars`: 0 untiled; default automatic), to compare the
-//! two paths on one grid.
+//! two paths on one grid. `--strategy` (sma_cross, ema_cross, donchian, rsi_revert) times
+//! that strategy's sweep instead: `--params` is then a JSON list of its parameter rows, checked
+//! against `oracle::run` on `K` combos (every field equal).
 //!
 //! Each run sweeps from scratch (no cache), timed with a monotonic clock around the sweep call
 //! only, after one untimed checked sweep. With a `key` column, two timings per thread count:
@@ -30,7 +32,8 @@ use anyhow::{Context, ensure};
 use arrow_array::{Array, StringArray};
 use sweepflight_benches::{closes, paper_fixture_path};
 use sweepflight_kernel::{
-    Combo, ComboResult, DEFAULT_FEE, SweepControl, multiply_adds, oracle, paper, sweep_with,
+    Combo, ComboResult, DEFAULT_FEE, Execution, Params, Strategy, SweepControl, multiply_adds,
+    oracle, paper, sweep_params, sweep_with,
 };
 
 struct Args {
@@ -40,6 +43,7 @@ struct Args {
     params: Option<PathBuf>,
     check: usize,
     tile_bars: Option<usize>,
+    strategy: Option<Strategy>,
 }
 
 fn parse() -> anyhow::Result<Args> {
@@ -50,6 +54,7 @@ fn parse() -> anyhow::Result<Args> {
         params: None,
         check: 2,
         tile_bars: None,
+        strategy: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -61,6 +66,10 @@ fn parse() -> anyhow::Result<Args> {
             "--params" => out.params = Some(v.into()),
             "--check" => out.check = v.parse()?,
             "--tile-bars" => out.tile_bars = Some(v.parse()?),
+            "--strategy" => {
+                out.strategy =
+                    Some(Strategy::from_name(&v).with_context(|| format!("no strategy {v}"))?)
+            }
             _ => anyhow::bail!("unknown flag {a}"),
         }
     }
@@ -126,8 +135,68 @@ fn check_oracle(
     Ok(())
 }
 
+/// The `--strategy` run: its combos from `--params`, checked against the oracle, timed per
+/// thread count.
+fn strategy_run(args: &Args, strategy: Strategy) -> anyhow::Result<()> {
+    let (close, _) = load(&args.series.clone().unwrap_or_else(paper_fixture_path))?;
+    let path = args.params.as_ref().context("--strategy needs --params")?;
+    let rows: Vec<Vec<f64>> = serde_json::from_reader(File::open(path)?)?;
+    let params: Vec<Params> = rows
+        .iter()
+        .map(|r| Params::new(strategy, r))
+        .collect::<Result<_, _>>()?;
+    let exec = Execution::default();
+    let control = SweepControl::default();
+    let mut runs = serde_json::Map::new();
+    for &t in &args.threads {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+        let got = pool.install(|| sweep_params(&close, &params, &exec, &control))?;
+        let k = args.check.min(params.len());
+        for j in 0..k {
+            let i = if k == 1 {
+                0
+            } else {
+                j * (params.len() - 1) / (k - 1)
+            };
+            let want = oracle::run(&close, 0..close.len(), 0, &params[i], &exec);
+            ensure!(
+                got[i] == want,
+                "combo {i} {:?}: oracle {want:?}, sweep {:?}",
+                params[i],
+                got[i]
+            );
+        }
+        let secs: Vec<f64> = (0..args.runs)
+            .map(|_| {
+                let t0 = Instant::now();
+                let n = pool
+                    .install(|| sweep_params(&close, &params, &exec, &control))
+                    .map_or(0, |r| r.len());
+                assert_eq!(n, params.len());
+                t0.elapsed().as_secs_f64()
+            })
+            .collect();
+        runs.insert(
+            format!("threads={}", pool.current_num_threads()),
+            serde_json::json!(secs),
+        );
+    }
+    let out = serde_json::json!({
+        "bars": close.len(),
+        "series": 1,
+        "combos": params.len(),
+        "strategy": strategy.name(),
+        "runs": runs,
+    });
+    println!("{out}");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args = parse()?;
+    if let Some(s) = args.strategy.filter(|&s| s != Strategy::HmaSar) {
+        return strategy_run(&args, s);
+    }
     let paper_run = args.series.is_none() && args.params.is_none();
     let (close, ranges) = load(&args.series.clone().unwrap_or_else(paper_fixture_path))?;
     let combos: Vec<Combo> = match &args.params {

@@ -146,6 +146,80 @@ fn rsi_value(g: f64, l: f64) -> f64 {
     }
 }
 
+/// The `donchian` signals of every channel length in `windows` (strictly ascending, >= 1) in
+/// one pass, as [`donchian_signals`] computes each. The channel of bar `s + n` is the `n`
+/// closes from `s`: a running max and min started at `s` are, after `n` terms, that channel,
+/// whatever longer channel they go on to (max and min are exact in any order). So one blocked
+/// pass costs the longest window in compares per bar, vectorised across a block of starts:
+/// the choice for dense grids of short channels; a few long ones take [`donchian_signals`]
+/// (O(1) per bar per window).
+///
+/// # Panics
+/// If the windows are not strictly ascending and >= 1.
+pub fn donchian_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<i8>> {
+    assert!(
+        windows.first().is_none_or(|&n| n >= 1) && windows.windows(2).all(|w| w[0] < w[1]),
+        "windows must be >= 1 and strictly ascending"
+    );
+    let len = x.len();
+    let mut outs: Vec<Vec<i8>> = windows.iter().map(|_| vec![0; len]).collect();
+    let Some(&shortest) = windows.first() else {
+        return outs;
+    };
+    // Starts whose shortest channel has a bar after it.
+    let starts = len.saturating_sub(shortest);
+    let ptrs = Outs(
+        outs.iter_mut()
+            .map(|o| o.as_mut_ptr().cast::<f64>())
+            .collect(),
+    );
+    let task = |t: usize| {
+        let lo = t * BLOCK * BLOCKS_PER_TASK;
+        let hi = (lo + BLOCK * BLOCKS_PER_TASK).min(starts);
+        let (mut top, mut bottom) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
+        for block in (lo..hi).step_by(BLOCK) {
+            let width = BLOCK.min(hi - block);
+            top[..width].copy_from_slice(&x[block..block + width]);
+            bottom[..width].copy_from_slice(&x[block..block + width]);
+            let mut next = 0;
+            // After step k the accumulators hold the channel of the k + 1 closes from each
+            // start; the bar it is compared with is k + 1 after the start.
+            for k in 0..windows[windows.len() - 1].min(len - block - 1) {
+                let lanes = width.min(len - block - k - 1);
+                if k > 0 {
+                    let v = &x[block + k..block + k + lanes];
+                    for ((t, b), &v) in top[..lanes].iter_mut().zip(&mut bottom[..lanes]).zip(v) {
+                        *t = t.max(v);
+                        *b = b.min(v);
+                    }
+                }
+                if windows[next] == k + 1 {
+                    let out = ptrs.get(next).cast::<i8>();
+                    let bar = &x[block + k + 1..block + k + 1 + lanes];
+                    for (j, ((&t, &b), &c)) in top.iter().zip(&bottom).zip(bar).enumerate() {
+                        let s = i8::from(c > t) - i8::from(c < b);
+                        // SAFETY: the signal of start `block + j` for channel k+1 is element
+                        // `block + j + k + 1 < len`; starts are split between tasks without
+                        // overlap, so no two tasks write one element.
+                        unsafe { out.add(block + j + k + 1).write(s) };
+                    }
+                    next += 1;
+                    if next == windows.len() {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    let tasks = starts.div_ceil(BLOCK * BLOCKS_PER_TASK);
+    if parallel && tasks > 1 {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
+    outs
+}
+
 /// The `donchian` signal for channel length `n`: +1 where `x[i]` is above the highest of
 /// `x[i-n..i]`, -1 where below the lowest, 0 elsewhere and for `i < n`.
 pub fn donchian_signals(x: &[f64], n: usize) -> Vec<i8> {
@@ -239,6 +313,17 @@ mod tests {
                 oracle::donchian_signals(&x, n),
                 "donchian {n}"
             );
+        }
+        // The shared pass, on every length around its block edges and past the series.
+        for len in [0, 1, 2, 5, 255, 256, 257, 258, 3_000] {
+            let x = series(len);
+            let windows = [1, 2, 3, 7, 64, 255, 256, 257, 1_000, 4_000];
+            for parallel in [false, true] {
+                let outs = donchian_multi(&x, &windows, parallel);
+                for (n, got) in windows.iter().zip(&outs) {
+                    assert_eq!(got, &oracle::donchian_signals(&x, *n), "len {len} n {n}");
+                }
+            }
         }
         // Flat stretches: RSI 50 where nothing moves, Donchian never breaks an equal channel.
         let flat = [5.0; 40];
