@@ -233,3 +233,26 @@ def test_refusals(sf: sweepflight.Client) -> None:
         sf.sweep("r", strategy="donchian", params=[[5]], stop_loss=-1)
     with pytest.raises(sweepflight.InvalidRequest, match="opened for donchian"), sf.session(strategy="donchian") as s:
         s.sweep("r", lengths=[6])
+
+
+def test_plots_of_any_strategy(sf: sweepflight.Client, tmp_path) -> None:
+    """A two-parameter grid of any strategy draws as a heatmap, one varying parameter as a line:
+    PNG files that open as non-empty images."""
+    pytest.importorskip("matplotlib")
+    from matplotlib import image
+
+    sf.put("p", walk(2_000, seed=2))
+    cases = {
+        "heat.png": sf.sweep("p", strategy="sma_cross", grid={"fast": range(3, 20, 4), "slow": range(20, 80, 15)}),
+        "rsi.png": sf.sweep("p", strategy="rsi_revert", grid={"n": [14], "lower": [20, 25.5, 30], "upper": [70, 80]}),
+        "line.png": sf.sweep("p", strategy="donchian", grid={"n": range(5, 60, 5)}),
+    }
+    for name, df in cases.items():
+        fig = sweepflight.plot(df, str(tmp_path / name))
+        pixels = image.imread(tmp_path / name)
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and pixels.std() > 0, name
+        if name != "line.png":
+            # A heatmap's colours are centred on zero where the PnL straddles it.
+            norm = fig.axes[0].images[0].norm
+            low, high = float(df["pnl"].min()), float(df["pnl"].max())
+            assert low >= 0 or high <= 0 or getattr(norm, "vcenter", None) == 0.0, name
