@@ -2,7 +2,8 @@
 CPUs and worker nodes that advertise the `sweepflight` resource, the server binary from the
 wheel (`pip install ./flight-server`, done by scripts/test.sh), Ray on loopback.
 
-Cases: a replicated sweep and a sharded universe sweep equal one server's answer; a server
+Cases: a replicated sweep (explicit combos, and a strategy's grid) and a sharded universe sweep
+equal one server's answer; a server
 process killed mid-sweep, and a node removed mid-sweep with another added, both finish with
 the same answer; a caller's error is not retried.
 """
@@ -91,8 +92,10 @@ def test_chunks_cover_the_grid_and_shrink_at_the_end(combos: int, size: int, ser
 def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster) -> None:
     close, params = walk(20_000, 1), grid(3_000)
     frame = universe()
-    want_grid, want_universe, want_subset = single_server(
+    sma = {"strategy": "sma_cross", "grid": {"fast": range(2, 30), "slow": range(10, 200, 7)}, "side": "long"}
+    want_grid, want_sma, want_universe, want_subset = single_server(
         ("g", (close, None), {"params": params}),
+        ("s", (close, None), sma),
         ("u", (frame, "symbol"), {"lengths": [6, 20, 45], "rows": (100, 2_500)}),
         ("v", (frame, "symbol"), {"lengths": [8, 30], "series": ["S5", "S0", "S3"]}),
     )
@@ -103,6 +106,9 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         got = cluster.sweep("g", params=params, progress=False)
         assert got.equals(want_grid)
         assert sweepflight.request_of(got) is not None
+        # A strategy's grid is cut into slices of its product: the same rows as one server.
+        cluster.put("s", close)
+        assert cluster.sweep("s", **sma).equals(want_sma)  # type: ignore[arg-type]
         summary = cluster.put("u", frame, key="symbol", shard=True)
         assert (summary.rows, summary.series) == (21_000, 7)
         assert cluster.sweep("u", lengths=[6, 20, 45], rows=(100, 2_500)).equals(want_universe)
@@ -127,7 +133,7 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
         def busy(*args: object, **kwargs: object) -> None:
             raise sweepflight.ResourceExhausted("server busy: 64 sweeps already waiting")
 
-        cluster._servers[0].client.sweep = busy  # type: ignore[method-assign]
+        cluster._servers[0].client.run = busy  # type: ignore[method-assign]
         with pytest.raises(sweepflight.ResourceExhausted, match="busy"):
             cluster.sweep("g", params=grid(200), progress=False)
         assert time.monotonic() - started < 10
