@@ -185,6 +185,9 @@ impl std::fmt::Debug for ServerConfig {
 /// A message saying what is wrong.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let text = text.trim();
+    if text == "unlimited" {
+        return Ok(u64::MAX);
+    }
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
@@ -214,6 +217,12 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unlimited_is_a_size() {
+        assert_eq!(parse_bytes("unlimited"), Ok(u64::MAX));
+        assert_eq!(parse_bytes(" 2GiB "), Ok(2 << 30));
+    }
 
     #[test]
     fn byte_sizes() {

@@ -1,6 +1,7 @@
 //! `sweepflight-server`: parses flags into a [`ServerConfig`], sets up logging, binds and
 //! serves until SIGINT or SIGTERM. Everything else is the library's ([`Server`]).
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,8 +48,9 @@ struct Cli {
     #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_DATASET_BYTES)]
     max_dataset_bytes: u64,
 
-    /// Most bytes all datasets together may hold (puts past it: RESOURCE_EXHAUSTED).
-    #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_TOTAL_BYTES)]
+    /// Most bytes all datasets together may hold (puts past it: RESOURCE_EXHAUSTED); a size or
+    /// `unlimited`.
+    #[arg(long, value_parser = parse_bytes, default_value = "unlimited")]
     max_total_bytes: u64,
 
     /// Directory where datasets persist (created if missing; one server per directory).
@@ -182,6 +184,8 @@ async fn main() -> anyhow::Result<()> {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: a log file or a collector gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let config = ServerConfig::try_from(&cli)?;

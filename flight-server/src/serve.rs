@@ -198,7 +198,6 @@ impl Server {
         tracing::info!(
             %uri,
             threads = state.compute.threads(),
-            sweep_memory_bytes = state.compute.budget().total(),
             ?config,
             "serving"
         );
