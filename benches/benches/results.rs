@@ -29,6 +29,7 @@ fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
             trades: i as u64,
             wins: i as u64 / 2,
             max_drawdown: 1.0,
+            ..Default::default()
         })
         .collect();
     (job, results)

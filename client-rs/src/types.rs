@@ -97,6 +97,7 @@ impl SweepResult {
                 trades: r.trades as u64,
                 wins: r.wins as u64,
                 max_drawdown: r.max_drawdown,
+                ..Default::default()
             })
             .collect()
     }

@@ -386,6 +386,7 @@ impl Compute {
                         working_set_bytes: cap,
                         parallel: Some(parallel),
                         tile_bars: None,
+                        bar_metrics: true,
                     };
                     sweep_params(close, &job.params, &exec, &control)
                 };

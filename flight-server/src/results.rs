@@ -203,6 +203,7 @@ mod tests {
                     trades: 2 * i as u64,
                     wins: i as u64,
                     max_drawdown: 0.25,
+                    ..Default::default()
                 })
                 .collect();
             let batch = to_batch(&hma(&combos), &[results]).unwrap();
@@ -227,6 +228,7 @@ mod tests {
                 trades: i as u64,
                 wins: 1,
                 max_drawdown: 0.5,
+                ..Default::default()
             })
             .collect();
         let batch = to_batch(&hma(&combos), &[results]).unwrap();

@@ -89,6 +89,7 @@ fn keyed_rows(b: &RecordBatch) -> (Vec<String>, Vec<i64>, Vec<ComboResult>) {
             trades: trades as u64,
             wins: wins as u64,
             max_drawdown,
+            ..Default::default()
         })
         .collect();
     (series, combo, results)

@@ -38,7 +38,7 @@ pub mod wma;
 pub use combo::Combo;
 pub use error::{Error, Result};
 pub use execution::{Execution, Side};
-pub use ledger::{ComboResult, Ledger};
+pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
 pub use strategy::{Params, Strategy, sweep_params};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,

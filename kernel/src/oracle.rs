@@ -11,6 +11,7 @@
 use std::ops::Range;
 
 use crate::execution::{Execution, Side};
+use crate::ledger::Metrics;
 use crate::strategy::Params;
 use crate::{Combo, ComboResult, signal, wma::denominator};
 
@@ -343,4 +344,70 @@ pub fn run(
     exec: &Execution,
 ) -> ComboResult {
     summarise(&run_trades(close, rows, warmup, params, exec))
+}
+
+/// Every v1.2 metric of `trades` (rows within `close`) evaluated on rows `rows`, computed bar by
+/// bar from the mark-to-market equity `Q` as strategies.md defines it (two-pass means and
+/// spreads).
+pub fn metrics(
+    close: &[f64],
+    rows: Range<usize>,
+    trades: &[Trade],
+    periods_per_year: f64,
+) -> Metrics {
+    let q = |i: usize| -> f64 {
+        let mut v = 0.0;
+        for t in trades {
+            if t.exit_row <= i {
+                v += t.net;
+            } else if t.entry_row <= i {
+                v += f64::from(t.side) * (close[i] / t.entry_price - 1.0) * 100.0;
+            }
+        }
+        v
+    };
+    let qs: Vec<f64> = rows.clone().map(q).collect();
+    // Differencing Q leaves rounding noise where the equity did not move (a mark minus the
+    // same mark computed another way): increments under 1e-12 of the equity's scale are 0.
+    let noise = 1e-12 * qs.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let d: Vec<f64> = qs
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .map(|v| if v.abs() <= noise { 0.0 } else { v })
+        .collect();
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+    // A spread is 0 exactly when every value is the same; otherwise the two-pass formula.
+    let std = |x: &[f64]| {
+        if x.iter().all(|&v| v == x[0]) {
+            return 0.0;
+        }
+        let m = mean(x);
+        (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() as f64 - 1.0)).sqrt()
+    };
+    let nets: Vec<f64> = trades.iter().map(|t| t.net).collect();
+    let n = trades.len() as f64;
+    let pnl: f64 = nets.iter().sum();
+    let held: usize = trades.iter().map(|t| t.exit_row - t.entry_row).sum();
+    let some = |ok: bool, v: f64| ok.then_some(v);
+    let losses: f64 = nets.iter().filter(|&&v| v < 0.0).sum();
+    let gains: f64 = nets.iter().filter(|&&v| v > 0.0).sum();
+    let ann = periods_per_year.sqrt();
+    let sharpe = (d.len() >= 2 && std(&d) != 0.0).then(|| mean(&d) / std(&d) * ann);
+    let downside = d.iter().map(|v| v.min(0.0).powi(2)).sum::<f64>() / d.len() as f64;
+    let sortino = d
+        .iter()
+        .any(|&v| v < 0.0)
+        .then(|| mean(&d) / downside.sqrt() * ann);
+    let sqn = (nets.len() >= 2 && std(&nets) != 0.0).then(|| n.sqrt() * mean(&nets) / std(&nets));
+    Metrics {
+        avg_trade: some(!nets.is_empty(), pnl / n),
+        best_trade: nets.iter().copied().reduce(f64::max),
+        worst_trade: nets.iter().copied().reduce(f64::min),
+        profit_factor: some(nets.iter().any(|&v| v < 0.0), gains / -losses),
+        exposure: Some(held as f64 / rows.len() as f64),
+        avg_bars: some(!nets.is_empty(), held as f64 / n),
+        sharpe,
+        sortino,
+        sqn,
+    }
 }

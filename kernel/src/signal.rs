@@ -3,7 +3,7 @@
 //! events of the [`crate::execution`] loop. [`run`] is the paper's plain loop over the lines.
 
 use crate::execution::{Book, Engine, Execution};
-use crate::ledger::{ComboResult, Ledger};
+use crate::ledger::{ComboResult, Ledger, Moves};
 
 /// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
 /// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
@@ -21,12 +21,13 @@ pub(crate) fn run_fast(
     a: &[f64],
     b: &[f64],
     exec: &Execution,
+    moves: Option<&Moves>,
     signs: &mut Vec<u8>,
 ) -> ComboResult {
     debug_assert!(a.len() == close.len() && b.len() == close.len());
     signs.resize(close.len(), 0);
     crate::vector::signs(a, b, signs);
-    crosses(close, std::iter::once(&signs[..]), exec)
+    crosses(close, std::iter::once(&signs[..]), exec, moves)
 }
 
 /// Bit 0 of each byte set where the state `cur` is a cross after the state `prev` (bytes of
@@ -56,8 +57,9 @@ pub(crate) fn crosses<'a>(
     close: &[f64],
     pieces: impl IntoIterator<Item = &'a [u8]>,
     exec: &Execution,
+    moves: Option<&Moves>,
 ) -> ComboResult {
-    let ledger = Ledger::new(exec.fee);
+    let ledger = Ledger::over(exec.fee, close, moves, exec.start);
     if exec.is_plain() {
         crosses_into(close, pieces, Engine::<_, true>::new(close, exec, ledger)).result()
     } else {
@@ -202,16 +204,37 @@ mod tests {
         let close: Vec<f64> = (0..40).map(|i| 100.0 + i as f64).collect();
         for fee in [0.0, 0.001] {
             assert_eq!(
-                run_fast(&close, &a, &b, &Execution::new(fee), &mut signs),
+                run_fast(
+                    &close,
+                    &a,
+                    &b,
+                    &Execution::new(fee),
+                    Some(&Moves::of(&close)),
+                    &mut signs
+                ),
                 run(&close, &a, &b, fee)
             );
         }
         assert_eq!(
-            run_fast(&[], &[], &[], &Execution::new(0.0), &mut signs),
+            run_fast(
+                &[],
+                &[],
+                &[],
+                &Execution::new(0.0),
+                Some(&Moves::of(&[])),
+                &mut signs
+            ),
             ComboResult::default()
         );
         assert_eq!(
-            run_fast(&[1.0], &[nan], &[nan], &Execution::new(0.0), &mut signs),
+            run_fast(
+                &[1.0],
+                &[nan],
+                &[nan],
+                &Execution::new(0.0),
+                Some(&Moves::of(&[1.0])),
+                &mut signs
+            ),
             ComboResult::default()
         );
     }
@@ -266,13 +289,23 @@ mod tests {
         let mut signs = vec![0; n];
         crate::vector::signs(&a, &b, &mut signs);
         for piece in [1, 2, 7, 8, 9, 64, 299, 300, 1000] {
-            let got = crosses(&close, signs.chunks(piece), &Execution::new(0.0009));
+            let got = crosses(
+                &close,
+                signs.chunks(piece),
+                &Execution::new(0.0009),
+                Some(&Moves::of(&close)),
+            );
             assert_eq!(got, want, "pieces of {piece}");
         }
         // Empty pieces are skipped.
         let (head, tail) = signs.split_at(100);
         assert_eq!(
-            crosses(&close, [head, &[], tail], &Execution::new(0.0009)),
+            crosses(
+                &close,
+                [head, &[], tail],
+                &Execution::new(0.0009),
+                Some(&Moves::of(&close))
+            ),
             want
         );
     }

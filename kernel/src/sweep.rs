@@ -34,6 +34,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::execution::Execution;
+use crate::ledger::Moves;
 use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -134,7 +135,8 @@ const SCRATCH_BYTES_PER_BAR: usize = size_of::<f64>() + size_of::<u8>();
 /// ones, but never more than `shared_cap` bytes of them, and never fewer than one combo's),
 /// `workers` sets of per-worker scratch, and the results.
 pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
-    let results = combos.len() * size_of::<ComboResult>();
+    // The results, and the closes' moves for the per-bar metrics.
+    let results = combos.len() * size_of::<ComboResult>() + Moves::bytes(bars);
     if let Some(tiling) = Tiling::plan(bars, combos, workers, None) {
         return tiling.held_bytes(bars, combos, shared_cap)
             + workers * tiling.scratch_bytes()
@@ -206,6 +208,10 @@ pub struct SweepControl<'a> {
     /// windows are short next to a tile and the series has tiles for every thread), `Some(0)`
     /// never tiles. The results are the same either way.
     pub tile_bars: Option<usize>,
+    /// Compute the per-bar metrics (`sharpe`, `sortino`: [`crate::Moves`] and a few operations
+    /// per trade); false leaves their accumulators empty, for callers that read only the trade
+    /// figures (pnl, trades, wins, drawdown) and the other metrics.
+    pub bar_metrics: bool,
 }
 
 impl Default for SweepControl<'_> {
@@ -216,6 +222,7 @@ impl Default for SweepControl<'_> {
             working_set_bytes: 512 << 20,
             parallel: None,
             tile_bars: None,
+            bar_metrics: true,
         }
     }
 }
@@ -262,6 +269,7 @@ pub fn sweep_executed(
         close,
         combos,
         exec: *exec,
+        moves: control.bar_metrics.then(|| Moves::of(close)),
         control,
         parallel,
     };
@@ -339,6 +347,8 @@ struct Run<'a> {
     close: &'a [f64],
     combos: &'a [Combo],
     exec: Execution,
+    /// The closes' moves, for every combo's per-bar metrics (if asked for).
+    moves: Option<Moves>,
     control: &'a SweepControl<'a>,
     parallel: bool,
 }
@@ -462,7 +472,14 @@ impl Run<'_> {
                 let (a, b) = (&lines[&hma_key(c)], &lines[&hma3_key(c)]);
                 Ok((
                     i,
-                    signal::run_fast(self.close, a, b, &self.exec, &mut s.signs),
+                    signal::run_fast(
+                        self.close,
+                        a,
+                        b,
+                        &self.exec,
+                        self.moves.as_ref(),
+                        &mut s.signs,
+                    ),
                 ))
             })?);
             for &i in batch {
@@ -730,7 +747,10 @@ mod tests {
         );
         assert_eq!(
             memory_bytes(150_000, &combos, 2, 0),
-            tiling.held_bytes(150_000, &combos, 0) + 2 * tiling.scratch_bytes() + 80 * 32
+            tiling.held_bytes(150_000, &combos, 0)
+                + 2 * tiling.scratch_bytes()
+                + 80 * size_of::<ComboResult>()
+                + Moves::bytes(150_000)
         );
         let long = [Combo::from_length(20_000).unwrap()];
         assert_eq!(Tiling::plan(150_000, &long, 2, None), None);
@@ -756,7 +776,10 @@ mod tests {
         assert!(least < all);
         assert_eq!(
             least,
-            ARRAYS_PER_COMBO * bars * 8 + 2 * scratch_bytes(bars, &combos, 2) + combos.len() * 32
+            ARRAYS_PER_COMBO * bars * 8
+                + 2 * scratch_bytes(bars, &combos, 2)
+                + combos.len() * size_of::<ComboResult>()
+                + Moves::bytes(bars)
         );
         let uses = line_uses(&combos);
         assert_eq!(

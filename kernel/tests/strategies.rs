@@ -137,8 +137,14 @@ proptest! {
         let r = if whole { (0, close.len(), 0) } else { range(close.len(), a, b, w) };
         let got = fast(&close, r, &combos, &exec, &SweepControl::default());
         for (p, g) in combos.iter().zip(&got) {
-            let want = oracle::run(&close, r.0..r.1, r.2, p, &exec);
+            let trades = oracle::run_trades(&close, r.0..r.1, r.2, p, &exec);
+            let want = oracle::summarise(&trades);
             prop_assert_eq!(g, &want, "{:?} {:?} rows {:?}", p, exec, r);
+            // Every v1.2 metric, against the per-bar oracle, at two annualisations.
+            for ppy in [1.0, 252.0 * 390.0] {
+                let m = oracle::metrics(&close, r.0..r.1, &trades, ppy);
+                prop_assert!(g.metrics(ppy).close_to(&m), "{:?} {:?} rows {:?}: {:?} vs {:?}", p, exec, r, g.metrics(ppy), m);
+            }
         }
     }
 
@@ -372,4 +378,74 @@ fn options_change_trades_on_a_random_walk() {
             assert_ne!(a, b, "{:?} under {exec:?}", combos[k]);
         }
     }
+}
+
+#[test]
+fn metrics_and_their_null_cases_by_hand() {
+    let close = [10.0, 10.0, 12.0, 11.0, 14.0, 9.0, 9.0];
+    let run = |p: Params, exec: Execution| {
+        sweep_params(&close, &[p], &exec, &SweepControl::default()).unwrap()[0]
+    };
+    // No trade: every metric null but exposure (0), whose denominator is the range.
+    let none = run(Params::Donchian { n: 50 }, Execution::new(0.0)).metrics(1.0);
+    assert_eq!(
+        none,
+        sweepflight_kernel::Metrics {
+            exposure: Some(0.0),
+            ..Default::default()
+        }
+    );
+    // The zig-zag of hand_computed_sma_cross_with_stops_and_sides, fee 0: trades
+    // -8.33 (2 -> 3), -27.27 (3 -> 4), -35.71 (4 -> 5), 0 (5 -> 6): no winner, bars held 4 of 7.
+    let r = run(Params::SmaCross { fast: 1, slow: 2 }, Execution::new(0.0));
+    let m = r.metrics(1.0);
+    let nets = [
+        (11.0 / 12.0 - 1.0) * 100.0,
+        (1.0 - 14.0 / 11.0) * 100.0,
+        (9.0 / 14.0 - 1.0) * 100.0,
+        0.0,
+    ];
+    assert!((m.avg_trade.unwrap() - nets.iter().sum::<f64>() / 4.0).abs() < 1e-12);
+    assert_eq!(m.best_trade, Some(0.0));
+    assert!((m.worst_trade.unwrap() - nets[2]).abs() < 1e-12);
+    assert_eq!(m.profit_factor, Some(0.0), "no gains: 0 / losses");
+    assert_eq!(m.exposure, Some(4.0 / 7.0));
+    assert_eq!(m.avg_bars, Some(1.0));
+    assert!(m.sharpe.unwrap() < 0.0 && m.sortino.unwrap() < 0.0 && m.sqn.unwrap() < 0.0);
+    // Annualising scales the per-bar ratios by sqrt(periods_per_year) only.
+    let year = r.metrics(252.0);
+    assert!((year.sharpe.unwrap() - m.sharpe.unwrap() * 252f64.sqrt()).abs() < 1e-9);
+    // One winning trade, on a rising series, long only: no loser (profit factor null), one
+    // trade (sqn null), no falling increment (sortino null).
+    let up: Vec<f64> = (0..20).map(|i| 100.0 + f64::from(i)).collect();
+    let one = sweep_params(
+        &up,
+        &[Params::Donchian { n: 3 }],
+        &Execution {
+            side: Side::Long,
+            ..Execution::new(0.0)
+        },
+        &SweepControl::default(),
+    )
+    .unwrap()[0];
+    assert_eq!(one.trades, 1);
+    let m = one.metrics(1.0);
+    assert_eq!((m.profit_factor, m.sqn, m.sortino), (None, None, None));
+    assert!(m.sharpe.unwrap() > 0.0);
+    let want = oracle::metrics(
+        &up,
+        0..20,
+        &oracle::run_trades(
+            &up,
+            0..20,
+            0,
+            &Params::Donchian { n: 3 },
+            &Execution {
+                side: Side::Long,
+                ..Execution::new(0.0)
+            },
+        ),
+        1.0,
+    );
+    assert!(m.close_to(&want), "{m:?} vs {want:?}");
 }

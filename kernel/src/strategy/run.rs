@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use super::Params;
 use super::indicators::{donchian_multi, donchian_signals, ema, rsi, rsi_signals, sma_multi};
 use crate::execution::{Execution, run_signals};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Moves};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -92,11 +92,13 @@ pub fn scratch_bytes(bars: usize, params: &[Params], workers: usize) -> usize {
 pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: usize) -> usize {
     let hma = hma_combos(params);
     let results = params.len() * size_of::<ComboResult>();
+    // hma_sar's share counts the moves (the per-bar metrics' sums) with its results.
     let hma_bytes = if hma.is_empty() {
         0
     } else {
         crate::sweep::memory_bytes(bars, &hma, workers, shared_cap)
             - hma.len() * size_of::<ComboResult>()
+            - Moves::bytes(bars)
     };
     let distinct: BTreeSet<Key> = params.iter().flat_map(keys).flatten().collect();
     let array = bars.max(1) * size_of::<f64>();
@@ -106,7 +108,7 @@ pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: 
         (distinct.len() * array).min(shared_cap.max(2 * array))
     };
     let own = arrays + workers * scratch_bytes(bars, params, workers);
-    hma_bytes.max(own) + results
+    hma_bytes.max(own) + results + Moves::bytes(bars)
 }
 
 /// Bytes of lines a sweep of `params` offers a cache (hma_sar's; the indicator sweep keeps
@@ -132,6 +134,7 @@ pub(super) fn sweep(
             Ok(())
         }
     };
+    let moves = control.bar_metrics.then(|| Moves::of(close));
     let mut order: Vec<usize> = (0..params.len()).collect();
     order.sort_by_key(|&i| keys(&params[i]));
     let array = size_of_val(close).max(1);
@@ -160,7 +163,8 @@ pub(super) fn sweep(
         let arrays = compute(close, &held, parallel);
         let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
             check()?;
-            Ok((i, run_one(close, &params[i], &arrays, exec, scratch)))
+            let series = (close, moves.as_ref());
+            Ok((i, run_one(series, &params[i], &arrays, exec, scratch)))
         };
         let done: Vec<(usize, ComboResult)> = if parallel {
             group
@@ -245,7 +249,7 @@ struct Scratch {
 }
 
 fn run_one(
-    close: &[f64],
+    (close, moves): (&[f64], Option<&Moves>),
     p: &Params,
     arrays: &BTreeMap<Key, Array>,
     exec: &Execution,
@@ -258,7 +262,7 @@ fn run_one(
     let len = close.len();
     match *p {
         Params::SmaCross { fast, slow } => crosses(
-            close,
+            (close, moves),
             line(Key::Sma(slow)),
             line(Key::Sma(fast)),
             exec,
@@ -267,10 +271,10 @@ fn run_one(
         Params::EmaCross { fast, slow } => {
             // An EMA is never NaN, but a window longer than the range gives no signal.
             if fast as usize > len || slow as usize > len {
-                return ComboResult::default();
+                return Ledger::over(exec.fee, close, moves, exec.start).result();
             }
             crosses(
-                close,
+                (close, moves),
                 line(Key::Ema(slow)),
                 line(Key::Ema(fast)),
                 exec,
@@ -278,18 +282,36 @@ fn run_one(
             )
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
-            Array::Signals(s) => run_signals(close, s, exec, Ledger::new(exec.fee)).result(),
+            Array::Signals(s) => run_signals(
+                close,
+                s,
+                exec,
+                Ledger::over(exec.fee, close, moves, exec.start),
+            )
+            .result(),
             Array::Line(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
             rsi_signals(line(Key::Rsi(n)), lower, upper, &mut scratch.signals);
-            run_signals(close, &scratch.signals, exec, Ledger::new(exec.fee)).result()
+            run_signals(
+                close,
+                &scratch.signals,
+                exec,
+                Ledger::over(exec.fee, close, moves, exec.start),
+            )
+            .result()
         }
         Params::HmaSar(_) => unreachable!("hma_sar runs on the paper kernel"),
     }
 }
 
 /// The trades of "`b` crosses `a`": +1 where `b` goes above `a`.
-fn crosses(close: &[f64], a: &[f64], b: &[f64], exec: &Execution, s: &mut Scratch) -> ComboResult {
-    signal::run_fast(close, a, b, exec, &mut s.states)
+fn crosses(
+    (close, moves): (&[f64], Option<&Moves>),
+    a: &[f64],
+    b: &[f64],
+    exec: &Execution,
+    s: &mut Scratch,
+) -> ComboResult {
+    signal::run_fast(close, a, b, exec, moves, &mut s.states)
 }

@@ -393,7 +393,12 @@ impl Run<'_> {
                 let at = a * group.len() + j * (b - a);
                 &signs[at..at + (b - a)]
             });
-            Ok(signal::crosses(self.close, per_tile, &self.exec))
+            Ok(signal::crosses(
+                self.close,
+                per_tile,
+                &self.exec,
+                self.moves.as_ref(),
+            ))
         })?;
         for (key, line) in plan.lines.iter().zip(whole) {
             // SAFETY: every tile wrote its bars of every computed line, and the tiles cover
