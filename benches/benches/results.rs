@@ -22,6 +22,7 @@ fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
         strategy: Strategy::HmaSar,
         params,
         exec: Execution::default(),
+        periods_per_year: 1.0,
     };
     let results = (0..n)
         .map(|i| ComboResult {

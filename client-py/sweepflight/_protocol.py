@@ -46,6 +46,18 @@ STRATEGIES: dict[str, tuple[tuple[str, type], ...]] = {
     "donchian": (("n", int),),
     "rsi_revert": (("n", int), ("lower", float), ("upper", float)),
 }
+#: The v1.2 metric columns after ``max_drawdown``: nullable float64 (null where undefined).
+V12_METRIC_COLUMNS = (
+    "avg_trade",
+    "best_trade",
+    "worst_trade",
+    "profit_factor",
+    "exposure",
+    "avg_bars",
+    "sharpe",
+    "sortino",
+    "sqn",
+)
 #: The strategy of a body that names none.
 DEFAULT_STRATEGY = "hma_sar"
 #: The metric columns after the parameters, in order.
@@ -94,6 +106,7 @@ def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
     ``combo``, the strategy's parameters, the metrics."""
     columns = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
     fields = [pa.field(n, t, nullable=False) for n, t in columns]
+    fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
     if keyed:
         fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
     return pa.schema(fields)
@@ -122,6 +135,7 @@ def check_result_schema(schema: pa.Schema) -> bool:
     rest = list(schema)[1:] if keyed else list(schema)
     strategy = strategy_of(schema)
     expected = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
+    expected += [(n, pa.float64()) for n in V12_METRIC_COLUMNS]
     required = 1 + len(STRATEGIES[strategy]) + 2
     for i, (name, typ) in enumerate(expected):
         if i < len(rest) and rest[i].name == name:

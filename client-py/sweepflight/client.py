@@ -62,6 +62,8 @@ class SweepOptions(TypedDict, total=False):
     - ``side``: ``"both"`` (default), ``"long"`` or ``"short"``;
     - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%), on the close;
     - ``warmup``: bars before ``rows`` the indicators warm up on (default 0);
+    - ``periods_per_year``: annualises ``sharpe`` and ``sortino`` (252 for daily bars; default
+      1: per-bar figures);
     - ``series``: on a keyed dataset, these series only, in this order;
     - ``rows``: ``(start, end)``, only those rows of each series (0-based, end exclusive).
     """
@@ -74,6 +76,7 @@ class SweepOptions(TypedDict, total=False):
     stop_loss: float
     take_profit: float
     warmup: int
+    periods_per_year: float
     series: Sequence[str]
     rows: tuple[int, int]
 
@@ -126,6 +129,7 @@ class SweepRequest:
     stop_loss: float | None = None
     take_profit: float | None = None
     warmup: int | None = None
+    periods_per_year: float | None = None
 
     @property
     def combos(self) -> int:
@@ -621,6 +625,7 @@ def _request(
         stop_loss=float(stops["stop_loss"]) if stops["stop_loss"] is not None else None,
         take_profit=float(stops["take_profit"]) if stops["take_profit"] is not None else None,
         warmup=_int(warmup, "warmup") if warmup is not None else None,
+        periods_per_year=float(ppy) if (ppy := options.get("periods_per_year")) is not None else None,
     )
 
 

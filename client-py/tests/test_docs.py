@@ -67,6 +67,7 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["ema"].num_rows == 2 and ns["breakout"].num_rows == 3
     assert ns["rsi"].num_rows == 50 and str(ns["rsi"].schema.field("lower").type) == "double"
     assert ns["long_only"].num_rows == 1
+    assert ns["judged"].num_rows == 6 and ns["judged"].schema.field("sharpe").nullable
     assert [s["name"] for s in ns["listing"]][:2] == ["hma_sar", "sma_cross"]
     assert ns["zipped"]["rows"] == 150_000
 

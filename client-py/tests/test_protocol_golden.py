@@ -13,6 +13,12 @@ import pytest
 from sweepflight import _protocol
 from sweepflight.client import _request
 
+
+def spelled(f: pa.Field) -> list[Any]:
+    """A field as the golden file spells it: [name, type], and true third if nullable."""
+    return [f.name, str(f.type), *([True] if f.nullable else [])]
+
+
 GOLDEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "protocol" / "golden" / "protocol.json").read_text())
 
 
@@ -47,7 +53,7 @@ def test_session_commands() -> None:
 def test_strategy_schemas(strategy: str) -> None:
     want = GOLDEN["strategy_schemas"][strategy]
     schema = _protocol.result_schema(False, strategy)
-    assert [[f.name, str(f.type)] for f in schema] == want
+    assert [spelled(f) for f in schema] == want
     # sma_cross and ema_cross share their columns: the schema tells the parameters apart.
     assert _protocol.STRATEGIES[_protocol.strategy_of(schema)] == _protocol.STRATEGIES[strategy]
     assert _protocol.check_result_schema(schema) is False
@@ -57,7 +63,7 @@ def test_strategy_schemas(strategy: str) -> None:
 def test_result_schema(keyed: bool) -> None:
     want = GOLDEN["result_schema"]["keyed" if keyed else "unkeyed"]
     schema = _protocol.result_schema(keyed)
-    assert [[f.name, str(f.type)] for f in schema] == want
+    assert [spelled(f) for f in schema] == want
     assert _protocol.check_result_schema(schema) is keyed
     # The contract's first nine columns alone are a valid result; eight are not.
     first = 10 if keyed else 9

@@ -256,3 +256,30 @@ def test_plots_of_any_strategy(sf: sweepflight.Client, tmp_path) -> None:
             norm = fig.axes[0].images[0].norm
             low, high = float(df["pnl"].min()), float(df["pnl"].max())
             assert low >= 0 or high <= 0 or getattr(norm, "vcenter", None) == 0.0, name
+
+
+def test_metric_columns_and_their_nulls(sf: sweepflight.Client) -> None:
+    sf.put("m", walk(3_000, seed=6))
+    df = sf.sweep("m", strategy="donchian", params=[[20], [5_000]], periods_per_year=252)
+    metrics = [
+        "avg_trade",
+        "best_trade",
+        "worst_trade",
+        "profit_factor",
+        "exposure",
+        "avg_bars",
+        "sharpe",
+        "sortino",
+        "sqn",
+    ]
+    assert df.columns[-9:] == metrics
+    traded, idle = df.row(0, named=True), df.row(1, named=True)
+    assert traded["trades"] > 10 and traded["avg_trade"] == pytest.approx(traded["pnl"] / traded["trades"])
+    assert traded["worst_trade"] <= traded["avg_trade"] <= traded["best_trade"]
+    assert 0 < traded["exposure"] <= 1 and traded["sharpe"] is not None
+    # A window longer than the series: no trade, every metric null but exposure 0.
+    assert idle["trades"] == 0 and idle["exposure"] == 0.0
+    assert all(idle[m] is None for m in metrics if m != "exposure")
+    # Annualising scales the per-bar Sharpe by sqrt(periods_per_year).
+    per_bar = sf.sweep("m", strategy="donchian", params=[[20]]).row(0, named=True)
+    assert traded["sharpe"] == pytest.approx(per_bar["sharpe"] * math.sqrt(252), rel=1e-12)

@@ -192,6 +192,8 @@ pub struct Job {
     pub params: Vec<Params>,
     /// Fee, side and stops (each input says where its evaluated rows start).
     pub exec: Execution,
+    /// What the per-bar Sharpe and Sortino ratios are annualised with.
+    pub periods_per_year: f64,
 }
 
 impl Job {
@@ -240,6 +242,7 @@ impl Job {
             strategy: request.strategy,
             params,
             exec: execution(request.fee(), &request.execution),
+            periods_per_year: request.execution.periods_per_year.unwrap_or(1.0),
         })
     }
 }

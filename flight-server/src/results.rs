@@ -64,6 +64,15 @@ pub fn to_batch(job: &Job, results: &[Vec<ComboResult>]) -> Result<RecordBatch> 
         floats(&ComboResult::win_rate),
         floats(&|r| r.max_drawdown),
     ]);
+    // The v1.2 metrics, null where undefined: one pass computes all nine per row.
+    let metrics: Vec<[Option<f64>; 9]> = rows()
+        .map(|r| r.metrics(job.periods_per_year).values())
+        .collect();
+    for k in 0..9 {
+        columns.push(Arc::new(Float64Array::from_iter(
+            metrics.iter().map(|m| m[k]),
+        )));
+    }
     RecordBatch::try_new(strategy_schema(job.strategy, series.is_some()), columns)
         .map_err(|e| Error::internal("build the result table", e))
 }
@@ -148,6 +157,7 @@ mod tests {
             strategy,
             params,
             exec: Execution::default(),
+            periods_per_year: 1.0,
         }
     }
 

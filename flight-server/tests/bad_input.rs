@@ -590,6 +590,12 @@ fn cases() -> Vec<Case> {
             "`warmup` must be an integer >= 0",
         ),
         case(
+            "sweep: periods_per_year of 0",
+            sweep(json!({"dataset": "keep", "lengths": [6], "periods_per_year": 0})),
+            Invalid,
+            "`periods_per_year` must be a finite number > 0",
+        ),
+        case(
             "sweep: a v1.2 field this server does not serve yet",
             sweep(json!({"dataset": "keep", "lengths": [6], "top": 5})),
             Invalid,

@@ -502,7 +502,7 @@ async fn every_strategy_and_option_sweeps_as_the_oracle_runs_it() {
         json!({}),
         json!({"side": "long", "stop_loss": 0.01}),
         json!({"side": "short", "take_profit": 0.015, "fee": 0.0}),
-        json!({"rows": [1000, 3500], "warmup": 300, "stop_loss": 0.02, "take_profit": 0.02}),
+        json!({"rows": [1000, 3500], "warmup": 300, "stop_loss": 0.02, "take_profit": 0.02, "periods_per_year": 252}),
     ];
     for (combos, kind) in &cases {
         for opts in &options {
@@ -551,9 +551,25 @@ async fn every_strategy_and_option_sweeps_as_the_oracle_runs_it() {
                     })
                     .collect();
                 let p = Params::new(*kind, &values).unwrap();
-                let want = oracle::run(&close, rows.clone(), warmup, &p, &exec);
+                let booked = oracle::run_trades(&close, rows.clone(), warmup, &p, &exec);
+                let want = oracle::summarise(&booked);
                 assert_eq!(trades[row] as u64, want.trades, "{body} row {row}");
                 assert!((pnl[row] - want.pnl).abs() <= 1e-9, "{body} row {row}");
+                // The v1.2 metric columns, nulls included, against the per-bar oracle.
+                let ppy = opts["periods_per_year"].as_f64().unwrap_or(1.0);
+                let m = oracle::metrics(&close, rows.clone(), &booked, ppy);
+                let got = sweepflight_kernel::Metrics {
+                    avg_trade: nullable(&b, "avg_trade", row),
+                    best_trade: nullable(&b, "best_trade", row),
+                    worst_trade: nullable(&b, "worst_trade", row),
+                    profit_factor: nullable(&b, "profit_factor", row),
+                    exposure: nullable(&b, "exposure", row),
+                    avg_bars: nullable(&b, "avg_bars", row),
+                    sharpe: nullable(&b, "sharpe", row),
+                    sortino: nullable(&b, "sortino", row),
+                    sqn: nullable(&b, "sqn", row),
+                };
+                assert!(got.close_to(&m), "{body} row {row}: {got:?} vs {m:?}");
             }
         }
     }
@@ -573,6 +589,17 @@ async fn every_strategy_and_option_sweeps_as_the_oracle_runs_it() {
         schema.field_with_name("upper").unwrap().data_type(),
         &DataType::Float64
     );
+}
+
+/// A nullable float64 result column's value.
+fn nullable(b: &RecordBatch, name: &str, row: usize) -> Option<f64> {
+    let col = b
+        .column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Float64Array>()
+        .unwrap();
+    arrow_array::Array::is_valid(col, row).then(|| col.value(row))
 }
 
 /// A `sample` is the same combos on every call, all valid; the `strategies` action lists what

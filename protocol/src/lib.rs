@@ -27,8 +27,8 @@ pub use error::{Error, Result};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
-    COMBO_COLUMNS, SERIES_COLUMN, WINDOW_COLUMNS, check_result_schema, param_type, result_schema,
-    strategy_schema,
+    COMBO_COLUMNS, SERIES_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema,
+    param_type, result_schema, strategy_schema,
 };
 pub use strategy::{Execution, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{

@@ -32,6 +32,20 @@ pub const COMBO_COLUMNS: [(&str, DataType); 12] = [
 /// The columns after the parameters, in order (v1's `pnl` .. `max_drawdown`).
 const METRIC_COLUMNS: usize = 5;
 
+/// The v1.2 metric columns (strategies.md, "Metrics"), after `max_drawdown`: nullable float64,
+/// null where a metric is undefined.
+pub const V12_METRIC_COLUMNS: [&str; 9] = [
+    "avg_trade",
+    "best_trade",
+    "worst_trade",
+    "profit_factor",
+    "exposure",
+    "avg_bars",
+    "sharpe",
+    "sortino",
+    "sqn",
+];
+
 /// One schema per strategy, unkeyed then keyed.
 static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
     Strategy::ALL
@@ -57,6 +71,11 @@ fn build(strategy: Strategy, keyed: bool) -> SchemaRef {
             .iter()
             .map(|(name, t)| Field::new(*name, t.clone(), false)),
     );
+    fields.extend(
+        V12_METRIC_COLUMNS
+            .iter()
+            .map(|name| Field::new(*name, DataType::Float64, true)),
+    );
     Arc::new(Schema::new(fields))
 }
 
@@ -75,7 +94,8 @@ pub fn result_schema(keyed: bool) -> SchemaRef {
 
 /// The result schema of `strategy`: [`series`], `combo`, the strategy's parameter columns
 /// (int64 windows, float64 numbers), then `pnl`, `trades`, `wins`, `win_rate`,
-/// `max_drawdown`. For hma_sar it is [`result_schema`].
+/// `max_drawdown`, then the v1.2 metrics ([`V12_METRIC_COLUMNS`]). For hma_sar it is
+/// [`result_schema`].
 pub fn strategy_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
     let i = Strategy::ALL
         .iter()
@@ -146,7 +166,7 @@ mod tests {
         assert!(!check_result_schema(&result_schema(false)).unwrap());
         assert!(check_result_schema(&result_schema(true)).unwrap());
         assert_eq!(result_schema(true).field(0).name(), SERIES_COLUMN);
-        assert_eq!(result_schema(false).fields().len(), 12);
+        assert_eq!(result_schema(false).fields().len(), 12 + 9);
         // The contract's nine columns alone are a valid result.
         let nine = Schema::new(result_schema(false).fields()[..9].to_vec());
         assert!(!check_result_schema(&nine).unwrap());
@@ -175,6 +195,7 @@ mod tests {
             rsi.field_with_name("upper").unwrap().data_type(),
             &DataType::Float64
         );
-        assert_eq!(rsi.fields().len(), 1 + 3 + 5);
+        assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9);
+        assert!(rsi.field_with_name("sharpe").unwrap().is_nullable());
     }
 }

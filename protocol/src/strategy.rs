@@ -219,6 +219,9 @@ pub struct Execution {
     pub take_profit: Option<f64>,
     /// Bars before `rows.start` the indicators warm up on.
     pub warmup: u64,
+    /// Periods per year the per-bar Sharpe and Sortino ratios are annualised with (> 0;
+    /// `None`: 1, per-bar figures).
+    pub periods_per_year: Option<f64>,
 }
 
 impl Execution {

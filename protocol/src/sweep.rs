@@ -381,6 +381,7 @@ impl ExchangeCommand {
             && wire.stop_loss.is_none()
             && wire.take_profit.is_none()
             && wire.warmup.is_none()
+            && wire.periods_per_year.is_none()
             && wire.fee.is_none()
             && wire.series.is_none()
             && wire.rows.is_none()
@@ -499,6 +500,8 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     warmup: Option<Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    periods_per_year: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     series: Option<Vec<String>>,
@@ -533,6 +536,7 @@ impl Wire {
             stop_loss: execution.stop_loss,
             take_profit: execution.take_profit,
             warmup: (execution.warmup != 0).then(|| Number::from(execution.warmup)),
+            periods_per_year: execution.periods_per_year,
             ..Self::default()
         };
         match grid {
@@ -679,7 +683,15 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
     } else {
         sample(strategy, wire.sample.as_ref().expect("one form is given"))?
     };
-    let execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
+    let mut execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
+    if let Some(p) = wire.periods_per_year {
+        if !(p.is_finite() && p > 0.0) {
+            return Err(Error::new(format!(
+                "`periods_per_year` must be a finite number > 0 (252 for daily bars), got {p}"
+            )));
+        }
+        execution.periods_per_year = Some(p);
+    }
     let series = wire.series.map(check_series).transpose()?;
     let rows = wire
         .rows
@@ -771,6 +783,7 @@ fn execution(
         stop_loss,
         take_profit,
         warmup,
+        periods_per_year: None,
     })
 }
 
@@ -1071,7 +1084,8 @@ mod tests {
                 side: Side::Long,
                 stop_loss: Some(0.02),
                 take_profit: Some(0.05),
-                warmup: 200
+                warmup: 200,
+                periods_per_year: None,
             }
         );
         assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);

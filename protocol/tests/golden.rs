@@ -65,7 +65,7 @@ fn golden() -> Value {
         sweep_case(
             "sma_cross_grid_long_with_stops",
             json!({"dataset": "eurusd", "strategy": "sma_cross", "grid": {"fast": [5, 10], "slow": [20, 50, 100]},
-                   "side": "long", "stop_loss": 0.02, "take_profit": 0.05}),
+                   "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "periods_per_year": 252.0}),
             SweepRequest::strategy(
                 "eurusd",
                 Strategy::SmaCross,
@@ -76,6 +76,7 @@ fn golden() -> Value {
                 stop_loss: Some(0.02),
                 take_profit: Some(0.05),
                 warmup: 0,
+                periods_per_year: Some(252.0),
             }),
         ),
         sweep_case(
@@ -125,11 +126,19 @@ fn golden() -> Value {
     .iter()
     .map(|t| json!({"dataset": t.dataset, "key": t.key, "descriptor": descriptor(t)}))
     .collect::<Vec<_>>();
+    // [name, type], and `true` third for a nullable column.
+    let field = |f: &arrow_schema::Field| {
+        if f.is_nullable() {
+            json!([f.name(), type_name(f.data_type()), true])
+        } else {
+            json!([f.name(), type_name(f.data_type())])
+        }
+    };
     let schema = |keyed| {
         result_schema(keyed)
             .fields()
             .iter()
-            .map(|f| json!([f.name(), type_name(f.data_type())]))
+            .map(|f| field(f))
             .collect::<Vec<_>>()
     };
     let cmd = |c: &ExchangeCommand| serde_json::from_slice::<Value>(&c.encode()).unwrap();
@@ -150,7 +159,7 @@ fn golden() -> Value {
                 let fields = strategy_schema(*s, false)
                     .fields()
                     .iter()
-                    .map(|f| json!([f.name(), type_name(f.data_type())]))
+                    .map(|f| field(f))
                     .collect::<Vec<_>>();
                 (s.name().to_owned(), Value::Array(fields))
             })

@@ -31,6 +31,7 @@ fn main() -> anyhow::Result<()> {
         strategy: spec.strategy,
         params: params(spec.strategy, &spec.grid)?,
         exec: execution(spec.fee(), &spec.execution),
+        periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
     };
     let close = sweepflight_benches::closes(reader)?;
     let control = sweepflight_kernel::SweepControl::default();

@@ -85,6 +85,7 @@ async fn transient(
         strategy: sweep.strategy,
         params,
         exec: execution(sweep.fee(), &sweep.execution),
+        periods_per_year: sweep.execution.periods_per_year.unwrap_or(1.0),
     };
     let results = state.compute.run(job.clone()).await?;
     let batch = to_batch(&job, &results)?;

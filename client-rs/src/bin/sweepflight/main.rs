@@ -94,6 +94,10 @@ enum Command {
         /// Bars before `--rows` the indicators warm up on.
         #[arg(long, default_value_t = 0)]
         warmup: u64,
+        /// Annualise the per-bar Sharpe and Sortino ratios with this many bars a year
+        /// (252 for daily bars; default 1: per-bar figures).
+        #[arg(long)]
+        periods_per_year: Option<f64>,
         /// Round-trip fee as a fraction (server default 0.0009).
         #[arg(long)]
         fee: Option<f64>,
@@ -188,6 +192,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             stop_loss,
             take_profit,
             warmup,
+            periods_per_year,
             fee,
             series,
             rows,
@@ -206,6 +211,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     stop_loss,
                     take_profit,
                     warmup,
+                    periods_per_year,
                 });
             request.fee = fee;
             request.series = series;
