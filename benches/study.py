@@ -724,6 +724,30 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     kernel_ops.update({s: timer(s) for s in grids})
     kernel = interleaved(ctx.n(1, 5), kernel_ops)
     counts = {"hma_sar (the 80 paper combos)": 80, **{s: len(g) for s, g in grids.items()}}
+
+    # What the per-bar metrics (sharpe, sortino) cost: the paper sweep and a 10,000-combo
+    # sma_cross grid with and without them, in the same rounds.
+    big = [[f, s] for f in range(2, 102) for s in range(20, 520, 5)]
+    big_file = OUT / "sma-10k-params.json"
+    big_file.write_text(json.dumps(big))
+    paper_params = str(write_params(OUT / "paper-params.json", reference.params_for(paper.lengths())))
+
+    def metrics_op(grid: str, on: bool) -> Op:
+        args = ["--runs", "1", "--threads", "0", "--series", str(series_file)]
+        args += (
+            ["--params", paper_params] if grid == "paper" else ["--strategy", "sma_cross", "--params", str(big_file)]
+        )
+        args += [] if on else ["--no-bar-metrics"]
+        return lambda: float(next(iter(kernel_timer(ctx, *args)["runs"].values()))[0])
+
+    metric_cost = interleaved(
+        ctx.n(1, 7),
+        {
+            f"{g}, metrics {'on' if on else 'off'}": metrics_op(g, on)
+            for g in ("paper", "sma_cross 10,000")
+            for on in (True, False)
+        },
+    )
     return {
         "bars": bars,
         "combos": len(pairs),
@@ -733,6 +757,7 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
         "vectorbt_trade_agreement": agreement,
         "kernel": kernel,
         "kernel_combos": counts,
+        "metric_cost": metric_cost,
     }
 
 
@@ -1328,7 +1353,18 @@ class Report:
             [*sample_rows({k: v})[0], str(counts[k]), fmt_s(per[k]), f"{per[k] / per[paper]:.2f}x"]
             for k, v in kernel.items()
         ]
+        mc = st["metric_cost"]
+        for g in ("paper", "sma_cross 10,000"):
+            r = mc[f"{g}, metrics on"]["median"] / mc[f"{g}, metrics off"]["median"]
+            self.target(
+                "#27", f"all metrics on: <= 1.15x the same sweep without the per-bar ones ({g})", f"{r:.2f}x", r <= 1.15
+            )
         lines += [
+            "What the metrics cost (`kernel-timer --no-bar-metrics` leaves out the per-bar ones,",
+            "`sharpe` and `sortino`: the moves' prefix sums and their use per trade; the per-trade",
+            "metrics are a few adds per booked trade either way), all cores, the same rounds:",
+            "",
+            *table_md(SAMPLE_HEAD, sample_rows(mc)),
             "Each strategy's sweep in-process on all cores (`kernel-timer --strategy`, checked against",
             "the oracle on three combos first), cold: the paper grid; sma_cross and ema_cross on the 435",
             "pairs; donchian n = 5..204; rsi_revert n = 2..41 x 10 band pairs.",

@@ -253,8 +253,10 @@ impl ComboResult {
 #[derive(Debug, Clone, Default)]
 pub struct Moves {
     /// `sums[i]`: over bars `1..=i`, the sums of `(max(close[k] - close[k-1], 0) * scale)^2`
-    /// and of the same for the falls, side by side (a trade's two lookups share a cache line).
-    sums: Vec<[f64; 2]>,
+    /// and of the same for the falls, then `1 / close[i]`: what a trade entered or left at bar
+    /// `i` reads, in one cache line (a reciprocal computed once per bar spares every trade a
+    /// division; the metrics' tolerance allows the multiply).
+    sums: Vec<[f64; 4]>,
     /// `100 / scale`: a trade's increments are its scaled moves times this over its entry.
     hundred_over_scale: f64,
 }
@@ -271,13 +273,15 @@ impl Moves {
         };
         let mut sums = Vec::with_capacity(close.len());
         let (mut u, mut d) = (0.0, 0.0);
-        sums.push([0.0, 0.0]);
+        if let Some(&first) = close.first() {
+            sums.push([0.0, 0.0, 1.0 / first, 0.0]);
+        }
         for w in close.windows(2) {
             let m = (w[1] - w[0]) * scale;
             let (rise, fall) = (m.max(0.0), m.min(0.0));
             u += rise * rise;
             d += fall * fall;
-            sums.push([u, d]);
+            sums.push([u, d, 1.0 / w[1], 0.0]);
         }
         Self {
             sums,
@@ -287,13 +291,18 @@ impl Moves {
 
     /// Bytes the sums of a series of `bars` take.
     pub fn bytes(bars: usize) -> usize {
-        2 * bars * size_of::<f64>()
+        bars * size_of::<[f64; 4]>()
     }
 
     /// Squared rises and falls over bars `from + 1 ..= to`.
     fn between(&self, from: usize, to: usize) -> (f64, f64) {
-        let ([u0, d0], [u1, d1]) = (self.sums[from], self.sums[to]);
+        let ([u0, d0, ..], [u1, d1, ..]) = (self.sums[from], self.sums[to]);
         (u1 - u0, d1 - d0)
+    }
+
+    /// `1 / close[i]`.
+    fn reciprocal(&self, i: usize) -> f64 {
+        self.sums[i][2]
     }
 }
 
@@ -383,9 +392,9 @@ impl Book for Ledger<'_> {
         };
         // The increments inside the trade, bars entry_row+1 .. exit_row-1: its moves times
         // pos * 100 / entry; against the position are the falls of a long, the rises of a short.
-        // One division per trade (the bars' own need none): the metrics' tolerance allows
-        // multiplying by the reciprocal where the reference divides.
-        let inv = 1.0 / entry;
+        // The entry's reciprocal, computed once per bar for every combo: the metrics' tolerance
+        // allows multiplying by it where the reference divides.
+        let inv = moves.reciprocal(entry_row);
         let (sq, neg_sq) = if exit_row > entry_row + 1 {
             let (rises, falls) = moves.between(entry_row, exit_row - 1);
             let k = inv * moves.hundred_over_scale;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! kernel-timer [--runs N] [--threads T]... [--series FILE] [--params FILE] [--check K]
-//!              [--tile-bars B] [--strategy NAME]
+//!              [--tile-bars B] [--strategy NAME] [--no-bar-metrics]
 //! ```
 //!
 //! By default it sweeps the 80 paper combos over the paper series, after the equivalence gate.
@@ -14,7 +14,9 @@
 //! kernel's tiling (`SweepControl::tile_bars`: 0 untiled; default automatic), to compare the
 //! two paths on one grid. `--strategy` (sma_cross, ema_cross, donchian, rsi_revert) times
 //! that strategy's sweep instead: `--params` is then a JSON list of its parameter rows, checked
-//! against `oracle::run` on `K` combos (every field equal).
+//! against `oracle::run` on `K` combos (every field equal). `--no-bar-metrics` leaves out the
+//! per-bar metrics' work (`SweepControl::bar_metrics`: the moves' prefix sums and their use per
+//! trade), to time what the Sharpe and Sortino columns cost.
 //!
 //! Each run sweeps from scratch (no cache), timed with a monotonic clock around the sweep call
 //! only, after one untimed checked sweep. With a `key` column, two timings per thread count:
@@ -44,6 +46,7 @@ struct Args {
     check: usize,
     tile_bars: Option<usize>,
     strategy: Option<Strategy>,
+    bar_metrics: bool,
 }
 
 fn parse() -> anyhow::Result<Args> {
@@ -55,9 +58,14 @@ fn parse() -> anyhow::Result<Args> {
         check: 2,
         tile_bars: None,
         strategy: None,
+        bar_metrics: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        if a == "--no-bar-metrics" {
+            out.bar_metrics = false;
+            continue;
+        }
         let v = args.next().with_context(|| format!("{a} needs a value"))?;
         match a.as_str() {
             "--runs" => out.runs = v.parse()?,
@@ -146,7 +154,10 @@ fn strategy_run(args: &Args, strategy: Strategy) -> anyhow::Result<()> {
         .map(|r| Params::new(strategy, r))
         .collect::<Result<_, _>>()?;
     let exec = Execution::default();
-    let control = SweepControl::default();
+    let control = SweepControl {
+        bar_metrics: args.bar_metrics,
+        ..SweepControl::default()
+    };
     let mut runs = serde_json::Map::new();
     for &t in &args.threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
@@ -209,6 +220,7 @@ fn main() -> anyhow::Result<()> {
     let keyed = ranges.len() > 1;
     let control = SweepControl {
         tile_bars: args.tile_bars,
+        bar_metrics: args.bar_metrics,
         ..SweepControl::default()
     };
     let sweep =
