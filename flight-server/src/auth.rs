@@ -6,7 +6,8 @@
 //! The check is one tower layer ([`AuthLayer`]) in front of the whole Flight service: it reads
 //! the HTTP request's headers and answers UNAUTHENTICATED before any handler runs, so a refused
 //! request costs no body read (the body is dropped unread, and HTTP/2 flow control stops the
-//! client after its first window) and a new handler cannot forget the check. Only Handshake
+//! client after its first window) and a new handler cannot forget the check. The gRPC health
+//! service is open too (a probe has no token; it learns only up or down). Only Handshake
 //! passes, by path; its handler checks the Basic credentials itself.
 //!
 //! Comparisons are constant-time in the secret's contents (`subtle`), so response timing does
@@ -27,6 +28,10 @@ use crate::{Error, Result};
 
 /// The one path that passes the layer without a bearer token.
 pub const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
+
+/// The gRPC health service's path prefix: probes (Kubernetes, load balancers) carry no token,
+/// and the answer says only whether the server is up.
+pub const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
 /// The server's secret, if one is configured.
 #[derive(Clone, Default)]
@@ -169,7 +174,8 @@ where
             .headers()
             .get(http::header::AUTHORIZATION)
             .map(http::HeaderValue::as_bytes);
-        if request.uri().path() == HANDSHAKE_PATH {
+        let path = request.uri().path();
+        if path == HANDSHAKE_PATH || path.starts_with(HEALTH_PREFIX) {
             return Either::Left(self.inner.call(request));
         }
         match self.layer.auth.check(presented) {

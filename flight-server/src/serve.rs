@@ -221,6 +221,13 @@ impl Server {
         let svc = FlightServiceServer::new(SweepFlightService::new(Arc::clone(&state)))
             .max_decoding_message_size(config.max_message_bytes)
             .max_encoding_message_size(config.max_message_bytes);
+        // grpc.health.v1 for the whole server (service name ""): SERVING from here on (every
+        // dataset is loaded before `serve`), NOT_SERVING from the shutdown signal, so a load
+        // balancer stops sending new calls while the open ones finish.
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status("", tonic_health::ServingStatus::Serving)
+            .await;
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = &config.tls {
             let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
@@ -242,12 +249,16 @@ impl Server {
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
             .layer(MetricsLayer(Arc::clone(&metrics)))
             .layer(AuthLayer::new(auth, Arc::clone(&metrics)))
-            .add_service(svc);
+            .add_service(svc)
+            .add_service(health_service);
         let grace = config.shutdown_grace;
         let mut signalled = down_rx;
         let shutdown = async move {
             shutdown.await;
             tracing::info!("shutdown requested");
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             let _ = down_tx.send(true);
         };
         // Graceful shutdown waits for clients to close their connections; one that never does

@@ -201,3 +201,61 @@ async fn an_unauthenticated_body_is_refused_without_being_read() {
     assert_eq!(code(&err), Code::InvalidArgument, "{err}");
     assert!(forwarded.load(Ordering::SeqCst) > (60 << 20));
 }
+
+/// grpc.health.v1 on the Flight port: SERVING for the whole server (service `""`) without a
+/// token (probes carry none), NOT_SERVING once shutdown starts while open calls finish; an
+/// unknown service name is NOT_FOUND, as the health protocol says.
+#[tokio::test]
+async fn the_health_service_answers_probes_and_turns_at_shutdown() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let server = TestServer::with(|c| {
+        c.token = Some("s3cret".into());
+        c.shutdown_grace = std::time::Duration::from_secs(30);
+    })
+    .await;
+    let channel = tonic::transport::Channel::from_shared(server.uri().to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    let check = |name: &str| HealthCheckRequest {
+        service: name.to_owned(),
+    };
+    let status = health.check(check("")).await.unwrap().into_inner().status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+    let unknown = health.check(check("nope")).await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    // The Flight service still wants its token.
+    let mut flight = FlightClient::new(channel.clone());
+    let refused = flight
+        .list_actions()
+        .await
+        .err()
+        .expect("no token: refused");
+    assert_eq!(code(&refused), Code::Unauthenticated);
+    // A session keeps the server in its grace period after the signal; the open connection
+    // then hears NOT_SERVING.
+    let mut authed = FlightClient::new(channel);
+    authed.add_header("authorization", "Bearer s3cret").unwrap();
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tx.unbounded_send(Ok(
+        FlightData::new().with_descriptor(FlightDescriptor::new_cmd(r#"{"op": "session"}"#))
+    ))
+    .unwrap();
+    let _session = authed.do_exchange(rx).await.unwrap();
+    let mut inner = server.inner();
+    inner.trigger_shutdown();
+    let mut last = ServingStatus::Serving as i32;
+    for _ in 0..100 {
+        last = health.check(check("")).await.unwrap().into_inner().status;
+        if last == ServingStatus::NotServing as i32 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(last, ServingStatus::NotServing as i32);
+    drop(tx);
+}
