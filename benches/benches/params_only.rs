@@ -15,7 +15,7 @@ use arrow_array::{Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use criterion::{Criterion, criterion_group, criterion_main};
 use sweepflight_protocol::SweepRequest;
-use sweepflight_server::compute::{Compute, Job};
+use sweepflight_server::compute::{Compute, Job, Limits};
 use sweepflight_server::ingest::assemble;
 use sweepflight_server::results::{MAX_RESULT_BODY, SessionEncoder, ipc_stream_bodies, to_batch};
 use sweepflight_server::store::DatasetStore;
@@ -48,7 +48,7 @@ fn bench(c: &mut Criterion) {
         let req = SweepRequest::decode(body).expect("valid body");
         let dataset = store.get(&req.dataset).expect("stored");
         // The server's own path from a body to a job (the handler adds only the lookup).
-        let job = Job::stored(&req, dataset, usize::MAX).expect("a job");
+        let job = Job::stored(&req, dataset, &Limits::NONE).expect("a job");
         let results = rt.block_on(compute.run(job.clone())).expect("sweep");
         to_batch(&job, &results).expect("table")
     };

@@ -9,7 +9,10 @@
 //! own bars' squares (one pass over the closes it held, vectorised), and the sum of all
 //! increments is the PnL itself (they telescope: `Q(E-1) = pnl`, `Q(S) = 0`).
 
+use std::sync::Arc;
+
 use crate::execution::Book;
+use crate::sweep::{ArrayCache, ArrayKey};
 
 /// What one combo earned on one series.
 ///
@@ -250,18 +253,39 @@ impl ComboResult {
 /// those against the position) over any run of bars are two subtractions. The moves are scaled
 /// by a power of two near `1 / max|close|` (exact), so prices of 1e300 or 1e-300 neither
 /// overflow nor underflow when squared.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Moves {
-    /// `sums[i]`: over bars `1..=i`, the sums of `(max(close[k] - close[k-1], 0) * scale)^2`
-    /// and of the same for the falls, then `1 / close[i]`: what a trade entered or left at bar
-    /// `i` reads, in one cache line (a reciprocal computed once per bar spares every trade a
-    /// division; the metrics' tolerance allows the multiply).
-    sums: Vec<[f64; 4]>,
+    /// Four values a bar: over bars `1..=i`, the sums of `(max(close[k] - close[k-1], 0) *
+    /// scale)^2` and of the same for the falls, then `1 / close[i]` and the scale: what a trade
+    /// entered or left at bar `i` reads, in one cache line (a reciprocal computed once per bar
+    /// spares every trade a division; the metrics' tolerance allows the multiply). One flat
+    /// array, so the server's cache keeps it beside the lines ([`crate::ArrayKey::Moves`]).
+    sums: Arc<[f64]>,
     /// `100 / scale`: a trade's increments are its scaled moves times this over its entry.
     hundred_over_scale: f64,
 }
 
 impl Moves {
+    /// The prefix sums of `close` from `cache`, computed and offered to it if it has none:
+    /// they cost a pass with a division a bar, as much as a short sweep itself.
+    pub fn cached(close: &[f64], cache: &dyn ArrayCache) -> Self {
+        let of = |sums: Arc<[f64]>| Self {
+            hundred_over_scale: sums.get(3).map_or(100.0, |scale| 100.0 / scale),
+            sums,
+        };
+        if let Some(sums) = cache
+            .get(ArrayKey::Moves)
+            .filter(|s| s.len() == 4 * close.len())
+        {
+            return of(sums);
+        }
+        let moves = Self::of(close);
+        if cache.keeps() {
+            cache.insert(ArrayKey::Moves, Arc::clone(&moves.sums));
+        }
+        moves
+    }
+
     /// The prefix sums of `close`.
     pub fn of(close: &[f64]) -> Self {
         let top = close.iter().fold(0.0f64, |m, &c| m.max(c.abs()));
@@ -271,38 +295,41 @@ impl Moves {
         } else {
             1.0
         };
-        let mut sums = Vec::with_capacity(close.len());
+        let mut sums = Vec::with_capacity(4 * close.len());
         let (mut u, mut d) = (0.0, 0.0);
         if let Some(&first) = close.first() {
-            sums.push([0.0, 0.0, 1.0 / first, 0.0]);
+            sums.extend([0.0, 0.0, 1.0 / first, scale]);
         }
         for w in close.windows(2) {
             let m = (w[1] - w[0]) * scale;
             let (rise, fall) = (m.max(0.0), m.min(0.0));
             u += rise * rise;
             d += fall * fall;
-            sums.push([u, d, 1.0 / w[1], 0.0]);
+            sums.extend([u, d, 1.0 / w[1], scale]);
         }
         Self {
-            sums,
+            sums: sums.into(),
             hundred_over_scale: 100.0 / scale,
         }
     }
 
     /// Bytes the sums of a series of `bars` take.
     pub fn bytes(bars: usize) -> usize {
-        bars * size_of::<[f64; 4]>()
+        4 * bars * size_of::<f64>()
     }
 
     /// Squared rises and falls over bars `from + 1 ..= to`.
     fn between(&self, from: usize, to: usize) -> (f64, f64) {
-        let ([u0, d0, ..], [u1, d1, ..]) = (self.sums[from], self.sums[to]);
-        (u1 - u0, d1 - d0)
+        let (a, b) = (4 * from, 4 * to);
+        (
+            self.sums[b] - self.sums[a],
+            self.sums[b + 1] - self.sums[a + 1],
+        )
     }
 
     /// `1 / close[i]`.
     fn reciprocal(&self, i: usize) -> f64 {
-        self.sums[i][2]
+        self.sums[4 * i + 2]
     }
 }
 

@@ -52,6 +52,8 @@ pub enum ArrayKey {
     /// The HMA3 line `WMA(3*WMA(close, p3) - WMA(close, p2) - WMA(close, p), p)`:
     /// `[p3, p2, p]`.
     Hma3([u32; 3]),
+    /// The closes' moves for the per-bar metrics ([`crate::Moves`]), four values a bar.
+    Moves,
 }
 
 /// A cache of arrays over one close series, shared by sweeps over it.
@@ -269,7 +271,9 @@ pub fn sweep_executed(
         close,
         combos,
         exec: *exec,
-        moves: control.bar_metrics.then(|| Moves::of(close)),
+        moves: control
+            .bar_metrics
+            .then(|| Moves::cached(close, control.cache)),
         control,
         parallel,
     };
@@ -402,7 +406,7 @@ impl Run<'_> {
                     ArrayKey::Hma3(t) => {
                         hma3.insert(t);
                     }
-                    ArrayKey::Wma(_) => unreachable!("lines only"),
+                    ArrayKey::Wma(_) | ArrayKey::Moves => unreachable!("lines only"),
                 }
             }
         }
@@ -453,7 +457,7 @@ impl Run<'_> {
                         _ => tasks.push(Line::Hma(h, f, vec![q])),
                     },
                     ArrayKey::Hma3(t) => tasks.push(Line::Hma3(t)),
-                    ArrayKey::Wma(_) => unreachable!("lines only"),
+                    ArrayKey::Wma(_) | ArrayKey::Moves => unreachable!("lines only"),
                 }
             }
             tasks.sort_by_key(|t| std::cmp::Reverse(t.cost()));
@@ -713,9 +717,11 @@ mod tests {
             ..SweepControl::default()
         };
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        // Every line was offered whole; no first-level WMA (tiles never hold one whole).
+        // Every line was offered whole, and the moves of the per-bar metrics; no first-level
+        // WMA (tiles never hold one whole).
         let held: Vec<ArrayKey> = cache.0.lock().unwrap().keys().copied().collect();
-        assert_eq!(held.len(), distinct_lines(&combos));
+        assert_eq!(held.len(), distinct_lines(&combos) + 1);
+        assert!(held.contains(&ArrayKey::Moves));
         assert!(held.iter().all(|k| !matches!(k, ArrayKey::Wma(_))));
         // Half the lines gone: the next sweep computes those and reads the rest.
         cache

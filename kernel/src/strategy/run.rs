@@ -134,7 +134,9 @@ pub(super) fn sweep(
             Ok(())
         }
     };
-    let moves = control.bar_metrics.then(|| Moves::of(close));
+    let moves = control
+        .bar_metrics
+        .then(|| Moves::cached(close, control.cache));
     let mut order: Vec<usize> = (0..params.len()).collect();
     order.sort_by_key(|&i| keys(&params[i]));
     let array = size_of_val(close).max(1);
