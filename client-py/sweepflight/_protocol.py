@@ -77,7 +77,7 @@ def sweep_body(dataset: str, **fields: Any) -> bytes:
             value = list(value)
         elif name == "params":
             value = [list(p) for p in value]
-        elif name == "grid":
+        elif name in ("grid", "where"):
             value = {k: list(v) for k, v in value.items()}
         body[name] = value
     return json.dumps(body, separators=(",", ":")).encode()

@@ -65,7 +65,13 @@ class SweepOptions(TypedDict, total=False):
     - ``periods_per_year``: annualises ``sharpe`` and ``sortino`` (252 for daily bars; default
       1: per-bar figures);
     - ``series``: on a keyed dataset, these series only, in this order;
-    - ``rows``: ``(start, end)``, only those rows of each series (0-based, end exclusive).
+    - ``rows``: ``(start, end)``, only those rows of each series (0-based, end exclusive);
+    - ``where``: ``{"trades": (30, None), "max_drawdown": (None, 25)}``, inclusive bounds on any
+      numeric result column (None unbounded; a null value fails a real bound);
+    - ``order_by``, ``descending`` (default True): rows ordered by a result column, ties by
+      combo, nulls last; per series on a keyed dataset;
+    - ``top``: only the first K rows (per series). The server selects: a grid with ``top`` may
+      be larger than ``--max-combos`` (up to ``--max-grid-combos``), and is sent in one call.
     """
 
     strategy: str
@@ -79,6 +85,10 @@ class SweepOptions(TypedDict, total=False):
     periods_per_year: float
     series: Sequence[str]
     rows: tuple[int, int]
+    where: Mapping[str, tuple[float | None, float | None]]
+    order_by: str
+    descending: bool
+    top: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +140,15 @@ class SweepRequest:
     take_profit: float | None = None
     warmup: int | None = None
     periods_per_year: float | None = None
+    where: dict[str, tuple[float | None, float | None]] | None = None
+    order_by: str | None = None
+    descending: bool | None = None
+    top: int | None = None
+
+    @property
+    def selects(self) -> bool:
+        """True if the server filters, orders or cuts the rows (the call cannot be chunked)."""
+        return self.where is not None or self.order_by is not None or self.top is not None
 
     @property
     def combos(self) -> int:
@@ -182,6 +201,8 @@ def request_of(result: pl.DataFrame | pa.Table) -> SweepRequest | None:
             fields["params"] = tuple(tuple(p) for p in fields["params"])
         if fields.get("grid") is not None:
             fields["grid"] = {k: tuple(v) for k, v in fields["grid"].items()}
+        if fields.get("where") is not None:
+            fields["where"] = {k: tuple(v) for k, v in fields["where"].items()}
         return SweepRequest(**fields)
     found = getattr(result, "request", None)
     return found if isinstance(found, SweepRequest) else None
@@ -375,7 +396,8 @@ class Client:
         """Runs a built :class:`SweepRequest` (what :meth:`sweep` does after checking its
         arguments; ``request_of(result)`` gives one back to run again)."""
         chunk_combos = max(1, int(chunk_combos))
-        if request.sample is not None:
+        if request.sample is not None or request.selects:
+            # A sample is drawn by the server; a selection ranks the whole grid: one call.
             chunk_combos = max(chunk_combos, request.combos)
         starts = range(0, request.combos, chunk_combos)
         show = progress if progress is not None else len(starts) > PROGRESS_MIN_CHUNKS
@@ -626,7 +648,23 @@ def _request(
         take_profit=float(stops["take_profit"]) if stops["take_profit"] is not None else None,
         warmup=_int(warmup, "warmup") if warmup is not None else None,
         periods_per_year=float(ppy) if (ppy := options.get("periods_per_year")) is not None else None,
+        where=_bounds(options["where"]) if options.get("where") is not None else None,
+        order_by=str(options["order_by"]) if options.get("order_by") is not None else None,
+        descending=bool(options["descending"]) if options.get("descending") is not None else None,
+        top=_int(options["top"], "top") if options.get("top") is not None else None,
     )
+
+
+def _bounds(where: Mapping[str, Any]) -> dict[str, tuple[float | None, float | None]]:
+    if not isinstance(where, Mapping):
+        raise InvalidRequest("where= takes a mapping of column to (lo, hi), e.g. {'trades': (30, None)}")
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for name, pair in where.items():
+        if isinstance(pair, (str, bytes)) or len(pair) != 2:
+            raise InvalidRequest(f"where[{name!r}] must be (lo, hi), each a number or None")
+        lo, hi = pair
+        out[str(name)] = (None if lo is None else float(lo), None if hi is None else float(hi))
+    return out
 
 
 def _sample(sample: Mapping[str, Any]) -> dict[str, Any]:

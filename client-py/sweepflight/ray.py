@@ -326,6 +326,11 @@ class Cluster:
             raise NotFound(f"dataset `{name}` was not put through this cluster")
         ds = self._data[name]
         request = _request(name, lengths, params, options)
+        if request.selects:
+            raise InvalidRequest(
+                "where=, order_by= and top= select on one server; the cluster does not merge them yet: "
+                "run the sweep on the cluster and select in the driver, or use Client.sweep"
+            )
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
         size = request.combos if request.sample is not None else self.chunk_combos

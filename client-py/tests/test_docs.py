@@ -68,6 +68,8 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["rsi"].num_rows == 50 and str(ns["rsi"].schema.field("lower").type) == "double"
     assert ns["long_only"].num_rows == 1
     assert ns["judged"].num_rows == 6 and ns["judged"].schema.field("sharpe").nullable
+    sharpe = ns["ranked"]["sharpe"].to_pylist()
+    assert ns["ranked"].num_rows == 5 and sharpe == sorted(sharpe, reverse=True)
     assert [s["name"] for s in ns["listing"]][:2] == ["hma_sar", "sma_cross"]
     assert ns["zipped"]["rows"] == 150_000
 

@@ -127,6 +127,9 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
             cluster.sweep("nope", lengths=[5])
         with pytest.raises(sweepflight.InvalidRequest, match="not keyed"):
             cluster.sweep("g", lengths=[5], series=["A"])
+        # Selection is one server's (a merge of per-server top K is not built): said, not run.
+        with pytest.raises(sweepflight.InvalidRequest, match="select on one server"):
+            cluster.sweep("g", lengths=[5, 6], order_by="pnl", top=1)
 
         # A limit on one server (here: a busy one) ends the whole sweep at once, without
         # leaving the other server's worker waiting for a chunk that will never finish.

@@ -283,3 +283,43 @@ def test_metric_columns_and_their_nulls(sf: sweepflight.Client) -> None:
     # Annualising scales the per-bar Sharpe by sqrt(periods_per_year).
     per_bar = sf.sweep("m", strategy="donchian", params=[[20]]).row(0, named=True)
     assert traded["sharpe"] == pytest.approx(per_bar["sharpe"] * math.sqrt(252), rel=1e-12)
+
+
+def test_selection_on_the_server_equals_sorting_the_full_result(sf: sweepflight.Client) -> None:
+    sf.put("sel", walk(4_000, seed=12))
+    grid = {"fast": range(2, 40, 3), "slow": range(10, 200, 9)}
+    full = sf.sweep("sel", strategy="sma_cross", grid=grid)
+    for where, order_by, descending, top in [
+        ({"trades": (30, None)}, "sharpe", True, 20),
+        ({"max_drawdown": (None, 40.0), "fast": (5, 20)}, "pnl", False, 7),
+        (None, "profit_factor", True, None),
+        ({"sqn": (None, None)}, None, None, 5),
+    ]:
+        opts: dict = {"where": where, "order_by": order_by, "top": top}
+        if descending is not None:
+            opts["descending"] = descending
+        got = sf.sweep("sel", strategy="sma_cross", grid=grid, **{k: v for k, v in opts.items() if v is not None})
+        want = full
+        for col, (lo, hi) in (where or {}).items():
+            if lo is not None:
+                want = want.filter(pl.col(col) >= lo)
+            if hi is not None:
+                want = want.filter(pl.col(col) <= hi)
+        if order_by is not None:
+            desc = True if descending is None else descending
+            want = want.sort([order_by, "combo"], descending=[desc, False], nulls_last=True)
+        if top is not None:
+            want = want.head(top)
+        assert got.equals(want), (where, order_by, top)
+    # A keyed universe: per series.
+    frame = pl.concat([pl.DataFrame({"sym": s, "close": walk(1_500, seed=k)}) for k, s in enumerate(["B", "A"])])
+    sf.put("u", frame, key="sym")
+    top = sf.sweep("u", strategy="donchian", grid={"n": range(5, 60, 5)}, order_by="pnl", top=3)
+    assert top["series"].to_list() == ["B"] * 3 + ["A"] * 3
+    for name in ("A", "B"):
+        part = top.filter(pl.col("series") == name)
+        assert part["pnl"].to_list() == sorted(part["pnl"].to_list(), reverse=True)
+    with pytest.raises(sweepflight.InvalidRequest, match="unknown result column"):
+        sf.sweep("sel", strategy="sma_cross", grid=grid, order_by="half")
+    with pytest.raises(sweepflight.InvalidRequest, match="top"):
+        sf.sweep("sel", strategy="sma_cross", grid=grid, top=0)

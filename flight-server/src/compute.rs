@@ -26,7 +26,7 @@ use sweepflight_kernel::{
     ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Side,
     SweepControl, sweep_params,
 };
-use sweepflight_protocol::{Grid, RowRange, Strategy, SweepRequest, check_runs};
+use sweepflight_protocol::{Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
 
 use crate::budget::{Reservation, SweepBudget};
@@ -196,6 +196,46 @@ pub struct Job {
     pub periods_per_year: f64,
 }
 
+/// What one call may ask of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `--max-combos`: combos evaluated (rows returned with `top`), series x combos.
+    pub max_combos: usize,
+    /// `--max-grid-combos`: combos evaluated with `top`.
+    pub max_grid_combos: usize,
+    /// The sweep memory budget: every evaluated combo's result is held until the selection
+    /// runs, so a grid whose results alone exceed it is refused before anything is expanded.
+    pub result_bytes: u64,
+}
+
+impl Limits {
+    /// No limit (benchmarks and tools in-process).
+    pub const NONE: Self = Self {
+        max_combos: usize::MAX,
+        max_grid_combos: usize::MAX,
+        result_bytes: u64::MAX,
+    };
+
+    /// Checks `combos` per series over `series` series.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] past a flag; [`Error::ResourceExhausted`] for results that do
+    /// not fit the memory budget.
+    pub fn check(&self, selection: &Selection, series: usize, combos: usize) -> Result<()> {
+        selection.check_limits(series, combos, self.max_combos, self.max_grid_combos)?;
+        let bytes = (series as u64)
+            .saturating_mul(combos as u64)
+            .saturating_mul(size_of::<ComboResult>() as u64);
+        if bytes > self.result_bytes {
+            return Err(Error::ResourceExhausted(format!(
+                "{series} series x {combos} combos need {bytes} bytes of results; the server allows {} (--sweep-memory-bytes)",
+                self.result_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Job {
     /// The job of a `sweep` body on its stored dataset: the combos, the series it names (all
     /// of a keyed dataset's by default), their rows and warm-up, the execution. This is the one
@@ -203,13 +243,14 @@ impl Job {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `series` on an unkeyed dataset, a combo the kernel refuses,
-    /// rows past a series' end, more runs than `max_combos`; [`Error::SeriesNotFound`].
-    pub fn stored(
-        request: &SweepRequest,
-        dataset: Arc<Dataset>,
-        max_combos: usize,
-    ) -> Result<Self> {
-        let max = max_combos;
+    /// rows past a series' end, more runs than `limits` allow; [`Error::SeriesNotFound`];
+    /// [`Error::ResourceExhausted`] for results past the memory budget.
+    pub fn stored(request: &SweepRequest, dataset: Arc<Dataset>, limits: &Limits) -> Result<Self> {
+        let series = dataset.universe().map_or(1, |u| {
+            request.series.as_ref().map_or(u.names.len(), Vec::len)
+        });
+        // Before the grid is expanded: a grid past the limits costs nothing.
+        limits.check(&request.selection, series, request.len())?;
         let params = params(request.strategy, &request.grid)?;
         let warmup = request.execution.warmup;
         let (inputs, names) = match dataset.universe() {
@@ -224,7 +265,7 @@ impl Job {
             }
             Some(universe) => {
                 let picked = universe.select(&request.dataset, request.series.as_deref())?;
-                check_runs(picked.len(), params.len(), max)?;
+                limits.check(&request.selection, picked.len(), params.len())?;
                 let names: Vec<String> =
                     picked.iter().map(|&i| universe.names[i].clone()).collect();
                 let inputs = picked

@@ -20,8 +20,11 @@ pub struct ServerConfig {
     pub listen: Listen,
     /// Largest gRPC message accepted or sent, in bytes.
     pub max_message_bytes: usize,
-    /// Most combos one sweep call may ask for (series x combos on a keyed dataset).
+    /// Most combos one sweep call may ask for (series x combos on a keyed dataset); with
+    /// `top`, most rows it may return.
     pub max_combos: usize,
+    /// With `top`, most combos one sweep call may evaluate (series x combos).
+    pub max_grid_combos: usize,
     /// Bytes the kernel cache may hold across calls (least recently used out first).
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
@@ -130,6 +133,7 @@ impl Default for ServerConfig {
             listen: Listen::Tcp(Self::DEFAULT_LISTEN.parse().expect("valid address")),
             max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
             max_combos: Self::DEFAULT_MAX_COMBOS,
+            max_grid_combos: sweepflight_protocol::DEFAULT_MAX_GRID_COMBOS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
             max_total_bytes: Self::DEFAULT_MAX_TOTAL_BYTES,
@@ -157,6 +161,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("listen", &self.listen)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("max_combos", &self.max_combos)
+            .field("max_grid_combos", &self.max_grid_combos)
             .field("cache_bytes", &self.cache_bytes)
             .field("max_dataset_bytes", &self.max_dataset_bytes)
             .field("max_total_bytes", &self.max_total_bytes)

@@ -35,9 +35,14 @@ struct Cli {
     #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_MAX_MESSAGE_BYTES as u64)]
     max_message_bytes: u64,
 
-    /// Most combos one sweep call may ask for (series x combos on a keyed dataset).
+    /// Most combos one sweep call may ask for (series x combos on a keyed dataset); with
+    /// `top`, most rows it may return.
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_COMBOS)]
     max_combos: usize,
+
+    /// With `top`, most combos one sweep call may evaluate (series x combos).
+    #[arg(long, default_value_t = sweepflight_protocol::DEFAULT_MAX_GRID_COMBOS)]
+    max_grid_combos: usize,
 
     /// Bytes of kernel arrays cached across sweeps (least recently used evicted first); 0
     /// disables.
@@ -157,6 +162,7 @@ impl TryFrom<&Cli> for ServerConfig {
             tls,
             max_message_bytes: usize::try_from(cli.max_message_bytes)?,
             max_combos: cli.max_combos,
+            max_grid_combos: cli.max_grid_combos,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
             max_total_bytes: cli.max_total_bytes,

@@ -10,7 +10,7 @@ use arrow_ipc::writer::{
 };
 use bytes::Bytes;
 use sweepflight_kernel::ComboResult;
-use sweepflight_protocol::{ParamKind, strategy_schema};
+use sweepflight_protocol::{ParamKind, Selection, strategy_schema};
 
 use crate::compute::Job;
 
@@ -75,6 +75,67 @@ pub fn to_batch(job: &Job, results: &[Vec<ComboResult>]) -> Result<RecordBatch> 
     }
     RecordBatch::try_new(strategy_schema(job.strategy, series.is_some()), columns)
         .map_err(|e| Error::internal("build the result table", e))
+}
+
+/// The rows of a sweep's table that `selection` keeps, in its order: per series (the table is
+/// series-major, `series` blocks of equal length), the rows inside every `where` bound (a null
+/// fails any real bound), ordered by `order_by` (ties by `combo` ascending, nulls last either
+/// way), the first `top`.
+///
+/// # Errors
+/// Only if the table lacks a column the selection names, which decoding rules out.
+pub fn select(batch: RecordBatch, series: usize, selection: &Selection) -> Result<RecordBatch> {
+    if selection.is_empty() {
+        return Ok(batch);
+    }
+    let values = |name: &str| -> Result<Vec<Option<f64>>> {
+        let col = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("no result column {name}")))?;
+        let as_f64 = arrow_cast::cast(col, &arrow_schema::DataType::Float64)
+            .map_err(|e| Error::internal("read a result column", e))?;
+        let floats = as_f64
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .ok_or_else(|| Error::Internal("a cast to float64 gave another type".into()))?;
+        Ok(floats.iter().collect())
+    };
+    let filters = selection
+        .filters
+        .iter()
+        .map(|(name, lo, hi)| Ok((values(name)?, *lo, *hi)))
+        .collect::<Result<Vec<_>>>()?;
+    let key = selection.order_by.as_deref().map(values).transpose()?;
+    let combo = values("combo")?;
+    let inside = |v: Option<f64>, lo: Option<f64>, hi: Option<f64>| match v {
+        None => lo.is_none() && hi.is_none(),
+        Some(x) => lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h),
+    };
+    let per = batch.num_rows() / series.max(1);
+    let mut picked: Vec<u32> = Vec::new();
+    for s in 0..series.max(1) {
+        let mut rows: Vec<usize> = (s * per..(s + 1) * per)
+            .filter(|&r| filters.iter().all(|(v, lo, hi)| inside(v[r], *lo, *hi)))
+            .collect();
+        if let Some(key) = &key {
+            rows.sort_by(|&a, &b| {
+                let order = match (key[a], key[b]) {
+                    (Some(x), Some(y)) if selection.descending => y.total_cmp(&x),
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                };
+                order.then(combo[a].unwrap_or(0.0).total_cmp(&combo[b].unwrap_or(0.0)))
+            });
+        }
+        if let Some(top) = selection.top {
+            rows.truncate(usize::try_from(top).unwrap_or(usize::MAX));
+        }
+        picked.extend(rows.into_iter().map(|r| r as u32));
+    }
+    arrow_select::take::take_record_batch(&batch, &arrow_array::UInt32Array::from(picked))
+        .map_err(|e| Error::internal("select the result rows", e))
 }
 
 /// `batch` as one Arrow IPC stream (schema, batch, end-of-stream), cut into bodies of at most

@@ -597,9 +597,45 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "sweep: a v1.2 field this server does not serve yet",
-            sweep(json!({"dataset": "keep", "lengths": [6], "top": 5})),
+            sweep(json!({"dataset": "keep", "lengths": [6], "blocks": 4})),
             Invalid,
-            "unknown field `top`",
+            "unknown field `blocks`",
+        ),
+        case(
+            "sweep: where on an unknown column",
+            sweep(json!({"dataset": "keep", "lengths": [6], "where": {"sharp": [1, null]}})),
+            Invalid,
+            "unknown result column",
+        ),
+        case(
+            "sweep: where bounds that are not numbers",
+            sweep(json!({"dataset": "keep", "lengths": [6], "where": {"pnl": ["0", null]}})),
+            Invalid,
+            "`where.pnl` must be [lo, hi]",
+        ),
+        case(
+            "sweep: order_by an unknown column",
+            sweep(json!({"dataset": "keep", "lengths": [6], "order_by": "series"})),
+            Invalid,
+            "unknown result column",
+        ),
+        case(
+            "sweep: top 0",
+            sweep(json!({"dataset": "keep", "lengths": [6], "top": 0})),
+            Invalid,
+            "`top` must be an integer >= 1",
+        ),
+        case(
+            "sweep: descending without order_by",
+            sweep(json!({"dataset": "keep", "lengths": [6], "descending": true})),
+            Invalid,
+            "give both",
+        ),
+        case(
+            "sweep: top over --max-combos",
+            sweep(json!({"dataset": "keep", "lengths": vec![6; 200], "top": 101})),
+            Invalid,
+            "(top x series); this server returns at most 100",
         ),
         case(
             "exchange: a session for an unknown strategy",

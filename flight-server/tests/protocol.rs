@@ -814,3 +814,105 @@ async fn compressed_uploads_store_exactly_the_uncompressed_data() {
         }
     }
 }
+
+/// `where`, `order_by`, `descending` and `top` on the server are the full result filtered,
+/// sorted (ties by combo, nulls last) and cut, per series on a universe; `top` lets a grid past
+/// `--max-combos` through up to `--max-grid-combos`.
+#[tokio::test]
+async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
+    let server = TestServer::with(|c| {
+        c.max_combos = 200;
+        c.max_grid_combos = 2_000;
+    })
+    .await;
+    let mut c = server.client().await;
+    put(&mut c, "s", vec![close_batch(&series(3_000))])
+        .await
+        .unwrap();
+    // Repeated windows make exact ties; a long window makes null metrics.
+    let params: Vec<[u32; 2]> = (0..180)
+        .map(|i| [2 + i % 9, [20, 20, 3_000][i as usize % 3]])
+        .collect();
+    let body = json!({"dataset": "s", "strategy": "sma_cross", "params": params});
+    let full = sweep(&mut c, body.clone()).await.unwrap();
+    let combo = i64s(&full, "combo");
+    let cases = [
+        json!({"order_by": "sharpe", "top": 25}),
+        json!({"order_by": "pnl", "descending": false}),
+        json!({"where": {"trades": [5, null], "fast": [null, 6]}, "order_by": "trades", "top": 40}),
+        json!({"where": {"sqn": [null, null]}, "top": 7}),
+        json!({"where": {"sqn": [-1e9, 1e9]}}),
+    ];
+    for extra in cases {
+        let mut b = body.clone();
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let got = sweep(&mut c, b).await.unwrap();
+        // The same selection by hand on the full table.
+        let value = |name: &str, r: usize| -> Option<f64> {
+            let col = full.column_by_name(name).unwrap();
+            let cast = arrow_cast::cast(col, &DataType::Float64).unwrap();
+            let f = cast
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .unwrap();
+            arrow_array::Array::is_valid(f, r).then(|| f.value(r))
+        };
+        let mut rows: Vec<usize> = (0..full.num_rows())
+            .filter(|&r| {
+                extra["where"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .all(|(name, b)| {
+                        let (lo, hi) = (b[0].as_f64(), b[1].as_f64());
+                        match value(name, r) {
+                            None => lo.is_none() && hi.is_none(),
+                            Some(x) => lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h),
+                        }
+                    })
+            })
+            .collect();
+        if let Some(key) = extra["order_by"].as_str() {
+            let desc = extra["descending"].as_bool().unwrap_or(true);
+            rows.sort_by(|&a, &b| {
+                let o = match (value(key, a), value(key, b)) {
+                    (Some(x), Some(y)) => {
+                        if desc {
+                            y.total_cmp(&x)
+                        } else {
+                            x.total_cmp(&y)
+                        }
+                    }
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                };
+                o.then(combo[a].cmp(&combo[b]))
+            });
+        }
+        if let Some(top) = extra["top"].as_u64() {
+            rows.truncate(top as usize);
+        }
+        let want: Vec<i64> = rows.iter().map(|&r| combo[r]).collect();
+        assert_eq!(i64s(&got, "combo"), want, "{extra}");
+        assert_eq!(got.schema(), full.schema());
+    }
+    // 1,800 combos: past --max-combos without top, within --max-grid-combos with it.
+    let big: Vec<[u32; 2]> = (0..1_800).map(|i| [1 + i % 40, 10 + i / 40]).collect();
+    let wide = json!({"dataset": "s", "strategy": "sma_cross", "params": big});
+    let e = sweep(&mut c, wide.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("--max-combos"), "{e}");
+    let mut ranked = wide.clone();
+    ranked["top"] = json!(10);
+    ranked["order_by"] = json!("sqn");
+    assert_eq!(sweep(&mut c, ranked).await.unwrap().num_rows(), 10);
+    let mut too_many = wide;
+    too_many["top"] = json!(201);
+    let e = sweep(&mut c, too_many).await.unwrap_err();
+    assert!(
+        e.to_string().contains("201 rows") && e.to_string().contains("--max-combos"),
+        "{e}"
+    );
+}

@@ -18,6 +18,7 @@ mod error;
 mod name;
 mod put;
 mod schema;
+mod selection;
 mod strategy;
 mod sweep;
 mod ticket;
@@ -30,6 +31,7 @@ pub use schema::{
     COMBO_COLUMNS, SERIES_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema,
     param_type, result_schema, strategy_schema,
 };
+pub use selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
 pub use strategy::{Execution, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{
     DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,

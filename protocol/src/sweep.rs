@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
+use crate::selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
 use crate::strategy::{Execution, ParamKind, Sample, Side, Strategy};
 use crate::{Error, Result, validate_name};
 
@@ -143,6 +144,8 @@ pub struct SweepRequest {
     pub series: Option<Vec<String>>,
     /// Only these rows of each series.
     pub rows: Option<RowRange>,
+    /// Which rows come back, in which order.
+    pub selection: Selection,
 }
 
 impl SweepRequest {
@@ -166,6 +169,7 @@ impl SweepRequest {
             fee: None,
             series: None,
             rows: None,
+            selection: Selection::default(),
         }
     }
 
@@ -175,6 +179,13 @@ impl SweepRequest {
             strategy,
             ..Self::new(dataset, grid)
         }
+    }
+
+    /// The same request keeping only the rows `selection` picks.
+    #[must_use]
+    pub fn with_selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self
     }
 
     /// The same request with these execution options.
@@ -253,6 +264,7 @@ impl SweepRequest {
                 self.fee,
                 self.series.as_deref(),
                 self.rows,
+                &self.selection,
             )
         };
         serde_json::to_vec(&wire).expect("a sweep body serialises")
@@ -293,15 +305,27 @@ impl SweepRequest {
             fee: fields.fee,
             series: fields.series,
             rows: fields.rows,
+            selection: fields.selection,
         })
     }
 
-    /// Refuses more than `max` combos per series.
+    /// Refuses more than `max` combos per series (with `top`: more than `max` rows returned
+    /// or [`DEFAULT_MAX_GRID_COMBOS`] evaluated).
     ///
     /// # Errors
     /// [`Error`] naming the count and the limit (`--max-combos`).
     pub fn check_combos(&self, max: usize) -> Result<()> {
-        check_count(self.len(), max)
+        self.check_limits(max, DEFAULT_MAX_GRID_COMBOS)
+    }
+
+    /// Refuses a request over the server's limits per series: `max_combos` (evaluated, or
+    /// returned with `top`) and `max_grid` (evaluated with `top`).
+    ///
+    /// # Errors
+    /// [`Error`] naming the count and the flag.
+    pub fn check_limits(&self, max_combos: usize, max_grid: usize) -> Result<()> {
+        self.selection
+            .check_limits(1, self.len(), max_combos, max_grid)
     }
 }
 
@@ -311,7 +335,8 @@ pub enum ExchangeCommand {
     /// `{"op": "echo"}`: every batch sent comes back unchanged.
     Echo,
     /// `{"op": "sweep", ...}`: sweep the series streamed in this exchange; nothing is stored.
-    Sweep(ExchangeSweep),
+    /// Boxed: a sweep's fields dwarf the other commands.
+    Sweep(Box<ExchangeSweep>),
     /// `{"op": "session"}` (extension): a long-lived stream of params-only sweeps of stored
     /// datasets, one [`SweepRequest`] per inbound message (its app_metadata), one result batch
     /// back each. A stream has one schema, so a session is for unkeyed datasets, or, opened
@@ -343,6 +368,8 @@ pub struct ExchangeSweep {
     pub series: Option<Vec<String>>,
     /// Only these rows of each series.
     pub rows: Option<RowRange>,
+    /// Which rows come back, in which order.
+    pub selection: Selection,
 }
 
 impl ExchangeSweep {
@@ -356,7 +383,8 @@ impl ExchangeSweep {
     /// # Errors
     /// [`Error`] naming the count and the limit (`--max-combos`).
     pub fn check_combos(&self, max: usize) -> Result<()> {
-        check_count(self.grid.len(), max)
+        self.selection
+            .check_limits(1, self.grid.len(), max, DEFAULT_MAX_GRID_COMBOS)
     }
 }
 
@@ -382,6 +410,10 @@ impl ExchangeCommand {
             && wire.take_profit.is_none()
             && wire.warmup.is_none()
             && wire.periods_per_year.is_none()
+            && wire.filters.is_none()
+            && wire.order_by.is_none()
+            && wire.descending.is_none()
+            && wire.top.is_none()
             && wire.fee.is_none()
             && wire.series.is_none()
             && wire.rows.is_none()
@@ -416,7 +448,7 @@ impl ExchangeCommand {
                         "`series` needs `key`: an unkeyed upload is one series",
                     ));
                 }
-                Ok(Self::Sweep(ExchangeSweep {
+                Ok(Self::Sweep(Box::new(ExchangeSweep {
                     strategy: fields.strategy,
                     grid: fields.grid,
                     execution: fields.execution,
@@ -424,7 +456,8 @@ impl ExchangeCommand {
                     key,
                     series: fields.series,
                     rows: fields.rows,
-                }))
+                    selection: fields.selection,
+                })))
             }
             Some(other) => Err(Error::new(format!(
                 "unknown op {other:?}; expected \"echo\", \"sweep\" or \"session\""
@@ -462,6 +495,7 @@ impl ExchangeCommand {
                     s.fee,
                     s.series.as_deref(),
                     s.rows,
+                    &s.selection,
                 )
             },
         };
@@ -501,6 +535,14 @@ struct Wire {
     warmup: Option<Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     periods_per_year: Option<f64>,
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    filters: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    order_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    descending: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top: Option<Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -519,7 +561,9 @@ impl Wire {
         fee: Option<f64>,
         series: Option<&[String]>,
         rows: Option<RowRange>,
+        selection: &Selection,
     ) -> Self {
+        let (filters, order_by, descending, top) = selection.encode();
         let numbers = |v: &[u32]| v.iter().map(|&x| Number::from(x)).collect::<Vec<_>>();
         // Integers as JSON integers, numbers as JSON numbers, per the strategy's parameters.
         let value = |k: usize, v: f64| match strategy.params()[k].1 {
@@ -537,6 +581,10 @@ impl Wire {
             take_profit: execution.take_profit,
             warmup: (execution.warmup != 0).then(|| Number::from(execution.warmup)),
             periods_per_year: execution.periods_per_year,
+            filters,
+            order_by,
+            descending,
+            top,
             ..Self::default()
         };
         match grid {
@@ -586,6 +634,7 @@ struct Fields {
     fee: Option<f64>,
     series: Option<Vec<String>>,
     rows: Option<RowRange>,
+    selection: Selection,
 }
 
 fn parse(body: &[u8]) -> Result<Wire> {
@@ -683,6 +732,13 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
     } else {
         sample(strategy, wire.sample.as_ref().expect("one form is given"))?
     };
+    let selection = Selection::decode(
+        strategy,
+        wire.filters.as_ref(),
+        wire.order_by.clone(),
+        wire.descending,
+        wire.top.as_ref(),
+    )?;
     let mut execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
     if let Some(p) = wire.periods_per_year {
         if !(p.is_finite() && p > 0.0) {
@@ -712,6 +768,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         strategy,
         grid,
         execution,
+        selection,
         fee: wire.fee,
         series,
         rows,
@@ -729,15 +786,6 @@ fn check_series(series: Vec<String>) -> Result<Vec<String>> {
         return Err(Error::new(format!("series {dup:?} is listed twice")));
     }
     Ok(series)
-}
-
-fn check_count(count: usize, max: usize) -> Result<()> {
-    if count > max {
-        return Err(Error::new(format!(
-            "{count} combos requested; this server allows at most {max} per call (--max-combos)"
-        )));
-    }
-    Ok(())
 }
 
 fn tuple(i: usize, t: &[Number]) -> Result<[u32; 6]> {
@@ -1249,8 +1297,12 @@ mod tests {
                 "`warmup`",
             ),
             (
-                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "top": 5}"#,
-                "unknown field `top`",
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "blocks": 4}"#,
+                "unknown field `blocks`",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "top": 0}"#,
+                "`top` must be an integer >= 1",
             ),
         ] {
             let e = err(body);

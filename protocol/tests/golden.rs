@@ -11,7 +11,8 @@ use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
     ACTIONS, ExchangeCommand, Execution, Grid, PROTOCOL_VERSION, PutTarget, RowRange,
-    SESSION_COMMAND, Sample, Side, Strategy, SweepRequest, result_schema, strategy_schema,
+    SESSION_COMMAND, Sample, Selection, Side, Strategy, SweepRequest, result_schema,
+    strategy_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -92,6 +93,22 @@ fn golden() -> Value {
                 ..Execution::default()
             })
             .with_rows(RowRange::new(500, 900).unwrap()),
+        ),
+        sweep_case(
+            "sma_cross_selection",
+            json!({"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [5], "slow": [20, 40]},
+                   "where": {"trades": [30, null]}, "order_by": "sharpe", "descending": true, "top": 1}),
+            SweepRequest::strategy(
+                "p",
+                Strategy::SmaCross,
+                Grid::Product(vec![vec![5.0], vec![20.0, 40.0]]),
+            )
+            .with_selection(Selection {
+                filters: vec![("trades".into(), Some(30.0), None)],
+                order_by: Some("sharpe".into()),
+                descending: true,
+                top: Some(1),
+            }),
         ),
         sweep_case(
             "donchian_sample_short",

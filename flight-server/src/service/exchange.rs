@@ -18,7 +18,7 @@ use super::put::upload_limits;
 use super::{Inbound, State};
 use crate::compute::{Input, Job, execution, params};
 use crate::ingest::read_upload;
-use crate::results::{SessionEncoder, to_batch};
+use crate::results::{SessionEncoder, select, to_batch};
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
@@ -37,7 +37,7 @@ pub(super) async fn exchange(
     match ExchangeCommand::decode(&d.cmd)? {
         ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
         ExchangeCommand::Session { keyed, strategy } => Ok(session(state, data, keyed, strategy)),
-        ExchangeCommand::Sweep(sweep) => transient(state, sweep, data).await,
+        ExchangeCommand::Sweep(sweep) => transient(state, *sweep, data).await,
     }
 }
 
@@ -47,8 +47,8 @@ async fn transient(
     sweep: ExchangeSweep,
     data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
-    let max = state.config.max_combos;
-    sweep.check_combos(max)?;
+    let limits = super::sweep::limits(state);
+    limits.check(&sweep.selection, 1, sweep.grid.len())?;
     let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
     let close = Arc::new(upload.close.clone());
     let params = params(sweep.strategy, &sweep.grid)?;
@@ -66,7 +66,7 @@ async fn transient(
         ),
         Some(u) => {
             let picked = u.select("the upload", sweep.series.as_deref())?;
-            sweepflight_protocol::check_runs(picked.len(), params.len(), max)?;
+            limits.check(&sweep.selection, picked.len(), params.len())?;
             let inputs = picked
                 .iter()
                 .map(|&i| {
@@ -88,7 +88,11 @@ async fn transient(
         periods_per_year: sweep.execution.periods_per_year.unwrap_or(1.0),
     };
     let results = state.compute.run(job.clone()).await?;
-    let batch = to_batch(&job, &results)?;
+    let batch = select(
+        to_batch(&job, &results)?,
+        job.inputs.len(),
+        &sweep.selection,
+    )?;
     let out = FlightDataEncoderBuilder::new()
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))

@@ -5,9 +5,18 @@ use arrow_array::RecordBatch;
 use sweepflight_protocol::SweepRequest;
 
 use super::State;
-use crate::compute::Job;
-use crate::results::to_batch;
+use crate::compute::{Job, Limits};
+use crate::results::{select, to_batch};
 use crate::{Error, Result};
+
+/// The server's limits on one call.
+pub(super) fn limits(state: &State) -> Limits {
+    Limits {
+        max_combos: state.config.max_combos,
+        max_grid_combos: state.config.max_grid_combos,
+        result_bytes: state.compute.budget().total(),
+    }
+}
 
 /// Runs `request` on its stored dataset; the result table (keyed if the dataset is). A
 /// `session` says which kind of dataset it serves (`keyed`); the action takes both.
@@ -16,8 +25,8 @@ pub(super) async fn run(
     request: &SweepRequest,
     keyed: Option<bool>,
 ) -> Result<RecordBatch> {
-    let max = state.config.max_combos;
-    request.check_combos(max)?;
+    let limits = limits(state);
+    request.check_limits(limits.max_combos, limits.max_grid_combos)?;
     let dataset = state.store.get(&request.dataset)?;
     match (keyed, dataset.universe().is_some()) {
         (Some(false), true) => {
@@ -34,7 +43,11 @@ pub(super) async fn run(
         }
         _ => {}
     }
-    let job = Job::stored(request, dataset, max)?;
+    let job = Job::stored(request, dataset, &limits)?;
     let results = state.compute.run(job.clone()).await?;
-    to_batch(&job, &results)
+    select(
+        to_batch(&job, &results)?,
+        job.inputs.len(),
+        &request.selection,
+    )
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, bail, ensure};
-use sweepflight_protocol::{Grid, Strategy};
+use sweepflight_protocol::{Grid, Selection, Strategy};
 
 use crate::input::InputError;
 
@@ -102,6 +102,51 @@ pub(crate) fn parse_grid(strategy: Strategy, specs: &[String]) -> anyhow::Result
     Ok(Grid::Product(lists))
 }
 
+/// `--where` bounds (`COLUMN>=V`, `COLUMN<=V`; two on one column make a range), `--order-by`,
+/// `--ascending` and `--top` as the body's selection.
+pub(crate) fn parse_selection(
+    filters: &[String],
+    order_by: Option<String>,
+    ascending: bool,
+    top: Option<u64>,
+) -> anyhow::Result<Selection> {
+    let mut out = Selection {
+        order_by,
+        descending: !ascending,
+        top,
+        ..Selection::default()
+    };
+    for f in filters {
+        let bad = || {
+            InputError(format!(
+                "bad --where {f:?}: expected COLUMN>=V or COLUMN<=V"
+            ))
+        };
+        let (name, value, lower) = if let Some((n, v)) = f.split_once(">=") {
+            (n, v, true)
+        } else if let Some((n, v)) = f.split_once("<=") {
+            (n, v, false)
+        } else {
+            bail!(bad());
+        };
+        let v: f64 = value.trim().parse().map_err(|_| bad())?;
+        let name = name.trim().to_owned();
+        let slot = match out.filters.iter_mut().find(|(n, ..)| *n == name) {
+            Some(slot) => slot,
+            None => {
+                out.filters.push((name, None, None));
+                out.filters.last_mut().expect("just pushed")
+            }
+        };
+        if lower {
+            slot.1 = Some(v);
+        } else {
+            slot.2 = Some(v);
+        }
+    }
+    Ok(out)
+}
+
 /// Explicit combos of `strategy` from a CSV (header optional) or JSON file: rows of values in
 /// the strategy's parameter order.
 pub(crate) fn read_params(path: &Path, strategy: Strategy) -> anyhow::Result<Grid> {
@@ -165,6 +210,26 @@ mod tests {
         for bad in ["", "x", "5..3", "1..2:x", "-1"] {
             assert!(parse_lengths(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn selections() {
+        let s = parse_selection(
+            &[
+                "trades>=30".into(),
+                "max_drawdown<=25".into(),
+                "trades<=900".into(),
+            ],
+            Some("sharpe".into()),
+            false,
+            Some(20),
+        )
+        .unwrap();
+        assert_eq!(s.filters[0], ("trades".into(), Some(30.0), Some(900.0)));
+        assert_eq!(s.filters[1], ("max_drawdown".into(), None, Some(25.0)));
+        assert!(s.descending && s.top == Some(20));
+        assert!(parse_selection(&["trades>30".into()], None, false, None).is_err());
+        assert!(parse_selection(&["trades>=x".into()], None, false, None).is_err());
     }
 
     #[test]

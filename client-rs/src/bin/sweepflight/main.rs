@@ -94,6 +94,19 @@ enum Command {
         /// Bars before `--rows` the indicators warm up on.
         #[arg(long, default_value_t = 0)]
         warmup: u64,
+        /// Keep only rows inside bounds: `--where trades>=30 --where max_drawdown<=25` (any
+        /// numeric result column; `>=` and `<=`, inclusive).
+        #[arg(long = "where", value_name = "COLUMN>=V|COLUMN<=V")]
+        filters: Vec<String>,
+        /// Order rows by this result column, largest first (ties by combo).
+        #[arg(long)]
+        order_by: Option<String>,
+        /// With --order-by: smallest first.
+        #[arg(long, requires = "order_by")]
+        ascending: bool,
+        /// Only the first N rows (per series on a keyed dataset).
+        #[arg(long)]
+        top: Option<u64>,
         /// Annualise the per-bar Sharpe and Sortino ratios with this many bars a year
         /// (252 for daily bars; default 1: per-bar figures).
         #[arg(long)]
@@ -193,6 +206,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             take_profit,
             warmup,
             periods_per_year,
+            filters,
+            order_by,
+            ascending,
+            top,
             fee,
             series,
             rows,
@@ -213,6 +230,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     warmup,
                     periods_per_year,
                 });
+            request.selection = grid::parse_selection(&filters, order_by, ascending, top)?;
             request.fee = fee;
             request.series = series;
             request.rows = rows;
