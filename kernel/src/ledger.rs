@@ -9,6 +9,7 @@
 //! own bars' squares (one pass over the closes it held, vectorised), and the sum of all
 //! increments is the PnL itself (they telescope: `Q(E-1) = pnl`, `Q(S) = 0`).
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::execution::Book;
@@ -295,20 +296,26 @@ impl Moves {
         } else {
             1.0
         };
-        let mut sums = Vec::with_capacity(4 * close.len());
+        // Written straight into the shared allocation: `Arc::from(Vec)` would copy it, and the
+        // copy's transient double is what a sweep's memory budget does not count.
+        let mut sums: Arc<[MaybeUninit<f64>]> = Arc::new_uninit_slice(4 * close.len());
+        let out = Arc::get_mut(&mut sums).expect("just allocated, not shared");
         let (mut u, mut d) = (0.0, 0.0);
-        if let Some(&first) = close.first() {
-            sums.extend([0.0, 0.0, 1.0 / first, scale]);
+        for (i, bar) in out.chunks_exact_mut(4).enumerate() {
+            if i > 0 {
+                let m = (close[i] - close[i - 1]) * scale;
+                let (rise, fall) = (m.max(0.0), m.min(0.0));
+                u += rise * rise;
+                d += fall * fall;
+            }
+            for (slot, v) in bar.iter_mut().zip([u, d, 1.0 / close[i], scale]) {
+                slot.write(v);
+            }
         }
-        for w in close.windows(2) {
-            let m = (w[1] - w[0]) * scale;
-            let (rise, fall) = (m.max(0.0), m.min(0.0));
-            u += rise * rise;
-            d += fall * fall;
-            sums.extend([u, d, 1.0 / w[1], scale]);
-        }
+        // SAFETY: the loop wrote all four values of every bar.
+        let sums = unsafe { sums.assume_init() };
         Self {
-            sums: sums.into(),
+            sums,
             hundred_over_scale: 100.0 / scale,
         }
     }
