@@ -59,6 +59,10 @@ def test_import_changes_nothing_and_tune_grpc_moves_reply_reading(unix_server: S
     tuned = run_probe(unix_server.uri, tune=True)
     assert tuned["experiments"] == "-event_engine_client"
     # CPU ticks (1/100 s) over 3000 calls. With gRPC's defaults its pool threads read every
-    # reply and burn about as much CPU as the caller; with the setting they sit idle.
-    assert default["pool"] * 3 > default["caller"], default  # type: ignore[operator]
+    # reply: a real share of the caller's CPU (a third of it on a quiet machine; the caller's
+    # own share grows with the reply's columns and with load beside the test, so the bound is
+    # a fifth); with the setting they sit idle: at most a quarter of that, under a third of the
+    # caller's.
+    assert default["pool"] * 5 > default["caller"], default  # type: ignore[operator]
+    assert tuned["pool"] * 4 <= default["pool"], (default, tuned)  # type: ignore[operator]
     assert tuned["pool"] * 3 < tuned["caller"], tuned  # type: ignore[operator]
