@@ -190,20 +190,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The column names, in order.
-    pub const COLUMNS: [&str; 9] = [
-        "avg_trade",
-        "best_trade",
-        "worst_trade",
-        "profit_factor",
-        "exposure",
-        "avg_bars",
-        "sharpe",
-        "sortino",
-        "sqn",
-    ];
-
-    /// The values in column order.
+    /// The values in column order (the protocol's `V12_METRIC_COLUMNS`: avg_trade ... sqn).
     pub fn values(&self) -> [Option<f64>; 9] {
         [
             self.avg_trade,
