@@ -39,9 +39,7 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<f64>> 
     // Starts with an output for at least the shortest window.
     let starts = (len + 1).saturating_sub(shortest);
     let ptrs = Outs(outs.iter_mut().map(|o| o.as_mut_ptr()).collect());
-    let task = |t: usize| {
-        let lo = t * BLOCK * BLOCKS_PER_TASK;
-        let hi = (lo + BLOCK * BLOCKS_PER_TASK).min(starts);
+    let task = |lo: usize, hi: usize| {
         let mut acc = [0.0f64; BLOCK];
         for block in (lo..hi).step_by(BLOCK) {
             let width = BLOCK.min(hi - block);
@@ -74,13 +72,23 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<f64>> 
             }
         }
     };
-    let tasks = starts.div_ceil(BLOCK * BLOCKS_PER_TASK);
-    if parallel && tasks > 1 {
-        (0..tasks).into_par_iter().for_each(task);
-    } else {
-        (0..tasks).for_each(task);
-    }
+    over_starts(starts, parallel, task);
     outs
+}
+
+/// Runs `task(lo, hi)` over the window starts `0..starts` in ranges of
+/// `BLOCKS_PER_TASK` blocks, on the pool if `parallel` and there is more than one range: the
+/// task split shared by the SMA and channel passes (disjoint start ranges, so their outputs are
+/// disjoint too).
+fn over_starts(starts: usize, parallel: bool, task: impl Fn(usize, usize) + Sync + Send) {
+    let per = BLOCK * BLOCKS_PER_TASK;
+    let run = |t: usize| task(t * per, ((t + 1) * per).min(starts));
+    let tasks = starts.div_ceil(per);
+    if parallel && tasks > 1 {
+        (0..tasks).into_par_iter().for_each(run);
+    } else {
+        (0..tasks).for_each(run);
+    }
 }
 
 /// The outputs of one SMA pass, written by several tasks at disjoint indices.
@@ -173,9 +181,7 @@ pub fn donchian_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<i
             .map(|o| o.as_mut_ptr().cast::<f64>())
             .collect(),
     );
-    let task = |t: usize| {
-        let lo = t * BLOCK * BLOCKS_PER_TASK;
-        let hi = (lo + BLOCK * BLOCKS_PER_TASK).min(starts);
+    let task = |lo: usize, hi: usize| {
         let (mut top, mut bottom) = ([0.0f64; BLOCK], [0.0f64; BLOCK]);
         for block in (lo..hi).step_by(BLOCK) {
             let width = BLOCK.min(hi - block);
@@ -211,12 +217,7 @@ pub fn donchian_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<i
             }
         }
     };
-    let tasks = starts.div_ceil(BLOCK * BLOCKS_PER_TASK);
-    if parallel && tasks > 1 {
-        (0..tasks).into_par_iter().for_each(task);
-    } else {
-        (0..tasks).for_each(task);
-    }
+    over_starts(starts, parallel, task);
     outs
 }
 
