@@ -243,11 +243,11 @@ impl ComboResult {
 /// overflow nor underflow when squared.
 #[derive(Debug, Clone)]
 pub struct Moves {
-    /// Four values a bar: over bars `1..=i`, the sums of `(max(close[k] - close[k-1], 0) *
-    /// scale)^2` and of the same for the falls, then `1 / close[i]` and the scale: what a trade
-    /// entered or left at bar `i` reads, in one cache line (a reciprocal computed once per bar
-    /// spares every trade a division; the metrics' tolerance allows the multiply). One flat
-    /// array, so the server's cache keeps it beside the lines ([`crate::ArrayKey::Moves`]).
+    /// Two values a bar, then the scale: over bars `1..=i`, the sums of `(max(close[k] -
+    /// close[k-1], 0) * scale)^2` and of the same for the falls. Two a bar, side by side, so a
+    /// trade's ends read one cache line each; twice the closes' size, not more (it is held beside
+    /// them for the whole sweep, and the server's cache keeps it beside the lines,
+    /// [`crate::ArrayKey::Moves`], in one flat array).
     sums: Arc<[f64]>,
     /// `100 / scale`: a trade's increments are its scaled moves times this over its entry.
     hundred_over_scale: f64,
@@ -255,17 +255,13 @@ pub struct Moves {
 
 impl Moves {
     /// The prefix sums of `close` from `cache`, computed and offered to it if it has none:
-    /// they cost a pass with a division a bar, as much as a short sweep itself.
+    /// they cost a pass over the series, as much as a short sweep itself.
     pub fn cached(close: &[f64], cache: &dyn ArrayCache) -> Self {
-        let of = |sums: Arc<[f64]>| Self {
-            hundred_over_scale: sums.get(3).map_or(100.0, |scale| 100.0 / scale),
-            sums,
-        };
         if let Some(sums) = cache
             .get(ArrayKey::Moves)
-            .filter(|s| s.len() == 4 * close.len())
+            .filter(|s| s.len() == Self::values(close.len()))
         {
-            return of(sums);
+            return Self::from_sums(sums);
         }
         let moves = Self::of(close);
         if cache.keeps() {
@@ -285,45 +281,50 @@ impl Moves {
         };
         // Written straight into the shared allocation: `Arc::from(Vec)` would copy it, and the
         // copy's transient double is what a sweep's memory budget does not count.
-        let mut sums: Arc<[MaybeUninit<f64>]> = Arc::new_uninit_slice(4 * close.len());
+        let mut sums: Arc<[MaybeUninit<f64>]> = Arc::new_uninit_slice(Self::values(close.len()));
         let out = Arc::get_mut(&mut sums).expect("just allocated, not shared");
+        let (bars, tail) = out.split_at_mut(2 * close.len());
         let (mut u, mut d) = (0.0, 0.0);
-        for (i, bar) in out.chunks_exact_mut(4).enumerate() {
+        for (i, bar) in bars.chunks_exact_mut(2).enumerate() {
             if i > 0 {
                 let m = (close[i] - close[i - 1]) * scale;
                 let (rise, fall) = (m.max(0.0), m.min(0.0));
                 u += rise * rise;
                 d += fall * fall;
             }
-            for (slot, v) in bar.iter_mut().zip([u, d, 1.0 / close[i], scale]) {
-                slot.write(v);
-            }
+            bar[0].write(u);
+            bar[1].write(d);
         }
-        // SAFETY: the loop wrote all four values of every bar.
-        let sums = unsafe { sums.assume_init() };
+        tail[0].write(scale);
+        // SAFETY: the loop wrote both values of every bar, and the scale is the last value.
+        Self::from_sums(unsafe { sums.assume_init() })
+    }
+
+    fn from_sums(sums: Arc<[f64]>) -> Self {
+        let scale = sums.last().copied().unwrap_or(1.0);
         Self {
-            sums,
             hundred_over_scale: 100.0 / scale,
+            sums,
         }
+    }
+
+    /// Values held for a series of `bars`.
+    fn values(bars: usize) -> usize {
+        2 * bars + 1
     }
 
     /// Bytes the sums of a series of `bars` take.
     pub fn bytes(bars: usize) -> usize {
-        4 * bars * size_of::<f64>()
+        Self::values(bars) * size_of::<f64>()
     }
 
     /// Squared rises and falls over bars `from + 1 ..= to`.
     fn between(&self, from: usize, to: usize) -> (f64, f64) {
-        let (a, b) = (4 * from, 4 * to);
+        let (a, b) = (2 * from, 2 * to);
         (
             self.sums[b] - self.sums[a],
             self.sums[b + 1] - self.sums[a + 1],
         )
-    }
-
-    /// `1 / close[i]`.
-    fn reciprocal(&self, i: usize) -> f64 {
-        self.sums[4 * i + 2]
     }
 }
 
@@ -413,9 +414,9 @@ impl Book for Ledger<'_> {
         };
         // The increments inside the trade, bars entry_row+1 .. exit_row-1: its moves times
         // pos * 100 / entry; against the position are the falls of a long, the rises of a short.
-        // The entry's reciprocal, computed once per bar for every combo: the metrics' tolerance
-        // allows multiplying by it where the reference divides.
-        let inv = moves.reciprocal(entry_row);
+        // One division a trade; the metrics' tolerance allows multiplying by its result where
+        // the reference divides.
+        let inv = 1.0 / entry;
         let (sq, neg_sq) = if exit_row > entry_row + 1 {
             let (rises, falls) = moves.between(entry_row, exit_row - 1);
             let k = inv * moves.hundred_over_scale;

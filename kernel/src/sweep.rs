@@ -52,7 +52,7 @@ pub enum ArrayKey {
     /// The HMA3 line `WMA(3*WMA(close, p3) - WMA(close, p2) - WMA(close, p), p)`:
     /// `[p3, p2, p]`.
     Hma3([u32; 3]),
-    /// The closes' moves for the per-bar metrics ([`crate::Moves`]), four values a bar.
+    /// The closes' moves for the per-bar metrics ([`crate::Moves`]), two values a bar.
     Moves,
 }
 
