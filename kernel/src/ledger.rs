@@ -13,6 +13,7 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::execution::Book;
+use crate::record::{Marks, Record, Records, Trade};
 use crate::sweep::{ArrayCache, ArrayKey};
 
 /// What one combo earned on one series.
@@ -328,6 +329,22 @@ impl Moves {
     }
 }
 
+/// What every ledger of one sweep over one series shares: the closes, their moves (for the
+/// per-bar metrics, if asked) and the records to keep (if asked).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Books<'a> {
+    pub(crate) close: &'a [f64],
+    pub(crate) moves: Option<&'a Moves>,
+    pub(crate) records: Option<&'a Records>,
+}
+
+impl<'a> Books<'a> {
+    /// Combo `combo`'s ledger under `exec`.
+    pub(crate) fn ledger(&self, exec: &crate::Execution, combo: usize) -> Ledger<'a> {
+        Ledger::over(exec.fee, self.close, self.moves, exec.start).recording(self.records, combo)
+    }
+}
+
 /// Accumulates booked trades in booking order (PnL is a plain sum in that order).
 #[derive(Debug, Clone)]
 pub struct Ledger<'a> {
@@ -341,6 +358,18 @@ pub struct Ledger<'a> {
     /// The exit bar of the last trade and its increment there: a trade opened on that bar and
     /// force-closed on it (the last bar of the range) books into the same increment.
     last_exit: (usize, f64),
+    /// What the sweep asked to keep besides the result ([`Records`]); boxed, so a ledger that
+    /// keeps nothing stays small enough to live in registers.
+    detail: Option<Box<Detail<'a>>>,
+}
+
+/// One combo's trades and block marks as its ledger keeps them, and where they go.
+#[derive(Debug, Clone)]
+struct Detail<'a> {
+    records: &'a Records,
+    combo: usize,
+    trades: Vec<Trade>,
+    marks: Marks<'a>,
 }
 
 impl<'a> Ledger<'a> {
@@ -364,7 +393,36 @@ impl<'a> Ledger<'a> {
             close,
             moves,
             last_exit: (usize::MAX, 0.0),
+            detail: None,
         }
+    }
+
+    /// This ledger keeping combo `combo`'s trades and block marks in `records`, if any.
+    pub(crate) fn recording(mut self, records: Option<&'a Records>, combo: usize) -> Self {
+        self.detail = records.map(|records| {
+            Box::new(Detail {
+                records,
+                combo,
+                trades: Vec::new(),
+                marks: Marks::new(records.ends()),
+            })
+        });
+        self
+    }
+
+    /// The result, once every trade is booked; what the ledger kept goes to its records.
+    pub(crate) fn done(self) -> ComboResult {
+        if let Some(d) = self.detail {
+            let block_pnl = d.marks.finish(self.result.pnl);
+            d.records.put(
+                d.combo,
+                Record {
+                    trades: d.trades,
+                    block_pnl,
+                },
+            );
+        }
+        self.result
     }
 
     /// Books a trade of `pos` (+1 or -1) from `entry` to `exit`: `ret = pos * (exit / entry -
@@ -406,7 +464,22 @@ impl Book for Ledger<'_> {
     // trades instead of round-tripping through memory on every call.
     #[inline(always)]
     fn book(&mut self, pos: f64, entry: f64, entry_row: usize, exit: f64, exit_row: usize) {
-        let (_, ret) = self.record(pos, entry, exit);
+        let booked = self.result.pnl;
+        let (net, ret) = self.record(pos, entry, exit);
+        if let Some(d) = self.detail.as_deref_mut() {
+            d.marks
+                .before_booking(self.close, booked, (pos, entry, entry_row), exit_row);
+            if d.records.keeps_trades() {
+                d.trades.push(Trade {
+                    side: if pos > 0.0 { 1 } else { -1 },
+                    entry_row,
+                    exit_row,
+                    entry_price: entry,
+                    exit_price: exit,
+                    net,
+                });
+            }
+        }
         let s = &mut self.result.stats;
         s.bars_held += (exit_row - entry_row) as u64;
         let Some(moves) = self.moves else {

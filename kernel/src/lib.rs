@@ -29,6 +29,7 @@ pub mod execution;
 mod ledger;
 pub mod oracle;
 pub mod paper;
+pub mod record;
 mod signal;
 pub mod strategy;
 mod sweep;
@@ -39,6 +40,7 @@ pub use combo::Combo;
 pub use error::{Error, Result};
 pub use execution::{Execution, Side};
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
+pub use record::{Record, Records, Trade, equity};
 pub use strategy::{Params, Strategy, sweep_params};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,

@@ -346,6 +346,50 @@ pub fn run(
     summarise(&run_trades(close, rows, warmup, params, exec))
 }
 
+/// `Q(i)` of strategies.md for `trades` (rows within `close`): the nets booked at bars <= i,
+/// plus the mark of the trade open after bar i.
+pub fn mark_to_market(close: &[f64], trades: &[Trade], i: usize) -> f64 {
+    let mut v = 0.0;
+    for t in trades {
+        if t.exit_row <= i {
+            v += t.net;
+        } else if t.entry_row <= i {
+            v += f64::from(t.side) * (close[i] / t.entry_price - 1.0) * 100.0;
+        }
+    }
+    v
+}
+
+/// The `equity` action's rows for `trades` over rows `rows`: per bar, the position after it
+/// (0 after the final forced close) and `Q`.
+pub fn equity(close: &[f64], rows: Range<usize>, trades: &[Trade]) -> Vec<(i8, f64)> {
+    rows.map(|i| {
+        let open = trades
+            .iter()
+            .find(|t| t.entry_row <= i && i < t.exit_row)
+            .map_or(0, |t| t.side);
+        (open, mark_to_market(close, trades, i))
+    })
+    .collect()
+}
+
+/// `block_pnl` of strategies.md: `blocks` blocks over rows `rows`, each `Q(its last row) -
+/// Q(the row before it)`, `Q(S - 1) = 0`.
+pub fn block_pnl(close: &[f64], rows: Range<usize>, trades: &[Trade], blocks: usize) -> Vec<f64> {
+    let (s, n) = (rows.start, rows.len());
+    (0..blocks)
+        .map(|b| {
+            let (first, last) = (s + b * n / blocks, s + (b + 1) * n / blocks - 1);
+            let before = if first == s {
+                0.0
+            } else {
+                mark_to_market(close, trades, first - 1)
+            };
+            mark_to_market(close, trades, last) - before
+        })
+        .collect()
+}
+
 /// Every v1.2 metric of `trades` (rows within `close`) evaluated on rows `rows`, computed bar by
 /// bar from the mark-to-market equity `Q` as strategies.md defines it (two-pass means and
 /// spreads).
@@ -355,18 +399,10 @@ pub fn metrics(
     trades: &[Trade],
     periods_per_year: f64,
 ) -> Metrics {
-    let q = |i: usize| -> f64 {
-        let mut v = 0.0;
-        for t in trades {
-            if t.exit_row <= i {
-                v += t.net;
-            } else if t.entry_row <= i {
-                v += f64::from(t.side) * (close[i] / t.entry_price - 1.0) * 100.0;
-            }
-        }
-        v
-    };
-    let qs: Vec<f64> = rows.clone().map(q).collect();
+    let qs: Vec<f64> = rows
+        .clone()
+        .map(|i| mark_to_market(close, trades, i))
+        .collect();
     // Differencing Q leaves rounding noise where the equity did not move (a mark minus the
     // same mark computed another way): increments under 1e-12 of the equity's scale are 0.
     let noise = 1e-12 * qs.iter().fold(1.0f64, |m, v| m.max(v.abs()));

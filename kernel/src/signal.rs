@@ -3,7 +3,7 @@
 //! events of the [`crate::execution`] loop. [`run`] is the paper's plain loop over the lines.
 
 use crate::execution::{Book, Engine, Execution};
-use crate::ledger::{ComboResult, Ledger, Moves};
+use crate::ledger::{Books, ComboResult, Ledger};
 
 /// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
 /// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
@@ -17,17 +17,17 @@ const _: () = assert!(UNDEFINED == ABOVE | BELOW && ABOVE == 1 && BELOW == 2);
 /// [`run`], faster and with the same result bit for bit: the lines reduced to sign bytes
 /// (`signs` is scratch), then [`crosses`].
 pub(crate) fn run_fast(
-    close: &[f64],
-    a: &[f64],
-    b: &[f64],
+    books: Books<'_>,
+    combo: usize,
+    (a, b): (&[f64], &[f64]),
     exec: &Execution,
-    moves: Option<&Moves>,
     signs: &mut Vec<u8>,
 ) -> ComboResult {
+    let close = books.close;
     debug_assert!(a.len() == close.len() && b.len() == close.len());
     signs.resize(close.len(), 0);
     crate::vector::signs(a, b, signs);
-    crosses(close, std::iter::once(&signs[..]), exec, moves)
+    crosses(books, combo, std::iter::once(&signs[..]), exec)
 }
 
 /// Bit 0 of each byte set where the state `cur` is a cross after the state `prev` (bytes of
@@ -54,16 +54,16 @@ fn cross_mask(prev: u64, cur: u64) -> u64 {
 /// windows cross rarely, so most words of eight bars are skipped with one comparison. Trades
 /// are booked in bar order with the reference's arithmetic.
 pub(crate) fn crosses<'a>(
-    close: &[f64],
+    books: Books<'_>,
+    combo: usize,
     pieces: impl IntoIterator<Item = &'a [u8]>,
     exec: &Execution,
-    moves: Option<&Moves>,
 ) -> ComboResult {
-    let ledger = Ledger::over(exec.fee, close, moves, exec.start);
+    let (close, ledger) = (books.close, books.ledger(exec, combo));
     if exec.is_plain() {
-        crosses_into(close, pieces, Engine::<_, true>::new(close, exec, ledger)).result()
+        crosses_into(close, pieces, Engine::<_, true>::new(close, exec, ledger)).done()
     } else {
-        crosses_into(close, pieces, Engine::<_, false>::new(close, exec, ledger)).result()
+        crosses_into(close, pieces, Engine::<_, false>::new(close, exec, ledger)).done()
     }
 }
 
@@ -152,6 +152,15 @@ pub(crate) fn run(close: &[f64], a: &[f64], b: &[f64], fee: f64) -> ComboResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::Moves;
+
+    fn books<'a>(close: &'a [f64], moves: &'a Moves) -> Books<'a> {
+        Books {
+            close,
+            moves: Some(moves),
+            records: None,
+        }
+    }
 
     #[test]
     fn long_then_reverse_then_forced_close() {
@@ -205,11 +214,10 @@ mod tests {
         for fee in [0.0, 0.001] {
             assert_eq!(
                 run_fast(
-                    &close,
-                    &a,
-                    &b,
+                    books(&close, &Moves::of(&close)),
+                    0,
+                    (&a, &b),
                     &Execution::new(fee),
-                    Some(&Moves::of(&close)),
                     &mut signs
                 ),
                 run(&close, &a, &b, fee)
@@ -217,22 +225,20 @@ mod tests {
         }
         assert_eq!(
             run_fast(
-                &[],
-                &[],
-                &[],
+                books(&[], &Moves::of(&[])),
+                0,
+                (&[], &[]),
                 &Execution::new(0.0),
-                Some(&Moves::of(&[])),
                 &mut signs
             ),
             ComboResult::default()
         );
         assert_eq!(
             run_fast(
-                &[1.0],
-                &[nan],
-                &[nan],
+                books(&[1.0], &Moves::of(&[1.0])),
+                0,
+                (&[nan], &[nan]),
                 &Execution::new(0.0),
-                Some(&Moves::of(&[1.0])),
                 &mut signs
             ),
             ComboResult::default()
@@ -288,12 +294,13 @@ mod tests {
         assert!(want.trades > 20, "{want:?}");
         let mut signs = vec![0; n];
         crate::vector::signs(&a, &b, &mut signs);
+        let moves = Moves::of(&close);
         for piece in [1, 2, 7, 8, 9, 64, 299, 300, 1000] {
             let got = crosses(
-                &close,
+                books(&close, &moves),
+                0,
                 signs.chunks(piece),
                 &Execution::new(0.0009),
-                Some(&Moves::of(&close)),
             );
             assert_eq!(got, want, "pieces of {piece}");
         }
@@ -301,10 +308,10 @@ mod tests {
         let (head, tail) = signs.split_at(100);
         assert_eq!(
             crosses(
-                &close,
+                books(&close, &moves),
+                0,
                 [head, &[], tail],
                 &Execution::new(0.0009),
-                Some(&Moves::of(&close))
             ),
             want
         );

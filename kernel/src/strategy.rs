@@ -231,6 +231,12 @@ pub fn sweep_params(
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
     exec.validate()?;
+    if let Some(records) = control.records.filter(|r| r.len() != params.len()) {
+        return Err(Error::InvalidOption {
+            name: "records",
+            message: format!("has {} slots for {} combos", records.len(), params.len()),
+        });
+    }
     let hma: Vec<(usize, Combo)> = params
         .iter()
         .enumerate()
@@ -243,24 +249,46 @@ pub fn sweep_params(
         let combos: Vec<Combo> = hma.into_iter().map(|(_, c)| c).collect();
         return crate::sweep::sweep_executed(close, &combos, exec, control);
     }
+    // Mixed strategies: each kind runs on its own path with its own record slots, moved to the
+    // combos' positions after.
     let mut results = vec![ComboResult::default(); params.len()];
-    if !hma.is_empty() {
-        let combos: Vec<Combo> = hma.iter().map(|&(_, c)| c).collect();
-        let got = crate::sweep::sweep_executed(close, &combos, exec, control)?;
-        for ((i, _), r) in hma.iter().zip(got) {
-            results[*i] = r;
+    let part = |indices: &[usize],
+                run: &dyn Fn(&SweepControl<'_>) -> Result<Vec<ComboResult>>,
+                results: &mut [ComboResult]|
+     -> Result<()> {
+        let records = control.records.map(|r| r.like(indices.len()));
+        let sub = SweepControl {
+            records: records.as_ref(),
+            ..*control
+        };
+        for (&i, r) in indices.iter().zip(run(&sub)?) {
+            results[i] = r;
         }
+        if let (Some(all), Some(part)) = (control.records, records) {
+            for (&i, record) in indices.iter().zip(part.into_records()) {
+                all.put(i, record);
+            }
+        }
+        Ok(())
+    };
+    let combos: Vec<Combo> = hma.iter().map(|&(_, c)| c).collect();
+    let at: Vec<usize> = hma.iter().map(|&(i, _)| i).collect();
+    if !at.is_empty() {
+        part(
+            &at,
+            &|c| crate::sweep::sweep_executed(close, &combos, exec, c),
+            &mut results,
+        )?;
     }
     let others: Vec<usize> = (0..params.len())
         .filter(|&i| !matches!(params[i], Params::HmaSar(_)))
         .collect();
     let picked: Vec<Params> = others.iter().map(|&i| params[i]).collect();
-    for (&i, r) in others
-        .iter()
-        .zip(run::sweep(close, &picked, exec, control)?)
-    {
-        results[i] = r;
-    }
+    part(
+        &others,
+        &|c| run::sweep(close, &picked, exec, c),
+        &mut results,
+    )?;
     Ok(results)
 }
 

@@ -34,7 +34,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::execution::Execution;
-use crate::ledger::Moves;
+use crate::ledger::{Books, Moves};
+use crate::record::Records;
 use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -214,6 +215,9 @@ pub struct SweepControl<'a> {
     /// per trade); false leaves their accumulators empty, for callers that read only the trade
     /// figures (pnl, trades, wins, drawdown) and the other metrics.
     pub bar_metrics: bool,
+    /// What to keep per combo besides its result (trades, block marks): `None` keeps nothing.
+    /// Its slots are indexed like the combos.
+    pub records: Option<&'a Records>,
 }
 
 impl Default for SweepControl<'_> {
@@ -225,6 +229,7 @@ impl Default for SweepControl<'_> {
             parallel: None,
             tile_bars: None,
             bar_metrics: true,
+            records: None,
         }
     }
 }
@@ -358,6 +363,15 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// What every combo's ledger shares.
+    fn books(&self) -> Books<'_> {
+        Books {
+            close: self.close,
+            moves: self.moves.as_ref(),
+            records: self.control.records,
+        }
+    }
+
     fn check(&self) -> Result<()> {
         if (self.control.cancelled)() {
             return Err(Error::Cancelled);
@@ -476,14 +490,7 @@ impl Run<'_> {
                 let (a, b) = (&lines[&hma_key(c)], &lines[&hma3_key(c)]);
                 Ok((
                     i,
-                    signal::run_fast(
-                        self.close,
-                        a,
-                        b,
-                        &self.exec,
-                        self.moves.as_ref(),
-                        &mut s.signs,
-                    ),
+                    signal::run_fast(self.books(), i, (a, b), &self.exec, &mut s.signs),
                 ))
             })?);
             for &i in batch {

@@ -8,7 +8,8 @@
 use proptest::prelude::*;
 use sweepflight_kernel::oracle;
 use sweepflight_kernel::{
-    Combo, ComboResult, Execution, Params, Side, Strategy as Kind, SweepControl, sweep_params,
+    Combo, ComboResult, Execution, Params, Records, Side, Strategy as Kind, SweepControl, equity,
+    sweep_params,
 };
 
 /// Price series: a random walk, or an adversarial one built from a few repeated levels.
@@ -144,6 +145,44 @@ proptest! {
             for ppy in [1.0, 252.0 * 390.0] {
                 let m = oracle::metrics(&close, r.0..r.1, &trades, ppy);
                 prop_assert!(g.metrics(ppy).close_to(&m), "{:?} {:?} rows {:?}: {:?} vs {:?}", p, exec, r, g.metrics(ppy), m);
+            }
+        }
+    }
+
+    #[test]
+    fn trades_blocks_and_equity_equal_the_oracle(
+        close in series(2_500),
+        combos in prop::collection::vec(params(), 1..8),
+        exec in execution(),
+        (a, b, w) in (any::<usize>(), any::<usize>(), prop_oneof![Just(0usize), 0usize..400]),
+        blocks in 2usize..=64,
+        tile in prop_oneof![Just(None), Just(Some(0usize)), Just(Some(256usize))],
+    ) {
+        let (s, e, w) = range(close.len(), a, b, w);
+        let blocks = blocks.min(e - s);
+        prop_assume!(blocks >= 2);
+        let from = s.saturating_sub(w);
+        let records = Records::new(combos.len(), e - from, s - from, true, blocks).unwrap();
+        let control = SweepControl { records: Some(&records), tile_bars: tile, ..SweepControl::default() };
+        let got = fast(&close, (s, e, w), &combos, &exec, &control);
+        for ((p, g), record) in combos.iter().zip(&got).zip(records.into_records()) {
+            let want = oracle::run_trades(&close, s..e, w, p, &exec);
+            prop_assert_eq!(g, &oracle::summarise(&want));
+            let trades: Vec<_> = record.trades.iter().map(|t| (t.side, t.entry_row + from, t.exit_row + from, t.entry_price, t.exit_price, t.net)).collect();
+            let oracle_trades: Vec<_> = want.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.entry_price, t.exit_price, t.net)).collect();
+            prop_assert_eq!(trades, oracle_trades, "{:?} {:?}", p, exec);
+            let want_blocks = oracle::block_pnl(&close, s..e, &want, blocks);
+            prop_assert_eq!(record.block_pnl.len(), blocks);
+            for (x, y) in record.block_pnl.iter().zip(&want_blocks) {
+                prop_assert!((x - y).abs() <= 1e-6, "{:?}: blocks {:?} vs {:?}", p, record.block_pnl, want_blocks);
+            }
+            let sum: f64 = record.block_pnl.iter().sum();
+            prop_assert!((sum - g.pnl).abs() <= 1e-6, "blocks sum to {} not {}", sum, g.pnl);
+            let curve = equity(&close[from..e], s - from, &record.trades);
+            let want_curve = oracle::equity(&close, s..e, &want);
+            prop_assert_eq!(curve.len(), want_curve.len());
+            for (k, (x, y)) in curve.iter().zip(&want_curve).enumerate() {
+                prop_assert!(x.0 == y.0 && (x.1 - y.1).abs() <= 1e-6, "{:?} bar {}: {:?} vs {:?}", p, s + k, x, y);
             }
         }
     }

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use super::Params;
 use super::indicators::{donchian_multi, donchian_signals, ema, rsi, rsi_signals, sma_multi};
 use crate::execution::{Execution, run_signals};
-use crate::ledger::{Ledger, Moves};
+use crate::ledger::{Books, Moves};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -163,10 +163,14 @@ pub(super) fn sweep(
         rest = tail;
         check()?;
         let arrays = compute(close, &held, parallel);
+        let books = Books {
+            close,
+            moves: moves.as_ref(),
+            records: control.records,
+        };
         let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
             check()?;
-            let series = (close, moves.as_ref());
-            Ok((i, run_one(series, &params[i], &arrays, exec, scratch)))
+            Ok((i, run_one((books, i), &params[i], &arrays, exec, scratch)))
         };
         let done: Vec<(usize, ComboResult)> = if parallel {
             group
@@ -250,8 +254,9 @@ struct Scratch {
     signals: Vec<i8>,
 }
 
+/// Combo `combo` (`p`) from its arrays.
 fn run_one(
-    (close, moves): (&[f64], Option<&Moves>),
+    (books, combo): (Books<'_>, usize),
     p: &Params,
     arrays: &BTreeMap<Key, Array>,
     exec: &Execution,
@@ -261,59 +266,29 @@ fn run_one(
         Array::Line(l) => l.as_slice(),
         Array::Signals(_) => unreachable!("{k:?} is a line"),
     };
-    let len = close.len();
+    let (close, len) = (books.close, books.close.len());
+    let crosses = |a: &[f64], b: &[f64], scratch: &mut Scratch| {
+        signal::run_fast(books, combo, (a, b), exec, &mut scratch.states)
+    };
     match *p {
-        Params::SmaCross { fast, slow } => crosses(
-            (close, moves),
-            line(Key::Sma(slow)),
-            line(Key::Sma(fast)),
-            exec,
-            scratch,
-        ),
+        Params::SmaCross { fast, slow } => {
+            crosses(line(Key::Sma(slow)), line(Key::Sma(fast)), scratch)
+        }
         Params::EmaCross { fast, slow } => {
             // An EMA is never NaN, but a window longer than the range gives no signal.
             if fast as usize > len || slow as usize > len {
-                return Ledger::over(exec.fee, close, moves, exec.start).result();
+                return books.ledger(exec, combo).done();
             }
-            crosses(
-                (close, moves),
-                line(Key::Ema(slow)),
-                line(Key::Ema(fast)),
-                exec,
-                scratch,
-            )
+            crosses(line(Key::Ema(slow)), line(Key::Ema(fast)), scratch)
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
-            Array::Signals(s) => run_signals(
-                close,
-                s,
-                exec,
-                Ledger::over(exec.fee, close, moves, exec.start),
-            )
-            .result(),
+            Array::Signals(s) => run_signals(close, s, exec, books.ledger(exec, combo)).done(),
             Array::Line(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
             rsi_signals(line(Key::Rsi(n)), lower, upper, &mut scratch.signals);
-            run_signals(
-                close,
-                &scratch.signals,
-                exec,
-                Ledger::over(exec.fee, close, moves, exec.start),
-            )
-            .result()
+            run_signals(close, &scratch.signals, exec, books.ledger(exec, combo)).done()
         }
         Params::HmaSar(_) => unreachable!("hma_sar runs on the paper kernel"),
     }
-}
-
-/// The trades of "`b` crosses `a`": +1 where `b` goes above `a`.
-fn crosses(
-    (close, moves): (&[f64], Option<&Moves>),
-    a: &[f64],
-    b: &[f64],
-    exec: &Execution,
-    s: &mut Scratch,
-) -> ComboResult {
-    signal::run_fast(close, a, b, exec, moves, &mut s.states)
 }

@@ -394,10 +394,10 @@ impl Run<'_> {
                 &signs[at..at + (b - a)]
             });
             Ok(signal::crosses(
-                self.close,
+                self.books(),
+                group[j],
                 per_tile,
                 &self.exec,
-                self.moves.as_ref(),
             ))
         })?;
         for (key, line) in plan.lines.iter().zip(whole) {
