@@ -9,7 +9,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use std::hint::black_box;
 use sweepflight_kernel::{Combo, ComboResult, Execution, Params};
 use sweepflight_protocol::Strategy;
-use sweepflight_server::compute::Job;
+use sweepflight_server::compute::{Job, Keep, Runs};
 use sweepflight_server::results::{MAX_RESULT_BODY, ipc_stream_bodies, to_batch};
 
 fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
@@ -23,6 +23,7 @@ fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
         params,
         exec: Execution::default(),
         periods_per_year: 1.0,
+        keep: Keep::NOTHING,
     };
     let results = (0..n)
         .map(|i| ComboResult {
@@ -47,7 +48,10 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("results");
     for n in [1usize, 80, 100_000] {
         let (job, results) = inputs(n);
-        let results = [results];
+        let results = Runs {
+            results: vec![results],
+            records: Vec::new(),
+        };
         let batch = to_batch(&job, &results).expect("batch");
         let bodies = ipc_stream_bodies(&batch, MAX_RESULT_BODY).expect("encode");
         assert_eq!(decode(&bodies), batch, "round trip");

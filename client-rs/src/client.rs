@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
 use sweepflight_protocol::{
-    DROP, DatasetMeta, ECHO, PutSummary, PutTarget, SWEEP, Strategy, SweepRequest,
+    DROP, DatasetMeta, ECHO, EQUITY, PutSummary, PutTarget, SWEEP, Strategy, SweepRequest, TRADES,
 };
 
 use crate::connect::{ConnectOptions, channel};
@@ -132,9 +132,34 @@ impl Client {
     /// # Errors
     /// [`Error::Status`] with NOT_FOUND (no such dataset or series) or INVALID_ARGUMENT.
     pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
+        SweepResult::check(self.table(SWEEP, request).await?)
+    }
+
+    /// The booked trades of the combos `request` chooses (all of them, or what its `where`,
+    /// `order_by` and `top` keep, as [`Client::sweep`] would): [`series`], `combo`, `trade`,
+    /// `side`, `entry_row`, `exit_row`, `entry_price`, `exit_price`, `pnl`.
+    ///
+    /// # Errors
+    /// As [`Client::sweep`]; INVALID_ARGUMENT past the server's `--max-trade-combos`.
+    pub async fn trades(&mut self, request: &SweepRequest) -> Result<RecordBatch> {
+        self.table(TRADES, request).await
+    }
+
+    /// The mark-to-market equity of the combos `request` chooses, one row per evaluated bar:
+    /// [`series`], `combo`, `row`, `position`, `equity`.
+    ///
+    /// # Errors
+    /// As [`Client::trades`]; RESOURCE_EXHAUSTED if the curves do not fit the server's budget.
+    pub async fn equity(&mut self, request: &SweepRequest) -> Result<RecordBatch> {
+        self.table(EQUITY, request).await
+    }
+
+    /// An action whose reply is one Arrow IPC stream split over its Result bodies, as one
+    /// batch.
+    async fn table(&mut self, action: &str, request: &SweepRequest) -> Result<RecordBatch> {
         let bodies: Vec<Bytes> = self
             .flight
-            .do_action(Action::new(SWEEP, request.encode()))
+            .do_action(Action::new(action, request.encode()))
             .await?
             .try_collect()
             .await?;
@@ -142,7 +167,7 @@ impl Client {
         let reader = arrow_ipc::reader::StreamReader::try_new(stream.as_slice(), None)?;
         let schema = reader.schema();
         let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
-        SweepResult::check(arrow_select::concat::concat_batches(&schema, &batches)?)
+        Ok(arrow_select::concat::concat_batches(&schema, &batches)?)
     }
 
     /// Opens a `session`: many sweeps on one open stream, for tight loops of small

@@ -384,6 +384,64 @@ fn strategies_grids_sides_and_stops_from_the_command_line() {
         );
         assert_eq!(v[4].parse::<u64>().unwrap(), want.trades, "{line}");
     }
+    // The trades of the best combo by pnl: the oracle's, row for row; and its equity.
+    let best = |extra: &[&str]| {
+        let mut args = vec![
+            "trades",
+            "s",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5..8",
+            "slow=20,40",
+            "--side",
+            "long",
+            "--stop-loss",
+            "0.02",
+            "--order-by",
+            "pnl",
+            "--top",
+            "1",
+            "--output",
+            "csv",
+        ];
+        args.extend(extra);
+        ok(cli(s.uri(), &args))
+    };
+    let trades = best(&[]);
+    let rows: Vec<Vec<&str>> = trades
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert!(
+        trades.starts_with("combo,trade,side,entry_row,exit_row,entry_price,exit_price,pnl"),
+        "{trades}"
+    );
+    let k: usize = rows[0][0].parse().unwrap();
+    let want = oracle::run_trades(
+        &close,
+        0..n,
+        0,
+        &Params::SmaCross {
+            fast: 5 + (k / 2) as u32,
+            slow: [20, 40][k % 2],
+        },
+        &exec,
+    );
+    assert_eq!(rows.len(), want.len(), "{trades}");
+    for (r, t) in rows.iter().zip(&want) {
+        assert_eq!(
+            (
+                r[3].parse::<usize>().unwrap(),
+                r[4].parse::<usize>().unwrap()
+            ),
+            (t.entry_row, t.exit_row)
+        );
+    }
+    let equity = best(&["--equity"]);
+    assert!(equity.starts_with("combo,row,position,equity"), "{equity}");
+    assert_eq!(equity.lines().count(), 1 + n, "one row per bar");
     // rsi_revert's bands are numbers; a params file works for any strategy.
     let file = dir.path().join("rsi.json");
     std::fs::write(&file, "[[14, 30, 70.5], [3, 20, 80]]").unwrap();

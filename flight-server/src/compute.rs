@@ -23,8 +23,8 @@ use std::time::Instant;
 use arrow_array::Float64Array;
 use sweepflight_kernel::strategy::{line_bytes, memory_bytes, scratch_bytes, work};
 use sweepflight_kernel::{
-    ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Side,
-    SweepControl, sweep_params,
+    ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Record, Records,
+    Side, SweepControl, sweep_params,
 };
 use sweepflight_protocol::{Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
@@ -156,7 +156,24 @@ impl Input {
         })
     }
 
-    fn closes(&self) -> &[f64] {
+    /// The row of the series (of the upload, for a transient input) that row `r` of the
+    /// kernel's closes is.
+    pub fn series_row(&self, r: usize) -> usize {
+        self.rows.start + r
+    }
+
+    /// Where the evaluated rows start within the kernel's closes.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Rows evaluated (after the warm-up).
+    pub fn evaluated(&self) -> usize {
+        self.rows.len() - self.start
+    }
+
+    /// The kernel's closes: the computed range.
+    pub fn closes(&self) -> &[f64] {
         let all = match &self.closes {
             Closes::Stored(d, series) => d.closes(*series),
             Closes::Transient(c) => c.values(),
@@ -194,6 +211,44 @@ pub struct Job {
     pub exec: Execution,
     /// What the per-bar Sharpe and Sortino ratios are annualised with.
     pub periods_per_year: f64,
+    /// What each combo keeps besides its result.
+    pub keep: Keep,
+}
+
+/// What a job keeps per combo besides its result ([`sweepflight_kernel::Records`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// The booked trades (the `trades` and `equity` actions).
+    pub trades: bool,
+    /// The `block_pnl` column's blocks.
+    pub blocks: Option<u8>,
+}
+
+impl Keep {
+    /// Nothing beyond the results.
+    pub const NOTHING: Self = Self {
+        trades: false,
+        blocks: None,
+    };
+
+    /// Bytes kept per combo besides its result, trades aside (they are bounded by
+    /// `--max-trade-combos`, not known before the run).
+    fn bytes_per_combo(self) -> usize {
+        if self == Self::NOTHING {
+            return 0;
+        }
+        size_of::<Record>() + 8 * usize::from(self.blocks.unwrap_or(0))
+    }
+}
+
+/// A job's output, per input in job order: every combo's result, and what it kept (empty lists
+/// when the job keeps nothing).
+#[derive(Debug, Clone, Default)]
+pub struct Runs {
+    /// `results[i][c]`: input `i`, combo `c`.
+    pub results: Vec<Vec<ComboResult>>,
+    /// `records[i][c]`, if the job keeps anything; else empty.
+    pub records: Vec<Vec<Record>>,
 }
 
 /// What one call may ask of the server.
@@ -221,11 +276,17 @@ impl Limits {
     /// # Errors
     /// [`Error::InvalidArgument`] past a flag; [`Error::ResourceExhausted`] for results that do
     /// not fit the memory budget.
-    pub fn check(&self, selection: &Selection, series: usize, combos: usize) -> Result<()> {
+    pub fn check(
+        &self,
+        selection: &Selection,
+        keep: Keep,
+        series: usize,
+        combos: usize,
+    ) -> Result<()> {
         selection.check_limits(series, combos, self.max_combos, self.max_grid_combos)?;
         let bytes = (series as u64)
             .saturating_mul(combos as u64)
-            .saturating_mul(size_of::<ComboResult>() as u64);
+            .saturating_mul((size_of::<ComboResult>() + keep.bytes_per_combo()) as u64);
         if bytes > self.result_bytes {
             return Err(Error::ResourceExhausted(format!(
                 "{series} series x {combos} combos need {bytes} bytes of results; the server allows {} (--sweep-memory-bytes)",
@@ -249,8 +310,12 @@ impl Job {
         let series = dataset.universe().map_or(1, |u| {
             request.series.as_ref().map_or(u.names.len(), Vec::len)
         });
+        let keep = Keep {
+            trades: false,
+            blocks: request.execution.blocks,
+        };
         // Before the grid is expanded: a grid past the limits costs nothing.
-        limits.check(&request.selection, series, request.len())?;
+        limits.check(&request.selection, keep, series, request.len())?;
         let params = params(request.strategy, &request.grid)?;
         let warmup = request.execution.warmup;
         let (inputs, names) = match dataset.universe() {
@@ -265,7 +330,7 @@ impl Job {
             }
             Some(universe) => {
                 let picked = universe.select(&request.dataset, request.series.as_deref())?;
-                limits.check(&request.selection, picked.len(), params.len())?;
+                limits.check(&request.selection, keep, picked.len(), params.len())?;
                 let names: Vec<String> =
                     picked.iter().map(|&i| universe.names[i].clone()).collect();
                 let inputs = picked
@@ -277,14 +342,40 @@ impl Job {
                 (inputs, Some(names))
             }
         };
-        Ok(Self {
+        let job = Self {
             inputs,
             names,
             strategy: request.strategy,
             params,
             exec: execution(request.fee(), &request.execution),
             periods_per_year: request.execution.periods_per_year.unwrap_or(1.0),
-        })
+            keep,
+        };
+        job.check_blocks()?;
+        Ok(job)
+    }
+
+    /// Refuses blocks that some input has fewer evaluated rows than.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the series.
+    pub fn check_blocks(&self) -> Result<()> {
+        let Some(blocks) = self.keep.blocks else {
+            return Ok(());
+        };
+        for (i, input) in self.inputs.iter().enumerate() {
+            if input.evaluated() < usize::from(blocks) {
+                let which = self
+                    .names
+                    .as_ref()
+                    .map_or_else(|| "the series".to_owned(), |n| format!("series {:?}", n[i]));
+                return Err(Error::invalid(format!(
+                    "`blocks` is {blocks}, but {which} has only {} evaluated rows",
+                    input.evaluated()
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -356,7 +447,7 @@ impl Compute {
     /// # Errors
     /// [`Error::ResourceExhausted`] if the queue is full or one series needs more memory than
     /// the whole budget; kernel errors; [`Error::Internal`] if a worker panicked.
-    pub async fn run(self: &Arc<Self>, job: Job) -> Result<Vec<Vec<ComboResult>>> {
+    pub async fn run(self: &Arc<Self>, job: Job) -> Result<Runs> {
         let total_work: u64 = job
             .inputs
             .iter()
@@ -404,7 +495,7 @@ impl Compute {
         reservation: &Reservation,
         parallel: bool,
         cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Vec<Vec<ComboResult>>> {
+    ) -> Result<Runs> {
         let started = Instant::now();
         // The lines every input's sweep computes, if the cache should have them all.
         let lines: u64 = job
@@ -423,6 +514,17 @@ impl Compute {
                     start: input.start,
                     ..job.exec
                 };
+                let records = (job.keep != Keep::NOTHING)
+                    .then(|| {
+                        Records::new(
+                            job.params.len(),
+                            close.len(),
+                            input.start,
+                            job.keep.trades,
+                            job.keep.blocks.map_or(0, usize::from),
+                        )
+                    })
+                    .transpose()?;
                 let run = |cache: &dyn ArrayCache| {
                     let control = SweepControl {
                         cache,
@@ -431,6 +533,7 @@ impl Compute {
                         parallel: Some(parallel),
                         tile_bars: None,
                         bar_metrics: true,
+                        records: records.as_ref(),
                     };
                     sweep_params(close, &job.params, &exec, &control)
                 };
@@ -438,9 +541,16 @@ impl Compute {
                     Some(key) => run(&self.cache.view(key, &self.metrics, offer)),
                     None => run(&NoCache),
                 }?;
-                Ok(results)
+                Ok((results, records.map(Records::into_records)))
             })
-            .collect::<Result<Vec<_>>>();
+            .collect::<Result<Vec<_>>>()
+            .map(|all| {
+                let (results, records): (Vec<_>, Vec<_>) = all.into_iter().unzip();
+                Runs {
+                    results,
+                    records: records.into_iter().flatten().collect(),
+                }
+            });
         let elapsed = started.elapsed();
         self.metrics.sweep_seconds.observe(elapsed.as_secs_f64());
         tracing::debug!(
@@ -476,7 +586,9 @@ struct Plan {
 
 impl Plan {
     fn new(job: &Job, workers: usize, budget: u64) -> Result<Self> {
-        let results = job.inputs.len() * job.params.len() * size_of::<ComboResult>();
+        let results = job.inputs.len()
+            * job.params.len()
+            * (size_of::<ComboResult>() + job.keep.bytes_per_combo());
         let longest = job
             .inputs
             .iter()

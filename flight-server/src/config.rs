@@ -25,6 +25,8 @@ pub struct ServerConfig {
     pub max_combos: usize,
     /// With `top`, most combos one sweep call may evaluate (series x combos).
     pub max_grid_combos: usize,
+    /// Most combos (x series) a `trades` or `equity` call may return.
+    pub max_trade_combos: usize,
     /// Bytes the kernel cache may hold across calls (least recently used out first).
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
@@ -134,6 +136,7 @@ impl Default for ServerConfig {
             max_message_bytes: Self::DEFAULT_MAX_MESSAGE_BYTES,
             max_combos: Self::DEFAULT_MAX_COMBOS,
             max_grid_combos: sweepflight_protocol::DEFAULT_MAX_GRID_COMBOS,
+            max_trade_combos: sweepflight_protocol::DEFAULT_MAX_TRADE_COMBOS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
             max_total_bytes: Self::DEFAULT_MAX_TOTAL_BYTES,
@@ -162,6 +165,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_message_bytes", &self.max_message_bytes)
             .field("max_combos", &self.max_combos)
             .field("max_grid_combos", &self.max_grid_combos)
+            .field("max_trade_combos", &self.max_trade_combos)
             .field("cache_bytes", &self.cache_bytes)
             .field("max_dataset_bytes", &self.max_dataset_bytes)
             .field("max_total_bytes", &self.max_total_bytes)

@@ -44,6 +44,10 @@ struct Cli {
     #[arg(long, default_value_t = sweepflight_protocol::DEFAULT_MAX_GRID_COMBOS)]
     max_grid_combos: usize,
 
+    /// Most combos (x series) one `trades` or `equity` call may return.
+    #[arg(long, default_value_t = sweepflight_protocol::DEFAULT_MAX_TRADE_COMBOS)]
+    max_trade_combos: usize,
+
     /// Bytes of kernel arrays cached across sweeps (least recently used evicted first); 0
     /// disables.
     #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_CACHE_BYTES)]
@@ -163,6 +167,7 @@ impl TryFrom<&Cli> for ServerConfig {
             max_message_bytes: usize::try_from(cli.max_message_bytes)?,
             max_combos: cli.max_combos,
             max_grid_combos: cli.max_grid_combos,
+            max_trade_combos: cli.max_trade_combos,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
             max_total_bytes: cli.max_total_bytes,

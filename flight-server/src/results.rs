@@ -3,16 +3,18 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{
+    ArrayRef, FixedSizeListArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
 use arrow_flight::FlightData;
 use arrow_ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, StreamWriter,
 };
 use bytes::Bytes;
-use sweepflight_kernel::ComboResult;
-use sweepflight_protocol::{ParamKind, Selection, strategy_schema};
+use sweepflight_kernel::{ComboResult, equity};
+use sweepflight_protocol::{ParamKind, Selection, equity_schema, sweep_schema, trades_schema};
 
-use crate::compute::Job;
+use crate::compute::{Job, Runs};
 
 use crate::{Error, Result};
 
@@ -20,13 +22,14 @@ use crate::{Error, Result};
 /// (arrow-rs `FlightClient` among them), and the protobuf framing needs a few bytes of its own.
 pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 
-/// One row per combo, in request order, for each series in turn (`results[i]` are series
-/// `i`'s): the job's strategy schema ([`strategy_schema`]). A job with series names (a keyed
-/// dataset) starts with the `series` column.
+/// One row per combo, in request order, for each series in turn (`runs.results[i]` are series
+/// `i`'s): the job's strategy schema ([`sweep_schema`]), with `block_pnl` last if the job
+/// keeps blocks. A job with series names (a keyed dataset) starts with the `series` column.
 ///
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
-pub fn to_batch(job: &Job, results: &[Vec<ComboResult>]) -> Result<RecordBatch> {
+pub fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
+    let results = &runs.results;
     let series = job.names.as_deref();
     let params = &job.params;
     let rows = || results.iter().flatten();
@@ -73,8 +76,29 @@ pub fn to_batch(job: &Job, results: &[Vec<ComboResult>]) -> Result<RecordBatch> 
             metrics.iter().map(|m| m[k]),
         )));
     }
-    RecordBatch::try_new(strategy_schema(job.strategy, series.is_some()), columns)
-        .map_err(|e| Error::internal("build the result table", e))
+    let schema = sweep_schema(job.strategy, series.is_some(), job.keep.blocks);
+    if let Some(blocks) = job.keep.blocks {
+        let values: Float64Array = runs
+            .records
+            .iter()
+            .flatten()
+            .flat_map(|r| r.block_pnl.iter().copied())
+            .collect();
+        let arrow_schema::DataType::FixedSizeList(item, _) =
+            schema.field(schema.fields().len() - 1).data_type()
+        else {
+            return Err(Error::Internal("block_pnl is not a fixed-size list".into()));
+        };
+        let list = FixedSizeListArray::try_new(
+            Arc::clone(item),
+            i32::from(blocks),
+            Arc::new(values),
+            None,
+        )
+        .map_err(|e| Error::internal("build the block_pnl column", e))?;
+        columns.push(Arc::new(list));
+    }
+    RecordBatch::try_new(schema, columns).map_err(|e| Error::internal("build the result table", e))
 }
 
 /// The rows of a sweep's table that `selection` keeps, in its order: per series (the table is
@@ -88,6 +112,16 @@ pub fn select(batch: RecordBatch, series: usize, selection: &Selection) -> Resul
     if selection.is_empty() {
         return Ok(batch);
     }
+    let picked = select_rows(&batch, series, selection)?;
+    arrow_select::take::take_record_batch(&batch, &arrow_array::UInt32Array::from(picked))
+        .map_err(|e| Error::internal("select the result rows", e))
+}
+
+/// The rows of `batch` that [`select`] keeps, in its order.
+///
+/// # Errors
+/// As [`select`].
+pub fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) -> Result<Vec<u32>> {
     let values = |name: &str| -> Result<Vec<Option<f64>>> {
         let col = batch
             .column_by_name(name)
@@ -134,8 +168,111 @@ pub fn select(batch: RecordBatch, series: usize, selection: &Selection) -> Resul
         }
         picked.extend(rows.into_iter().map(|r| r as u32));
     }
-    arrow_select::take::take_record_batch(&batch, &arrow_array::UInt32Array::from(picked))
-        .map_err(|e| Error::internal("select the result rows", e))
+    Ok(picked)
+}
+
+/// The `trades` reply ([`trades_schema`]): for each series of `job` in turn, each chosen combo
+/// (`chosen[i]`: positions in the request, ascending) and its trades as `runs` kept them
+/// (`runs.records[i][k]` for `chosen[i][k]`), rows of the series.
+///
+/// # Errors
+/// Only if Arrow rejects the columns, which would be a bug.
+pub fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
+    let mut t = Columns::default();
+    for (i, input) in job.inputs.iter().enumerate() {
+        for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
+            for (k, trade) in record.trades.iter().enumerate() {
+                t.series.push(i);
+                t.ints[0].push(combo as i64);
+                t.ints[1].push(k as i64);
+                t.sides.push(trade.side);
+                t.ints[2].push(input.series_row(trade.entry_row) as i64);
+                t.ints[3].push(input.series_row(trade.exit_row) as i64);
+                t.floats[0].push(trade.entry_price);
+                t.floats[1].push(trade.exit_price);
+                t.floats[2].push(trade.net);
+            }
+        }
+    }
+    let [combo, trade, entry_row, exit_row] = t.ints;
+    let [entry_price, exit_price, pnl] = t.floats;
+    let columns: Vec<ArrayRef> = vec![
+        int64(combo),
+        int64(trade),
+        Arc::new(arrow_array::Int8Array::from(t.sides)),
+        int64(entry_row),
+        int64(exit_row),
+        float64(entry_price),
+        float64(exit_price),
+        float64(pnl),
+    ];
+    keyed_batch(job, &t.series, trades_schema, columns)
+}
+
+/// The `equity` reply ([`equity_schema`]): per series, chosen combo and evaluated bar, the
+/// position after the bar and the mark-to-market equity, from the trades `runs` kept.
+///
+/// # Errors
+/// As [`trades_batch`].
+pub fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
+    let mut t = Columns::default();
+    for (i, input) in job.inputs.iter().enumerate() {
+        let (close, start) = (input.closes(), input.start());
+        for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
+            for (k, (position, q)) in equity(close, start, &record.trades).into_iter().enumerate() {
+                t.series.push(i);
+                t.ints[0].push(combo as i64);
+                t.ints[1].push(input.series_row(start + k) as i64);
+                t.sides.push(position);
+                t.floats[0].push(q);
+            }
+        }
+    }
+    let [combo, row, _, _] = t.ints;
+    let [q, _, _] = t.floats;
+    let columns: Vec<ArrayRef> = vec![
+        int64(combo),
+        int64(row),
+        Arc::new(arrow_array::Int8Array::from(t.sides)),
+        float64(q),
+    ];
+    keyed_batch(job, &t.series, equity_schema, columns)
+}
+
+/// Bytes of an `equity` reply of `rows` rows (before the series names).
+pub const EQUITY_ROW_BYTES: u64 = 8 + 8 + 1 + 8;
+
+/// Columns of a trades or equity table as they are filled.
+#[derive(Default)]
+struct Columns {
+    series: Vec<usize>,
+    ints: [Vec<i64>; 4],
+    sides: Vec<i8>,
+    floats: [Vec<f64>; 3],
+}
+
+fn int64(v: Vec<i64>) -> ArrayRef {
+    Arc::new(Int64Array::from(v))
+}
+
+fn float64(v: Vec<f64>) -> ArrayRef {
+    Arc::new(Float64Array::from(v))
+}
+
+/// `columns` under `schema`, after the `series` column (the names of `series`' indices) if the
+/// job is keyed.
+fn keyed_batch(
+    job: &Job,
+    series: &[usize],
+    schema: fn(bool) -> arrow_schema::SchemaRef,
+    mut columns: Vec<ArrayRef>,
+) -> Result<RecordBatch> {
+    if let Some(names) = &job.names {
+        let names = series.iter().map(|&i| names[i].as_str());
+        columns.insert(0, Arc::new(StringArray::from_iter_values(names)));
+    }
+    RecordBatch::try_new(schema(job.names.is_some()), columns)
+        .map_err(|e| Error::internal("build the reply table", e))
 }
 
 /// `batch` as one Arrow IPC stream (schema, batch, end-of-stream), cut into bodies of at most
@@ -219,6 +356,14 @@ mod tests {
             params,
             exec: Execution::default(),
             periods_per_year: 1.0,
+            keep: crate::compute::Keep::NOTHING,
+        }
+    }
+
+    fn runs(results: Vec<Vec<ComboResult>>) -> Runs {
+        Runs {
+            results,
+            records: Vec::new(),
         }
     }
 
@@ -245,10 +390,13 @@ mod tests {
         ];
         let batch = to_batch(
             &job(Strategy::RsiRevert, params),
-            &[vec![ComboResult::default(); 2]],
+            &runs(vec![vec![ComboResult::default(); 2]]),
         )
         .unwrap();
-        assert_eq!(batch.schema(), strategy_schema(Strategy::RsiRevert, false));
+        assert_eq!(
+            batch.schema(),
+            sweepflight_protocol::strategy_schema(Strategy::RsiRevert, false)
+        );
         let n = batch
             .column(1)
             .as_any()
@@ -277,7 +425,7 @@ mod tests {
                     ..Default::default()
                 })
                 .collect();
-            let batch = to_batch(&hma(&combos), &[results]).unwrap();
+            let batch = to_batch(&hma(&combos), &runs(vec![results])).unwrap();
             let msg = encoder.encode(&batch).unwrap();
             assert!(msg.app_metadata.is_empty() && msg.flight_descriptor.is_none());
             let back = arrow_flight::utils::flight_data_to_arrow_batch(
@@ -302,7 +450,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let batch = to_batch(&hma(&combos), &[results]).unwrap();
+        let batch = to_batch(&hma(&combos), &runs(vec![results])).unwrap();
         let bodies = ipc_stream_bodies(&batch, 1000).unwrap();
         assert!(bodies.len() > 10 && bodies.iter().all(|b| b.len() <= 1000));
         let joined: Vec<u8> = bodies.concat();
@@ -334,7 +482,11 @@ mod tests {
             names: Some(vec!["B".into(), "A".into()]),
             ..hma(&combos)
         };
-        let batch = to_batch(&job, &[vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]]).unwrap();
+        let batch = to_batch(
+            &job,
+            &runs(vec![vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]]),
+        )
+        .unwrap();
         assert_eq!(batch.schema(), result_schema(true));
         let series: Vec<_> = batch
             .column(0)

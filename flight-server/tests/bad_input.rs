@@ -596,10 +596,49 @@ fn cases() -> Vec<Case> {
             "`periods_per_year` must be a finite number > 0",
         ),
         case(
-            "sweep: a v1.2 field this server does not serve yet",
-            sweep(json!({"dataset": "keep", "lengths": [6], "blocks": 4})),
+            "sweep: one block",
+            sweep(json!({"dataset": "keep", "lengths": [6], "blocks": 1})),
             Invalid,
-            "unknown field `blocks`",
+            "`blocks` must be an integer from 2 to 64",
+        ),
+        case(
+            "sweep: more blocks than evaluated rows",
+            sweep(json!({"dataset": "keep", "lengths": [6], "blocks": 4, "rows": [0, 3]})),
+            Invalid,
+            "has only 3 evaluated rows",
+        ),
+        case(
+            "trades: more combos than --max-trade-combos",
+            Call::Action(
+                "trades",
+                json!({"dataset": "keep", "lengths": (1..=11).collect::<Vec<u32>>()})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            Invalid,
+            "--max-trade-combos",
+        ),
+        case(
+            "equity: where on an unknown column",
+            Call::Action(
+                "equity",
+                json!({"dataset": "keep", "lengths": [6], "where": {"sharp": [1, null]}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            Invalid,
+            "unknown result column",
+        ),
+        case(
+            "trades: a dataset that does not exist",
+            Call::Action(
+                "trades",
+                json!({"dataset": "nope", "lengths": [6]})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            NotFound,
+            "nope",
         ),
         case(
             "sweep: where on an unknown column",
@@ -1048,6 +1087,7 @@ async fn every_bad_request_gets_its_code_and_changes_nothing() {
         c.max_dataset_bytes = 100_000;
         c.max_total_bytes = 60_000;
         c.max_combos = 100;
+        c.max_trade_combos = 10;
         c.max_message_bytes = 1 << 20;
     })
     .await;

@@ -916,3 +916,176 @@ async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
         "{e}"
     );
 }
+
+/// The reply of an action that answers one Arrow IPC stream, as one batch.
+async fn table(
+    c: &mut arrow_flight::FlightClient,
+    kind: &str,
+    body: &serde_json::Value,
+) -> RecordBatch {
+    let bytes = action(c, kind, body.to_string()).await.unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
+fn int8s(b: &RecordBatch, name: &str) -> Vec<i8> {
+    b.column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int8Array>()
+        .unwrap()
+        .values()
+        .to_vec()
+}
+
+/// `trades`, `equity` and `block_pnl` on a universe of series of different lengths, with rows,
+/// warm-up, a side and a stop: the oracle's trades exactly, its equity and blocks within 1e-6;
+/// the selection chooses the combos as `sweep` would; `--max-trade-combos` bounds the reply.
+#[tokio::test]
+async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
+    use sweepflight_kernel::{Execution, Params, Side, oracle};
+    let server = TestServer::with(|c| c.max_trade_combos = 4).await;
+    let mut c = server.client().await;
+    let (a, z) = (series(1_500), series(2_600)[800..].to_vec());
+    let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
+        .chain(std::iter::repeat_n("Z", z.len()))
+        .collect();
+    let closes: Vec<f64> = a.iter().chain(&z).copied().collect();
+    let batch = RecordBatch::try_from_iter([
+        ("sym", Arc::new(StringArray::from(keys)) as ArrayRef),
+        (
+            "close",
+            Arc::new(arrow_array::Float64Array::from(closes)) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let target = sweepflight_protocol::PutTarget::keyed("u", "sym");
+    put_with(&mut c, target.to_descriptor(), vec![batch])
+        .await
+        .unwrap();
+    let pairs = [[5u32, 20], [9, 30], [3, 50]];
+    let body = json!({"dataset": "u", "strategy": "sma_cross", "params": pairs, "side": "long",
+                      "stop_loss": 0.01, "rows": [100, 1_700], "warmup": 50});
+    let exec = Execution {
+        side: Side::Long,
+        stop_loss: Some(0.01),
+        ..Execution::default()
+    };
+    let close_of = |s: &str| if s == "A" { &a } else { &z };
+    let rows_of = |s: &str| 100..1_700.min(close_of(s).len());
+    let oracle_trades = |s: &str, k: usize| {
+        let p = Params::SmaCross {
+            fast: pairs[k][0],
+            slow: pairs[k][1],
+        };
+        oracle::run_trades(close_of(s), rows_of(s), 50, &p, &exec)
+    };
+
+    // Too many combos x series for --max-trade-combos: 3 x 2 > 4.
+    let err = action(&mut c, "trades", body.to_string())
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Code::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("--max-trade-combos"), "{err}");
+
+    // The best two by pnl per series: the rows `sweep` would return, then their trades.
+    let mut chosen = body.clone();
+    chosen["order_by"] = json!("pnl");
+    chosen["top"] = json!(2);
+    let best = sweep(&mut c, chosen.clone()).await.unwrap();
+    let names = best
+        .column(0)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let mut want: Vec<(String, i64)> = (0..best.num_rows())
+        .map(|r| (names.value(r).to_owned(), i64s(&best, "combo")[r]))
+        .collect();
+    want.sort();
+    let t = table(&mut c, "trades", &chosen).await;
+    assert_eq!(t.schema(), sweepflight_protocol::trades_schema(true));
+    let t_names = t.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+    let (combo, trade, side) = (i64s(&t, "combo"), i64s(&t, "trade"), int8s(&t, "side"));
+    let (entry, exit) = (i64s(&t, "entry_row"), i64s(&t, "exit_row"));
+    let (entry_price, exit_price, pnl) = (
+        f64s(&t, "entry_price"),
+        f64s(&t, "exit_price"),
+        f64s(&t, "pnl"),
+    );
+    let mut row = 0;
+    for (s, k) in &want {
+        let trades = oracle_trades(s, *k as usize);
+        assert!(!trades.is_empty(), "{s} combo {k} trades");
+        for (n, o) in trades.iter().enumerate() {
+            assert_eq!(
+                (t_names.value(row), combo[row], trade[row]),
+                (s.as_str(), *k, n as i64)
+            );
+            assert_eq!(side[row], o.side);
+            assert_eq!(
+                (entry[row] as usize, exit[row] as usize),
+                (o.entry_row, o.exit_row)
+            );
+            assert_eq!(
+                (entry_price[row], exit_price[row]),
+                (o.entry_price, o.exit_price)
+            );
+            assert!((pnl[row] - o.net).abs() <= 1e-6);
+            row += 1;
+        }
+    }
+    assert_eq!(row, t.num_rows(), "no other rows");
+
+    // Their equity: one row per evaluated bar per combo.
+    let e = table(&mut c, "equity", &chosen).await;
+    assert_eq!(e.schema(), sweepflight_protocol::equity_schema(true));
+    let (e_row, position, equity) = (i64s(&e, "row"), int8s(&e, "position"), f64s(&e, "equity"));
+    let mut at = 0;
+    for (s, k) in &want {
+        let curve = oracle::equity(close_of(s), rows_of(s), &oracle_trades(s, *k as usize));
+        for (i, (p, q)) in rows_of(s).zip(curve) {
+            assert_eq!((e_row[at] as usize, position[at]), (i, p), "{s} {k}");
+            assert!((equity[at] - q).abs() <= 1e-6, "{s} {k} row {i}");
+            at += 1;
+        }
+    }
+    assert_eq!(at, e.num_rows());
+
+    // Blocks: the equity's change over each block, summing to pnl.
+    let mut blocked = body.clone();
+    blocked["blocks"] = json!(7);
+    let b = sweep(&mut c, blocked.clone()).await.unwrap();
+    let list = b
+        .column_by_name("block_pnl")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::FixedSizeListArray>()
+        .unwrap();
+    assert_eq!(list.value_length(), 7);
+    let b_names = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+    for r in 0..b.num_rows() {
+        let s = b_names.value(r);
+        let k = i64s(&b, "combo")[r] as usize;
+        let want = oracle::block_pnl(close_of(s), rows_of(s), &oracle_trades(s, k), 7);
+        let got = list.value(r);
+        let got = got
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .unwrap();
+        for (x, y) in got.values().iter().zip(&want) {
+            assert!((x - y).abs() <= 1e-6, "{s} combo {k}: {got:?} vs {want:?}");
+        }
+        assert!((got.values().iter().sum::<f64>() - f64s(&b, "pnl")[r]).abs() <= 1e-6);
+    }
+    // More blocks than a series has evaluated rows: refused, naming it.
+    blocked["blocks"] = json!(64);
+    blocked["rows"] = json!([0, 60]);
+    let err = sweep(&mut c, blocked).await.unwrap_err();
+    assert_eq!(code(&err), Code::InvalidArgument, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("A") && message.contains("has only 60 evaluated rows"),
+        "{err}"
+    );
+}

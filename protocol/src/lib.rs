@@ -23,16 +23,17 @@ mod strategy;
 mod sweep;
 mod ticket;
 
-pub use actions::{ACTIONS, DROP, ECHO, STATS, STRATEGIES, SWEEP};
+pub use actions::{ACTIONS, DROP, ECHO, EQUITY, STATS, STRATEGIES, SWEEP, TRADES};
 pub use error::{Error, Result};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
-    COMBO_COLUMNS, SERIES_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema,
-    param_type, result_schema, strategy_schema,
+    BLOCK_PNL_COLUMN, COMBO_COLUMNS, SERIES_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS,
+    check_result_schema, equity_schema, param_type, result_schema, strategy_schema, sweep_schema,
+    trades_schema,
 };
-pub use selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
-pub use strategy::{Execution, ParamKind, Sample, Side, Strategy, strategies_json};
+pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection};
+pub use strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{
     DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,
     SweepRequest, check_runs,

@@ -104,6 +104,67 @@ pub fn strategy_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
     Arc::clone(&SCHEMAS[i][usize::from(keyed)])
 }
 
+/// The column a body with `"blocks": B` adds after the metrics: the equity's change over each
+/// of B blocks of the evaluated rows (strategies.md, "Blocks").
+pub const BLOCK_PNL_COLUMN: &str = "block_pnl";
+
+/// [`strategy_schema`], with the `block_pnl` column (fixed_size_list<float64>[B]) last when
+/// `blocks` is given.
+pub fn sweep_schema(strategy: Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
+    let base = strategy_schema(strategy, keyed);
+    let Some(b) = blocks else { return base };
+    let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(
+        BLOCK_PNL_COLUMN,
+        DataType::FixedSizeList(
+            Arc::new(Field::new("item", DataType::Float64, false)),
+            i32::from(b),
+        ),
+        false,
+    ));
+    Arc::new(Schema::new(fields))
+}
+
+/// The `trades` action's reply: [`series`], `combo`, `trade`, `side` (int8), `entry_row`,
+/// `exit_row` (rows of the series), `entry_price`, `exit_price`, `pnl` (net, percentage
+/// points), ordered by series, combo, trade.
+pub fn trades_schema(keyed: bool) -> SchemaRef {
+    let i = |n: &str| Field::new(n, DataType::Int64, false);
+    let f = |n: &str| Field::new(n, DataType::Float64, false);
+    let mut fields = series_field(keyed);
+    fields.extend([
+        i("combo"),
+        i("trade"),
+        Field::new("side", DataType::Int8, false),
+        i("entry_row"),
+        i("exit_row"),
+        f("entry_price"),
+        f("exit_price"),
+        f("pnl"),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The `equity` action's reply: [`series`], `combo`, `row` (of the series), `position` (int8,
+/// after the bar), `equity` (`Q` of strategies.md): one row per evaluated bar per combo.
+pub fn equity_schema(keyed: bool) -> SchemaRef {
+    let mut fields = series_field(keyed);
+    fields.extend([
+        Field::new("combo", DataType::Int64, false),
+        Field::new("row", DataType::Int64, false),
+        Field::new("position", DataType::Int8, false),
+        Field::new("equity", DataType::Float64, false),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+fn series_field(keyed: bool) -> Vec<Field> {
+    keyed
+        .then(|| Field::new(SERIES_COLUMN, DataType::Utf8, false))
+        .into_iter()
+        .collect()
+}
+
 /// Checks a received result schema: `series` (utf8) first or not at all, `combo`, one
 /// strategy's parameter columns (hma_sar's six windows in v1), `pnl` and `trades` with their
 /// types; extension columns, when present, with theirs. Returns whether the result is keyed.

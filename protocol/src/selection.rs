@@ -19,6 +19,9 @@ pub(crate) type Fields = (
 /// The combos a sweep with `top` may evaluate by default (series x combos).
 pub const DEFAULT_MAX_GRID_COMBOS: usize = 100_000_000;
 
+/// `--max-trade-combos` by default: combos x series a `trades` or `equity` call may return.
+pub const DEFAULT_MAX_TRADE_COMBOS: usize = 1_000;
+
 /// What a sweep keeps of its rows, and in which order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Selection {

@@ -222,7 +222,13 @@ pub struct Execution {
     /// Periods per year the per-bar Sharpe and Sortino ratios are annualised with (> 0;
     /// `None`: 1, per-bar figures).
     pub periods_per_year: Option<f64>,
+    /// Blocks of the evaluated rows for the `block_pnl` column (2 to [`MAX_BLOCKS`]; `None`:
+    /// no column).
+    pub blocks: Option<u8>,
 }
+
+/// Most blocks a body may ask for (strategies.md, "Blocks").
+pub const MAX_BLOCKS: u8 = 64;
 
 impl Execution {
     /// True when every option is at its default.

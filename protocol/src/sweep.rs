@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
 use crate::selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
-use crate::strategy::{Execution, ParamKind, Sample, Side, Strategy};
+use crate::strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy};
 use crate::{Error, Result, validate_name};
 
 /// Largest window or length the contract accepts (`i32::MAX`).
@@ -410,6 +410,7 @@ impl ExchangeCommand {
             && wire.take_profit.is_none()
             && wire.warmup.is_none()
             && wire.periods_per_year.is_none()
+            && wire.blocks.is_none()
             && wire.filters.is_none()
             && wire.order_by.is_none()
             && wire.descending.is_none()
@@ -535,6 +536,8 @@ struct Wire {
     warmup: Option<Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     periods_per_year: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blocks: Option<Number>,
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
     filters: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -581,6 +584,7 @@ impl Wire {
             take_profit: execution.take_profit,
             warmup: (execution.warmup != 0).then(|| Number::from(execution.warmup)),
             periods_per_year: execution.periods_per_year,
+            blocks: execution.blocks.map(Number::from),
             filters,
             order_by,
             descending,
@@ -748,6 +752,18 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         }
         execution.periods_per_year = Some(p);
     }
+    if let Some(b) = &wire.blocks {
+        execution.blocks = Some(
+            b.as_u64()
+                .filter(|b| (2..=u64::from(MAX_BLOCKS)).contains(b))
+                .and_then(|b| u8::try_from(b).ok())
+                .ok_or_else(|| {
+                    Error::new(format!(
+                        "`blocks` must be an integer from 2 to {MAX_BLOCKS}, got {b}"
+                    ))
+                })?,
+        );
+    }
     let series = wire.series.map(check_series).transpose()?;
     let rows = wire
         .rows
@@ -832,6 +848,7 @@ fn execution(
         take_profit,
         warmup,
         periods_per_year: None,
+        blocks: None,
     })
 }
 
@@ -1134,6 +1151,7 @@ mod tests {
                 take_profit: Some(0.05),
                 warmup: 200,
                 periods_per_year: None,
+                blocks: None,
             }
         );
         assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
@@ -1297,8 +1315,16 @@ mod tests {
                 "`warmup`",
             ),
             (
-                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "blocks": 4}"#,
-                "unknown field `blocks`",
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "blocks": 1}"#,
+                "`blocks` must be an integer from 2 to 64, got 1",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "blocks": 65}"#,
+                "`blocks` must be an integer from 2 to 64",
+            ),
+            (
+                r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "blocks": 4.5}"#,
+                "`blocks` must be an integer",
             ),
             (
                 r#"{"dataset": "p", "strategy": "donchian", "params": [[5]], "top": 0}"#,

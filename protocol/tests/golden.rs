@@ -11,8 +11,8 @@ use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
     ACTIONS, ExchangeCommand, Execution, Grid, PROTOCOL_VERSION, PutTarget, RowRange,
-    SESSION_COMMAND, Sample, Selection, Side, Strategy, SweepRequest, result_schema,
-    strategy_schema,
+    SESSION_COMMAND, Sample, Selection, Side, Strategy, SweepRequest, equity_schema, result_schema,
+    strategy_schema, sweep_schema, trades_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -23,12 +23,18 @@ fn sweep_case(name: &str, args: Value, request: SweepRequest) -> Value {
     json!({"name": name, "args": args, "body": body})
 }
 
-fn type_name(t: &DataType) -> &'static str {
+fn type_name(t: &DataType) -> String {
     // pyarrow's spelling, so the Python test compares `str(field.type)` directly.
     match t {
-        DataType::Int64 => "int64",
-        DataType::Float64 => "double",
-        DataType::Utf8 => "string",
+        DataType::Int8 => "int8".into(),
+        DataType::Int64 => "int64".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 => "string".into(),
+        DataType::FixedSizeList(item, n) if !item.is_nullable() => format!(
+            "fixed_size_list<{}: {} not null>[{n}]",
+            item.name(),
+            type_name(item.data_type())
+        ),
         other => panic!("no golden spelling for {other}"),
     }
 }
@@ -66,7 +72,7 @@ fn golden() -> Value {
         sweep_case(
             "sma_cross_grid_long_with_stops",
             json!({"dataset": "eurusd", "strategy": "sma_cross", "grid": {"fast": [5, 10], "slow": [20, 50, 100]},
-                   "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "periods_per_year": 252.0}),
+                   "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "periods_per_year": 252.0, "blocks": 8}),
             SweepRequest::strategy(
                 "eurusd",
                 Strategy::SmaCross,
@@ -78,6 +84,7 @@ fn golden() -> Value {
                 take_profit: Some(0.05),
                 warmup: 0,
                 periods_per_year: Some(252.0),
+                blocks: Some(8),
             }),
         ),
         sweep_case(
@@ -151,13 +158,9 @@ fn golden() -> Value {
             json!([f.name(), type_name(f.data_type())])
         }
     };
-    let schema = |keyed| {
-        result_schema(keyed)
-            .fields()
-            .iter()
-            .map(|f| field(f))
-            .collect::<Vec<_>>()
-    };
+    let fields =
+        |s: arrow_schema::SchemaRef| s.fields().iter().map(|f| field(f)).collect::<Vec<_>>();
+    let schema = |keyed| fields(result_schema(keyed));
     let cmd = |c: &ExchangeCommand| serde_json::from_slice::<Value>(&c.encode()).unwrap();
     json!({
         "version": PROTOCOL_VERSION,
@@ -181,6 +184,9 @@ fn golden() -> Value {
                 (s.name().to_owned(), Value::Array(fields))
             })
             .collect::<serde_json::Map<_, _>>(),
+        "block_pnl_schema": fields(sweep_schema(Strategy::Donchian, true, Some(8))),
+        "trades_schema": {"unkeyed": fields(trades_schema(false)), "keyed": fields(trades_schema(true))},
+        "equity_schema": {"unkeyed": fields(equity_schema(false)), "keyed": fields(equity_schema(true))},
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
     })
 }

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 
 use anyhow::Context;
 use sweepflight_protocol::ExchangeCommand;
-use sweepflight_server::compute::{Job, execution, params};
+use sweepflight_server::compute::{Job, Keep, Runs, execution, params};
 use sweepflight_server::results::to_batch;
 
 fn main() -> anyhow::Result<()> {
@@ -25,6 +25,10 @@ fn main() -> anyhow::Result<()> {
     let ExchangeCommand::Sweep(spec) = ExchangeCommand::decode(cmd.to_string().as_bytes())? else {
         anyhow::bail!("not a sweep");
     };
+    anyhow::ensure!(
+        spec.execution.blocks.is_none(),
+        "sweep-stdio does not compute `blocks`"
+    );
     let job = Job {
         inputs: Vec::new(),
         names: None,
@@ -32,11 +36,16 @@ fn main() -> anyhow::Result<()> {
         params: params(spec.strategy, &spec.grid)?,
         exec: execution(spec.fee(), &spec.execution),
         periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
+        keep: Keep::NOTHING,
     };
     let close = sweepflight_benches::closes(reader)?;
     let control = sweepflight_kernel::SweepControl::default();
     let results = sweepflight_kernel::sweep_params(&close, &job.params, &job.exec, &control)?;
-    let out = to_batch(&job, &[results])?;
+    let runs = Runs {
+        results: vec![results],
+        records: Vec::new(),
+    };
+    let out = to_batch(&job, &runs)?;
     let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
     writer.write(&out)?;
     writer.finish()?;

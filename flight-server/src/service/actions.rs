@@ -1,12 +1,15 @@
-//! ListActions and DoAction: `sweep`, `echo`, `drop`, `stats`.
+//! ListActions and DoAction: `sweep`, `echo`, `drop`, `stats`, `strategies`, `trades`,
+//! `equity`.
 
 use arrow_flight::{Action, ActionType};
 use bytes::Bytes;
 use sweepflight_protocol::{
-    ACTIONS, DROP, ECHO, STATS, STRATEGIES, SWEEP, SweepRequest, strategies_json, validate_name,
+    ACTIONS, DROP, ECHO, EQUITY, STATS, STRATEGIES, SWEEP, SweepRequest, TRADES, strategies_json,
+    validate_name,
 };
 
 use super::State;
+use super::sweep::Detail;
 use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies};
 use crate::{Error, Result};
 
@@ -29,6 +32,8 @@ pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_fligh
         DROP => vec![drop(state, &action.body).await?],
         STATS => vec![stats(state)],
         STRATEGIES => vec![Bytes::from(strategies_json().to_string())],
+        TRADES => detail(state, &action.body, Detail::Trades).await?,
+        EQUITY => detail(state, &action.body, Detail::Equity).await?,
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())
@@ -41,6 +46,16 @@ async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
     span.record("dataset", request.dataset.as_str());
     span.record("combos", request.len());
     let batch = super::sweep::run(state, &request, None).await?;
+    ipc_stream_bodies(&batch, MAX_RESULT_BODY)
+}
+
+#[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
+async fn detail(state: &State, body: &[u8], detail: Detail) -> Result<Vec<Bytes>> {
+    let request = SweepRequest::decode(body)?;
+    let span = tracing::Span::current();
+    span.record("dataset", request.dataset.as_str());
+    span.record("combos", request.len());
+    let batch = super::sweep::detail(state, &request, None, detail).await?;
     ipc_stream_bodies(&batch, MAX_RESULT_BODY)
 }
 

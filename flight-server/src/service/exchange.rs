@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::put::upload_limits;
 use super::{Inbound, State};
-use crate::compute::{Input, Job, execution, params};
+use crate::compute::{Input, Job, Keep, execution, params};
 use crate::ingest::read_upload;
 use crate::results::{SessionEncoder, select, to_batch};
 use crate::{Error, Result};
@@ -48,7 +48,11 @@ async fn transient(
     data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     let limits = super::sweep::limits(state);
-    limits.check(&sweep.selection, 1, sweep.grid.len())?;
+    let keep = Keep {
+        trades: false,
+        blocks: sweep.execution.blocks,
+    };
+    limits.check(&sweep.selection, keep, 1, sweep.grid.len())?;
     let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
     let close = Arc::new(upload.close.clone());
     let params = params(sweep.strategy, &sweep.grid)?;
@@ -66,7 +70,7 @@ async fn transient(
         ),
         Some(u) => {
             let picked = u.select("the upload", sweep.series.as_deref())?;
-            limits.check(&sweep.selection, picked.len(), params.len())?;
+            limits.check(&sweep.selection, keep, picked.len(), params.len())?;
             let inputs = picked
                 .iter()
                 .map(|&i| {
@@ -86,7 +90,9 @@ async fn transient(
         params,
         exec: execution(sweep.fee(), &sweep.execution),
         periods_per_year: sweep.execution.periods_per_year.unwrap_or(1.0),
+        keep,
     };
+    job.check_blocks()?;
     let results = state.compute.run(job.clone()).await?;
     let batch = select(
         to_batch(&job, &results)?,

@@ -1,12 +1,16 @@
-//! Sweeps of stored datasets, as the `sweep` action and the `session` extension run them:
-//! resolve the dataset and its series, check the limits, run, build the result table.
+//! Sweeps of stored datasets, as the `sweep`, `trades` and `equity` actions and the `session`
+//! extension run them: resolve the dataset and its series, check the limits, run, build the
+//! result table.
 
-use arrow_array::RecordBatch;
+use std::sync::Arc;
+
+use arrow_array::{Array, Int64Array, RecordBatch};
 use sweepflight_protocol::SweepRequest;
 
 use super::State;
-use crate::compute::{Job, Limits};
-use crate::results::{select, to_batch};
+use crate::compute::{Job, Keep, Limits, Runs};
+use crate::dataset::Dataset;
+use crate::results::{EQUITY_ROW_BYTES, equity_batch, select, select_rows, to_batch, trades_batch};
 use crate::{Error, Result};
 
 /// The server's limits on one call.
@@ -27,27 +31,149 @@ pub(super) async fn run(
 ) -> Result<RecordBatch> {
     let limits = limits(state);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
+    let dataset = dataset(state, request, keyed)?;
+    let job = Job::stored(request, dataset, &limits)?;
+    let runs = state.compute.run(job.clone()).await?;
+    select(to_batch(&job, &runs)?, job.inputs.len(), &request.selection)
+}
+
+/// What a `trades` or `equity` call answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Detail {
+    /// The booked trades.
+    Trades,
+    /// The mark-to-market equity, bar by bar.
+    Equity,
+}
+
+/// The trades or equity curves of the combos `request` chooses: all of them, or those its
+/// selection keeps (after a sweep, exactly as `sweep` would choose them), at most
+/// `--max-trade-combos` x series; the chosen combos then run again keeping their trades.
+pub(super) async fn detail(
+    state: &State,
+    request: &SweepRequest,
+    keyed: Option<bool>,
+    detail: Detail,
+) -> Result<RecordBatch> {
+    let limits = limits(state);
+    request.check_limits(limits.max_combos, limits.max_grid_combos)?;
+    let dataset = dataset(state, request, keyed)?;
+    let job = Job::stored(request, dataset, &limits)?;
+    let series = job.inputs.len();
+    let max = state.config.max_trade_combos;
+    let too_many = |n: usize| {
+        Error::invalid(format!(
+            "{n} combos x series chosen; a {} call returns at most {max} (--max-trade-combos): choose fewer with `top` or `where`",
+            if detail == Detail::Trades {
+                "trades"
+            } else {
+                "equity"
+            }
+        ))
+    };
+    let chosen: Vec<Vec<usize>> = if request.selection.is_empty() {
+        let n = series.saturating_mul(job.params.len());
+        if n > max {
+            return Err(too_many(n));
+        }
+        vec![(0..job.params.len()).collect(); series]
+    } else {
+        let runs = state.compute.run(job.clone()).await?;
+        let batch = to_batch(&job, &runs)?;
+        let rows = select_rows(&batch, series, &request.selection)?;
+        if rows.len() > max {
+            return Err(too_many(rows.len()));
+        }
+        let combos = batch
+            .column_by_name("combo")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .ok_or_else(|| Error::Internal("the result has no int64 combo column".into()))?;
+        let per = job.params.len().max(1);
+        let mut chosen = vec![Vec::new(); series];
+        for r in rows {
+            chosen[r as usize / per].push(combos.value(r as usize) as usize);
+        }
+        // The reply is ordered by combo, whatever order chose them.
+        for c in &mut chosen {
+            c.sort_unstable();
+        }
+        chosen
+    };
+    if detail == Detail::Equity {
+        let rows: u64 = job
+            .inputs
+            .iter()
+            .zip(&chosen)
+            .map(|(input, c)| (input.evaluated() * c.len()) as u64)
+            .sum();
+        let bytes = rows.saturating_mul(EQUITY_ROW_BYTES);
+        if bytes > limits.result_bytes {
+            return Err(Error::ResourceExhausted(format!(
+                "the equity of these combos is {rows} rows ({bytes} bytes); the server allows {} (--sweep-memory-bytes): choose fewer combos or `rows`",
+                limits.result_bytes
+            )));
+        }
+    }
+    let runs = rerun(state, &job, &chosen).await?;
+    match detail {
+        Detail::Trades => trades_batch(&job, &chosen, &runs),
+        Detail::Equity => equity_batch(&job, &chosen, &runs),
+    }
+}
+
+/// Runs `chosen[i]`'s combos on input `i` keeping their trades: in one job when every input
+/// has the same combos, else one job per input.
+async fn rerun(state: &State, job: &Job, chosen: &[Vec<usize>]) -> Result<Runs> {
+    let keep = Keep {
+        trades: true,
+        blocks: None,
+    };
+    let sub = |inputs, combos: &[usize]| Job {
+        inputs,
+        params: combos.iter().map(|&c| job.params[c]).collect(),
+        keep,
+        ..job.clone()
+    };
+    if chosen.windows(2).all(|w| w[0] == w[1]) {
+        let combos = chosen.first().map_or(&[][..], Vec::as_slice);
+        if combos.is_empty() {
+            return Ok(empty(job.inputs.len()));
+        }
+        return state.compute.run(sub(job.inputs.clone(), combos)).await;
+    }
+    let mut all = empty(0);
+    for (input, combos) in job.inputs.iter().zip(chosen) {
+        let one = if combos.is_empty() {
+            empty(1)
+        } else {
+            state.compute.run(sub(vec![input.clone()], combos)).await?
+        };
+        all.results.extend(one.results);
+        all.records.extend(one.records);
+    }
+    Ok(all)
+}
+
+/// The runs of `inputs` inputs with no combos.
+fn empty(inputs: usize) -> Runs {
+    Runs {
+        results: vec![Vec::new(); inputs],
+        records: vec![Vec::new(); inputs],
+    }
+}
+
+/// The stored dataset of `request`, of the kind a session serves (`keyed`) if any.
+fn dataset(state: &State, request: &SweepRequest, keyed: Option<bool>) -> Result<Arc<Dataset>> {
     let dataset = state.store.get(&request.dataset)?;
     match (keyed, dataset.universe().is_some()) {
-        (Some(false), true) => {
-            return Err(Error::invalid(format!(
-                "dataset `{}` is keyed; sweep it on a session opened with {{\"op\": \"session\", \"keyed\": true}}",
-                request.dataset
-            )));
-        }
-        (Some(true), false) => {
-            return Err(Error::invalid(format!(
-                "dataset `{}` is not keyed; this session was opened with \"keyed\": true",
-                request.dataset
-            )));
-        }
-        _ => {}
+        (Some(false), true) => Err(Error::invalid(format!(
+            "dataset `{}` is keyed; sweep it on a session opened with {{\"op\": \"session\", \"keyed\": true}}",
+            request.dataset
+        ))),
+        (Some(true), false) => Err(Error::invalid(format!(
+            "dataset `{}` is not keyed; this session was opened with \"keyed\": true",
+            request.dataset
+        ))),
+        _ => Ok(dataset),
     }
-    let job = Job::stored(request, dataset, &limits)?;
-    let results = state.compute.run(job.clone()).await?;
-    select(
-        to_batch(&job, &results)?,
-        job.inputs.len(),
-        &request.selection,
-    )
 }

@@ -63,66 +63,23 @@ enum Command {
     },
     /// Run a parameter sweep on dataset NAME and print one row per combo.
     Sweep {
-        /// Dataset name.
-        name: String,
-        /// The strategy: hma_sar (the paper's), sma_cross, ema_cross, donchian, rsi_revert.
-        #[arg(long, default_value = "hma_sar", value_parser = parse_strategy)]
-        strategy: Strategy,
-        /// hma_sar lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every
-        /// integer) or `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may
-        /// be mixed.
-        #[arg(long, conflicts_with_all = ["params", "grid"], required_unless_present_any = ["params", "grid"])]
-        lengths: Option<String>,
-        /// A CSV (one column per parameter in the strategy's order, e.g. half,full,sqrt,p3,p2,p;
-        /// header optional) or JSON (array of arrays) file of explicit combos.
-        #[arg(long, conflicts_with = "grid")]
-        params: Option<PathBuf>,
-        /// The product of per-parameter values: `--grid fast=5..50 slow=20..200:5` (Rust
-        /// ranges: `5..50` is 5 to 49, `:5` steps by 5, `..=` includes the end; commas list
-        /// values: `lower=20,30.5`).
-        #[arg(long, num_args = 1..)]
-        grid: Option<Vec<String>>,
-        /// Which positions: both (stop-and-reverse), long or short.
-        #[arg(long, value_parser = parse_side)]
-        side: Option<Side>,
-        /// Close a position that moved this fraction against its entry (0.02 is 2%).
-        #[arg(long)]
-        stop_loss: Option<f64>,
-        /// Close a position that moved this fraction in its favour.
-        #[arg(long)]
-        take_profit: Option<f64>,
-        /// Bars before `--rows` the indicators warm up on.
-        #[arg(long, default_value_t = 0)]
-        warmup: u64,
-        /// Keep only rows inside bounds: `--where trades>=30 --where max_drawdown<=25` (any
-        /// numeric result column; `>=` and `<=`, inclusive).
-        #[arg(long = "where", value_name = "COLUMN>=V|COLUMN<=V")]
-        filters: Vec<String>,
-        /// Order rows by this result column, largest first (ties by combo).
-        #[arg(long)]
-        order_by: Option<String>,
-        /// With --order-by: smallest first.
-        #[arg(long, requires = "order_by")]
-        ascending: bool,
-        /// Only the first N rows (per series on a keyed dataset).
-        #[arg(long)]
-        top: Option<u64>,
-        /// Annualise the per-bar Sharpe and Sortino ratios with this many bars a year
-        /// (252 for daily bars; default 1: per-bar figures).
-        #[arg(long)]
-        periods_per_year: Option<f64>,
-        /// Round-trip fee as a fraction (server default 0.0009).
-        #[arg(long)]
-        fee: Option<f64>,
-        /// On a keyed dataset, only these series, in this order: `AAPL,MSFT`.
-        #[arg(long, value_delimiter = ',')]
-        series: Option<Vec<String>>,
-        /// Only rows START..END of each series (0-based, END exclusive and clipped): `0:100000`.
-        #[arg(long, value_parser = parse_rows)]
-        rows: Option<RowRange>,
+        #[command(flatten)]
+        args: SweepArgs,
         /// Combos per call; larger grids go as several calls in sequence.
         #[arg(long, default_value_t = 50_000)]
         chunk: usize,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Print the booked trades (or, with --equity, the equity curves) of the combos a sweep
+    /// chooses: all of them, or what --where / --order-by / --top keep.
+    Trades {
+        #[command(flatten)]
+        args: SweepArgs,
+        /// The mark-to-market equity bar by bar instead of the trades.
+        #[arg(long)]
+        equity: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         output: Format,
@@ -143,6 +100,100 @@ enum Command {
         /// Dataset name.
         name: String,
     },
+}
+
+/// What chooses and runs the combos: shared by `sweep` and `trades`.
+#[derive(Debug, clap::Args)]
+struct SweepArgs {
+    /// Dataset name.
+    name: String,
+    /// The strategy: hma_sar (the paper's), sma_cross, ema_cross, donchian, rsi_revert.
+    #[arg(long, default_value = "hma_sar", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// hma_sar lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every
+    /// integer) or `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may
+    /// be mixed.
+    #[arg(long, conflicts_with_all = ["params", "grid"], required_unless_present_any = ["params", "grid"])]
+    lengths: Option<String>,
+    /// A CSV (one column per parameter in the strategy's order, e.g. half,full,sqrt,p3,p2,p;
+    /// header optional) or JSON (array of arrays) file of explicit combos.
+    #[arg(long, conflicts_with = "grid")]
+    params: Option<PathBuf>,
+    /// The product of per-parameter values: `--grid fast=5..50 slow=20..200:5` (Rust
+    /// ranges: `5..50` is 5 to 49, `:5` steps by 5, `..=` includes the end; commas list
+    /// values: `lower=20,30.5`).
+    #[arg(long, num_args = 1..)]
+    grid: Option<Vec<String>>,
+    /// Which positions: both (stop-and-reverse), long or short.
+    #[arg(long, value_parser = parse_side)]
+    side: Option<Side>,
+    /// Close a position that moved this fraction against its entry (0.02 is 2%).
+    #[arg(long)]
+    stop_loss: Option<f64>,
+    /// Close a position that moved this fraction in its favour.
+    #[arg(long)]
+    take_profit: Option<f64>,
+    /// Bars before `--rows` the indicators warm up on.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// Keep only rows inside bounds: `--where trades>=30 --where max_drawdown<=25` (any
+    /// numeric result column; `>=` and `<=`, inclusive).
+    #[arg(long = "where", value_name = "COLUMN>=V|COLUMN<=V")]
+    filters: Vec<String>,
+    /// Order rows by this result column, largest first (ties by combo).
+    #[arg(long)]
+    order_by: Option<String>,
+    /// With --order-by: smallest first.
+    #[arg(long, requires = "order_by")]
+    ascending: bool,
+    /// Only the first N rows (per series on a keyed dataset).
+    #[arg(long)]
+    top: Option<u64>,
+    /// Annualise the per-bar Sharpe and Sortino ratios with this many bars a year
+    /// (252 for daily bars; default 1: per-bar figures).
+    #[arg(long)]
+    periods_per_year: Option<f64>,
+    /// Round-trip fee as a fraction (server default 0.0009).
+    #[arg(long)]
+    fee: Option<f64>,
+    /// On a keyed dataset, only these series, in this order: `AAPL,MSFT`.
+    #[arg(long, value_delimiter = ',')]
+    series: Option<Vec<String>>,
+    /// Only rows START..END of each series (0-based, END exclusive and clipped): `0:100000`.
+    #[arg(long, value_parser = parse_rows)]
+    rows: Option<RowRange>,
+    /// Add the `block_pnl` column: the equity's change over this many blocks of the rows
+    /// (2 to 64), for overfitting diagnostics.
+    #[arg(long)]
+    blocks: Option<u8>,
+}
+
+impl SweepArgs {
+    /// The request these flags describe.
+    fn request(self) -> anyhow::Result<SweepRequest> {
+        let strategy = self.strategy;
+        let combos = match (self.lengths, self.params, self.grid) {
+            (Some(spec), _, _) => Grid::Lengths(grid::parse_lengths(&spec)?),
+            (None, Some(file), _) => grid::read_params(&file, strategy)?,
+            (None, None, Some(specs)) => grid::parse_grid(strategy, &specs)?,
+            (None, None, None) => unreachable!("clap requires one"),
+        };
+        let mut request =
+            SweepRequest::strategy(&self.name, strategy, combos).with_execution(Execution {
+                side: self.side.unwrap_or_default(),
+                stop_loss: self.stop_loss,
+                take_profit: self.take_profit,
+                warmup: self.warmup,
+                periods_per_year: self.periods_per_year,
+                blocks: self.blocks,
+            });
+        request.selection =
+            grid::parse_selection(&self.filters, self.order_by, self.ascending, self.top)?;
+        request.fee = self.fee;
+        request.series = self.series;
+        request.rows = self.rows;
+        Ok(request)
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -196,50 +247,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Command::Sweep {
-            name,
-            strategy,
-            lengths,
-            params,
-            grid,
-            side,
-            stop_loss,
-            take_profit,
-            warmup,
-            periods_per_year,
-            filters,
-            order_by,
-            ascending,
-            top,
-            fee,
-            series,
-            rows,
+            args,
             chunk,
             output,
         } => {
-            let combos = match (lengths, params, grid) {
-                (Some(spec), _, _) => Grid::Lengths(grid::parse_lengths(&spec)?),
-                (None, Some(file), _) => grid::read_params(&file, strategy)?,
-                (None, None, Some(specs)) => grid::parse_grid(strategy, &specs)?,
-                (None, None, None) => unreachable!("clap requires one"),
-            };
-            let mut request =
-                SweepRequest::strategy(&name, strategy, combos).with_execution(Execution {
-                    side: side.unwrap_or_default(),
-                    stop_loss,
-                    take_profit,
-                    warmup,
-                    periods_per_year,
-                });
-            request.selection = grid::parse_selection(&filters, order_by, ascending, top)?;
-            request.fee = fee;
-            request.series = series;
-            request.rows = rows;
+            let request = args.request()?;
             let bar = progress(Some(request.len() as u64), "combos");
             let result = client
                 .sweep_chunked(&request, chunk, |done| bar.set_position(done as u64))
                 .await?;
             bar.finish_and_clear();
             output::write(&[result.batch], output)?;
+        }
+        Command::Trades {
+            args,
+            equity,
+            output,
+        } => {
+            let request = args.request()?;
+            let table = if equity {
+                client.equity(&request).await?
+            } else {
+                client.trades(&request).await?
+            };
+            output::write(&[table], output)?;
         }
         Command::Ls { output } => {
             output::write(&[output::datasets(&client.list().await?)?], output)?
