@@ -9,6 +9,7 @@ the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +59,8 @@ V12_METRIC_COLUMNS = (
     "sortino",
     "sqn",
 )
+#: The column ``blocks`` adds to a sweep result.
+BLOCK_PNL_COLUMN = "block_pnl"
 #: The strategy of a body that names none.
 DEFAULT_STRATEGY = "hma_sar"
 #: The metric columns after the parameters, in order.
@@ -110,6 +113,52 @@ def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
     if keyed:
         fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
     return pa.schema(fields)
+
+
+def sweep_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY, blocks: int | None = None) -> pa.Schema:
+    """:func:`result_schema` with the ``block_pnl`` column last when ``blocks`` is given."""
+    schema = result_schema(keyed, strategy)
+    if blocks is None:
+        return schema
+    return schema.append(
+        pa.field(BLOCK_PNL_COLUMN, pa.list_(pa.field("item", pa.float64(), nullable=False), blocks), nullable=False)
+    )
+
+
+def trades_schema(keyed: bool) -> pa.Schema:
+    """The ``trades`` action's reply: [``series``], ``combo``, ``trade``, ``side``,
+    ``entry_row``, ``exit_row``, ``entry_price``, ``exit_price``, ``pnl``."""
+    i, f = pa.int64(), pa.float64()
+    columns: list[tuple[str, pa.DataType]] = [("combo", i), ("trade", i), ("side", pa.int8())]
+    columns += [("entry_row", i), ("exit_row", i), ("entry_price", f), ("exit_price", f), ("pnl", f)]
+    return _keyed(keyed, columns)
+
+
+def equity_schema(keyed: bool) -> pa.Schema:
+    """The ``equity`` action's reply: [``series``], ``combo``, ``row``, ``position``, ``equity``."""
+    return _keyed(
+        keyed, [("combo", pa.int64()), ("row", pa.int64()), ("position", pa.int8()), ("equity", pa.float64())]
+    )
+
+
+def _keyed(keyed: bool, columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
+    fields = [pa.field(n, t, nullable=False) for n, t in columns]
+    if keyed:
+        fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
+    return pa.schema(fields)
+
+
+def check_schema(schema: pa.Schema, expected: pa.Schema) -> None:
+    """Checks a reply's columns and types against ``expected`` (nullability aside).
+
+    Raises:
+        ValueError: naming the first column that differs.
+    """
+    got = [(f.name, f.type) for f in schema]
+    for i, want in enumerate(expected):
+        if i >= len(got) or got[i] != (want.name, want.type):
+            have = f"{got[i][0]} {got[i][1]}" if i < len(got) else "nothing"
+            raise ValueError(f"column {i} should be {want.name} {want.type}, got {have}")
 
 
 def _param_columns(strategy: str) -> list[tuple[str, pa.DataType]]:

@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 import polars as pl
@@ -71,7 +71,9 @@ class SweepOptions(TypedDict, total=False):
     - ``order_by``, ``descending`` (default True): rows ordered by a result column, ties by
       combo, nulls last; per series on a keyed dataset;
     - ``top``: only the first K rows (per series). The server selects: a grid with ``top`` may
-      be larger than ``--max-combos`` (up to ``--max-grid-combos``), and is sent in one call.
+      be larger than ``--max-combos`` (up to ``--max-grid-combos``), and is sent in one call;
+    - ``blocks``: B (2 to 64) adds the ``block_pnl`` column, the equity's change over each of B
+      equal blocks of the rows (the input of :func:`sweepflight.stats.pbo`).
     """
 
     strategy: str
@@ -89,6 +91,7 @@ class SweepOptions(TypedDict, total=False):
     order_by: str
     descending: bool
     top: int
+    blocks: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +147,7 @@ class SweepRequest:
     order_by: str | None = None
     descending: bool | None = None
     top: int | None = None
+    blocks: int | None = None
 
     @property
     def selects(self) -> bool:
@@ -421,12 +425,62 @@ class Client:
         return _result(table, request, as_arrow)
 
     def _sweep_call(self, request: SweepRequest, timeout: float | None) -> pa.Table:
-        with translated():
-            results = self._flight.do_action(flight.Action("sweep", request.body()), options=self._options(timeout))
-            stream = b"".join(r.body.to_pybytes() for r in results)
-        table = pa.ipc.open_stream(stream).read_all()
+        table = self._table_call("sweep", request, timeout)
         _check(table.schema)
         return table
+
+    def _table_call(self, action: str, request: SweepRequest, timeout: float | None) -> pa.Table:
+        """An action whose reply is one Arrow IPC stream over its Result bodies."""
+        with translated():
+            results = self._flight.do_action(flight.Action(action, request.body()), options=self._options(timeout))
+            stream = b"".join(r.body.to_pybytes() for r in results)
+        return pa.ipc.open_stream(stream).read_all()
+
+    def trades(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """The booked trades of the combos a sweep would return: all of them, or the rows its
+        ``where``, ``order_by`` and ``top`` keep (the same arguments as :meth:`sweep`). One row
+        per trade, ordered by series, combo, trade: [``series``], ``combo`` (its position in the
+        request), ``trade``, ``side`` (+1 long, -1 short), ``entry_row``, ``exit_row`` (rows of
+        the series), ``entry_price``, ``exit_price``, ``pnl`` (net, percentage points)::
+
+            best = sf.trades("eurusd", strategy="sma_cross", grid=..., order_by="sharpe", top=5)
+
+        Raises:
+            InvalidRequest: as :meth:`sweep`, or more combos x series than the server's
+                ``--max-trade-combos`` (default 1,000).
+        """
+        request = _request(name, lengths, params, options)
+        table = self._table_call("trades", request, timeout)
+        return _reply(table, _protocol.trades_schema)
+
+    def equity(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """The mark-to-market equity of the combos :meth:`trades` would choose, one row per
+        evaluated bar: [``series``], ``combo``, ``row`` (of the series), ``position`` (after the
+        bar), ``equity`` (percentage points: booked nets plus the open trade's mark; strategies.md).
+
+        Raises:
+            InvalidRequest: as :meth:`trades`.
+            ResourceExhausted: the curves do not fit the server's sweep memory.
+        """
+        request = _request(name, lengths, params, options)
+        table = self._table_call("equity", request, timeout)
+        return _reply(table, _protocol.equity_schema)
 
     def session(self, *, keyed: bool = False, strategy: str | None = None, timeout: float | None = None) -> Session:
         """Opens a ``session``: many small sweeps on one open stream, a message each way
@@ -652,6 +706,7 @@ def _request(
         order_by=str(options["order_by"]) if options.get("order_by") is not None else None,
         descending=bool(options["descending"]) if options.get("descending") is not None else None,
         top=_int(options["top"], "top") if options.get("top") is not None else None,
+        blocks=_int(options["blocks"], "blocks") if options.get("blocks") is not None else None,
     )
 
 
@@ -730,6 +785,15 @@ def _check(schema: pa.Schema) -> None:
         _protocol.check_result_schema(schema)
     except ValueError as e:
         raise ServerError(f"unexpected result from the server: {e}") from None
+
+
+def _reply(table: pa.Table, schema: Callable[[bool], pa.Schema]) -> pl.DataFrame:
+    """A trades or equity reply, checked against its ``schema`` (keyed or not), as polars."""
+    try:
+        _protocol.check_schema(table.schema, schema(table.schema.names[:1] == [_protocol.SERIES_COLUMN]))
+    except ValueError as e:
+        raise ServerError(f"unexpected reply from the server: {e}") from None
+    return _frame(table)
 
 
 def _result(table: pa.Table, request: SweepRequest, as_arrow: bool) -> pl.DataFrame | pa.Table:

@@ -70,3 +70,17 @@ def test_result_schema(keyed: bool) -> None:
     assert _protocol.check_result_schema(pa.schema(list(schema)[:first])) is keyed
     with pytest.raises(ValueError, match="trades"):
         _protocol.check_result_schema(pa.schema(list(schema)[: first - 1]))
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_trades_and_equity_schemas(keyed: bool) -> None:
+    which = "keyed" if keyed else "unkeyed"
+    assert [spelled(f) for f in _protocol.trades_schema(keyed)] == GOLDEN["trades_schema"][which]
+    assert [spelled(f) for f in _protocol.equity_schema(keyed)] == GOLDEN["equity_schema"][which]
+
+
+def test_block_pnl_schema() -> None:
+    schema = _protocol.sweep_schema(True, "donchian", 8)
+    assert [spelled(f) for f in schema] == GOLDEN["block_pnl_schema"]
+    # The column follows the metrics: still a valid result.
+    assert _protocol.check_result_schema(schema) is True

@@ -99,13 +99,27 @@ def execute(
     x: list[float], s: list[int], start: int, fee: float, side: str, sl: float | None, tp: float | None
 ) -> tuple[float, int]:
     """strategies.md's loop, bar by bar: (pnl, trades)."""
-    pnl, trades, pos, entry, entry_row = 0.0, 0, 0, 0.0, 0
+    booked = trade_list(x, s, start, fee, side, sl, tp)
+    pnl = 0.0
+    for t in booked:
+        pnl += t[5]
+    return pnl, len(booked)
+
+
+Trade = tuple[int, int, int, float, float, float]
+
+
+def trade_list(
+    x: list[float], s: list[int], start: int, fee: float, side: str, sl: float | None, tp: float | None
+) -> list[Trade]:
+    """strategies.md's loop, bar by bar: every booked trade as (side, entry_row, exit_row,
+    entry_price, exit_price, net)."""
+    trades: list[Trade] = []
+    pos, entry, entry_row = 0, 0.0, 0
 
     def book(i: int) -> None:
-        nonlocal pnl, trades
         ret = pos * (x[i] / entry - 1.0)
-        pnl += ((1.0 + ret) * (1.0 - fee) - 1.0) * 100.0
-        trades += 1
+        trades.append((pos, entry_row, i, entry, x[i], ((1.0 + ret) * (1.0 - fee) - 1.0) * 100.0))
 
     for i in range(start, len(x)):
         c = x[i]
@@ -131,7 +145,7 @@ def execute(
             pos, entry, entry_row = s[i], c, i
     if pos != 0:
         book(len(x) - 1)
-    return pnl, trades
+    return trades
 
 
 @pytest.fixture(scope="module")
@@ -322,3 +336,41 @@ def test_selection_on_the_server_equals_sorting_the_full_result(sf: sweepflight.
         sf.sweep("sel", strategy="sma_cross", grid=grid, order_by="half")
     with pytest.raises(sweepflight.InvalidRequest, match="top"):
         sf.sweep("sel", strategy="sma_cross", grid=grid, top=0)
+
+
+def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client) -> None:
+    close = walk(1_600, seed=7)
+    sf.put("walk-trades", close)
+    grid = {"fast": [3, 8], "slow": [20, 45]}
+    options = {"side": "long", "stop_loss": 0.01, "rows": (400, 1_500), "warmup": 150}
+    chosen = {"order_by": "pnl", "top": 2}
+    best = sf.sweep("walk-trades", strategy="sma_cross", grid=grid, **options, **chosen)
+    trades = sf.trades("walk-trades", strategy="sma_cross", grid=grid, **options, **chosen)
+    assert trades.columns == ["combo", "trade", "side", "entry_row", "exit_row", "entry_price", "exit_price", "pnl"]
+    assert sorted(set(trades["combo"])) == sorted(best["combo"])
+    begin = 400 - 150
+    x = close[begin:1_500].tolist()
+    combos = list(itertools.product(grid["fast"], grid["slow"]))
+    for combo in sorted(best["combo"]):
+        want = trade_list(x, signals(x, "sma_cross", combos[combo]), 400 - begin, 0.0009, "long", 0.01, None)
+        got = trades.filter(pl.col("combo") == combo).sort("trade")
+        assert got.height == len(want) > 0
+        for row, (side, entry_row, exit_row, entry, exit_, net) in zip(got.iter_rows(named=True), want, strict=True):
+            assert (row["side"], row["entry_row"], row["exit_row"]) == (side, begin + entry_row, begin + exit_row)
+            assert (row["entry_price"], row["exit_price"]) == (entry, exit_)
+            assert row["pnl"] == pytest.approx(net, abs=1e-6)
+    # The equity: one row per evaluated bar, ending at each combo's pnl.
+    equity = sf.equity("walk-trades", strategy="sma_cross", grid=grid, **options, **chosen)
+    assert equity.height == 2 * 1_100
+    for row in best.iter_rows(named=True):
+        curve = equity.filter(pl.col("combo") == row["combo"])
+        assert curve["row"].to_list() == list(range(400, 1_500))
+        assert curve["equity"][-1] == pytest.approx(row["pnl"], abs=1e-6)
+        assert curve["position"][-1] == 0
+    # Blocks of the same sweep sum to its pnl.
+    blocked = sf.sweep("walk-trades", strategy="sma_cross", grid=grid, blocks=5, **options)
+    for row in blocked.iter_rows(named=True):
+        assert len(row["block_pnl"]) == 5
+        assert sum(row["block_pnl"]) == pytest.approx(row["pnl"], abs=1e-6)
+    with pytest.raises(sweepflight.InvalidRequest, match="--max-trade-combos"):
+        sf.trades("walk-trades", strategy="sma_cross", grid={"fast": range(1, 40), "slow": range(1, 40)})
