@@ -42,14 +42,23 @@ use crate::{Error, Result};
 /// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
 /// kernel refuses (`lower >= upper` in a `grid`, say).
 pub fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
+    params_in(strategy, grid, 0..grid.len())
+}
+
+/// [`params`] for the combos `range` of the grid only (errors name their position in the
+/// whole grid).
+///
+/// # Errors
+/// As [`params`].
+pub fn params_in(strategy: Strategy, grid: &Grid, range: Range<usize>) -> Result<Vec<Params>> {
     let kind = kernel_strategy(strategy)?;
     if let Grid::Lengths(lengths) = grid {
-        return Ok(lengths
+        return Ok(lengths[range]
             .iter()
             .map(|&l| Combo::from_length(l).map(Params::HmaSar))
             .collect::<Result<_, _>>()?);
     }
-    (0..grid.len())
+    range
         .map(|i| {
             let values = grid.values(strategy, i)?.unwrap_or_default();
             Params::new(kind, &values).map_err(|e| Error::invalid(format!("combo {i}: {e}")))
@@ -307,6 +316,20 @@ impl Job {
     /// rows past a series' end, more runs than `limits` allow; [`Error::SeriesNotFound`];
     /// [`Error::ResourceExhausted`] for results past the memory budget.
     pub fn stored(request: &SweepRequest, dataset: Arc<Dataset>, limits: &Limits) -> Result<Self> {
+        Self::stored_range(request, dataset, limits, 0..request.len())
+    }
+
+    /// [`Job::stored`] for the combos `range` of the request only (a step of a sweep with
+    /// `top`); `limits` apply to those.
+    ///
+    /// # Errors
+    /// As [`Job::stored`].
+    pub fn stored_range(
+        request: &SweepRequest,
+        dataset: Arc<Dataset>,
+        limits: &Limits,
+        range: Range<usize>,
+    ) -> Result<Self> {
         let series = dataset.universe().map_or(1, |u| {
             request.series.as_ref().map_or(u.names.len(), Vec::len)
         });
@@ -315,8 +338,8 @@ impl Job {
             blocks: request.execution.blocks,
         };
         // Before the grid is expanded: a grid past the limits costs nothing.
-        limits.check(&request.selection, keep, series, request.len())?;
-        let params = params(request.strategy, &request.grid)?;
+        limits.check(&request.selection, keep, series, range.len())?;
+        let params = params_in(request.strategy, &request.grid, range)?;
         let warmup = request.execution.warmup;
         let (inputs, names) = match dataset.universe() {
             None => {

@@ -27,6 +27,9 @@ pub struct ServerConfig {
     pub max_grid_combos: usize,
     /// Most combos (x series) a `trades` or `equity` call may return.
     pub max_trade_combos: usize,
+    /// Result rows (series x combos) a sweep with `top` holds at once: larger grids run in
+    /// steps of this many, each step's best merged into the best so far.
+    pub top_step_rows: usize,
     /// Bytes the kernel cache may hold across calls (least recently used out first).
     pub cache_bytes: u64,
     /// Largest dataset a put may store, in bytes of decoded Arrow data.
@@ -88,6 +91,9 @@ impl ServerConfig {
     pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
     /// One million combos per call.
     pub const DEFAULT_MAX_COMBOS: usize = 1_000_000;
+    /// Result rows a sweep with `top` holds at once by default: a few hundred bytes a row, and
+    /// a step large enough that ranking it costs little next to sweeping it.
+    pub const DEFAULT_TOP_STEP_ROWS: usize = 100_000;
     /// 1 GiB of cached kernel arrays.
     pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
     /// 16 GiB per dataset.
@@ -137,6 +143,7 @@ impl Default for ServerConfig {
             max_combos: Self::DEFAULT_MAX_COMBOS,
             max_grid_combos: sweepflight_protocol::DEFAULT_MAX_GRID_COMBOS,
             max_trade_combos: sweepflight_protocol::DEFAULT_MAX_TRADE_COMBOS,
+            top_step_rows: Self::DEFAULT_TOP_STEP_ROWS,
             cache_bytes: Self::DEFAULT_CACHE_BYTES,
             max_dataset_bytes: Self::DEFAULT_MAX_DATASET_BYTES,
             max_total_bytes: Self::DEFAULT_MAX_TOTAL_BYTES,
@@ -166,6 +173,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("max_combos", &self.max_combos)
             .field("max_grid_combos", &self.max_grid_combos)
             .field("max_trade_combos", &self.max_trade_combos)
+            .field("top_step_rows", &self.top_step_rows)
             .field("cache_bytes", &self.cache_bytes)
             .field("max_dataset_bytes", &self.max_dataset_bytes)
             .field("max_total_bytes", &self.max_total_bytes)

@@ -168,6 +168,7 @@ impl TryFrom<&Cli> for ServerConfig {
             max_combos: cli.max_combos,
             max_grid_combos: cli.max_grid_combos,
             max_trade_combos: cli.max_trade_combos,
+            top_step_rows: ServerConfig::DEFAULT_TOP_STEP_ROWS,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
             max_total_bytes: cli.max_total_bytes,

@@ -171,6 +171,45 @@ pub fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) ->
     Ok(picked)
 }
 
+/// `batch` with `offset` added to its `combo` column: a step of a larger grid.
+///
+/// # Errors
+/// Only if the batch has no int64 `combo` column, which would be a bug.
+pub fn offset_combo(batch: RecordBatch, offset: usize) -> Result<RecordBatch> {
+    if offset == 0 {
+        return Ok(batch);
+    }
+    let schema = batch.schema();
+    let at = schema
+        .index_of("combo")
+        .map_err(|e| Error::internal("find the combo column", e))?;
+    let combo = batch
+        .column(at)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| Error::Internal("the combo column is not int64".into()))?;
+    let shifted: Int64Array = combo.unary(|c| c + offset as i64);
+    let mut columns = batch.columns().to_vec();
+    columns[at] = Arc::new(shifted);
+    RecordBatch::try_new(schema, columns).map_err(|e| Error::internal("offset the combos", e))
+}
+
+/// The rows `selection` keeps of one series' rows so far (`best`, already selected) and of
+/// the next step's (`part`, already filtered by its `where`): ordered and cut again.
+///
+/// # Errors
+/// As [`select`].
+pub fn merge_selected(
+    best: Option<RecordBatch>,
+    part: RecordBatch,
+    selection: &Selection,
+) -> Result<RecordBatch> {
+    let Some(best) = best else { return Ok(part) };
+    let both = arrow_select::concat::concat_batches(&best.schema(), [&best, &part])
+        .map_err(|e| Error::internal("join the kept rows", e))?;
+    select(both, 1, selection)
+}
+
 /// The `trades` reply ([`trades_schema`]): for each series of `job` in turn, each chosen combo
 /// (`chosen[i]`: positions in the request, ascending) and its trades as `runs` kept them
 /// (`runs.records[i][k]` for `chosen[i][k]`), rows of the series.

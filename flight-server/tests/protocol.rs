@@ -185,7 +185,18 @@ async fn echo_action_list_actions_and_handshake() {
     assert_eq!(action(&mut c, "echo", body.clone()).await.unwrap(), body);
     let types: Vec<_> = c.list_actions().await.unwrap().try_collect().await.unwrap();
     let names: Vec<_> = types.iter().map(|t| t.r#type.as_str()).collect();
-    assert_eq!(names, ["sweep", "echo", "drop", "stats", "strategies"]);
+    assert_eq!(
+        names,
+        [
+            "sweep",
+            "echo",
+            "drop",
+            "stats",
+            "strategies",
+            "trades",
+            "equity"
+        ]
+    );
     assert!(types.iter().all(|t| !t.description.is_empty()));
     assert_eq!(c.handshake("hello").await.unwrap(), "hello");
 }
@@ -820,9 +831,11 @@ async fn compressed_uploads_store_exactly_the_uncompressed_data() {
 /// `--max-combos` through up to `--max-grid-combos`.
 #[tokio::test]
 async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
+    // Steps of 7 rows: every sweep with `top` below runs in steps, merged as it goes.
     let server = TestServer::with(|c| {
         c.max_combos = 200;
         c.max_grid_combos = 2_000;
+        c.top_step_rows = 7;
     })
     .await;
     let mut c = server.client().await;
@@ -945,7 +958,12 @@ fn int8s(b: &RecordBatch, name: &str) -> Vec<i8> {
 #[tokio::test]
 async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     use sweepflight_kernel::{Execution, Params, Side, oracle};
-    let server = TestServer::with(|c| c.max_trade_combos = 4).await;
+    // Steps of one combo a series: the chosen combos are merged across steps and series.
+    let server = TestServer::with(|c| {
+        c.max_trade_combos = 4;
+        c.top_step_rows = 3;
+    })
+    .await;
     let mut c = server.client().await;
     let (a, z) = (series(1_500), series(2_600)[800..].to_vec());
     let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
@@ -1002,6 +1020,26 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     let mut want: Vec<(String, i64)> = (0..best.num_rows())
         .map(|r| (names.value(r).to_owned(), i64s(&best, "combo")[r]))
         .collect();
+    // The best two of each series by the full table.
+    let full = sweep(&mut c, body.clone()).await.unwrap();
+    let full_names = full
+        .column(0)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let mut by_hand = Vec::new();
+    for s in ["A", "Z"] {
+        let mut rows: Vec<usize> = (0..full.num_rows())
+            .filter(|&r| full_names.value(r) == s)
+            .collect();
+        rows.sort_by(|&x, &y| f64s(&full, "pnl")[y].total_cmp(&f64s(&full, "pnl")[x]));
+        by_hand.extend(
+            rows[..2]
+                .iter()
+                .map(|&r| (s.to_owned(), i64s(&full, "combo")[r])),
+        );
+    }
+    assert_eq!(want, by_hand, "top 2 per series, in order");
     want.sort();
     let t = table(&mut c, "trades", &chosen).await;
     assert_eq!(t.schema(), sweepflight_protocol::trades_schema(true));

@@ -10,7 +10,10 @@ use sweepflight_protocol::SweepRequest;
 use super::State;
 use crate::compute::{Job, Keep, Limits, Runs};
 use crate::dataset::Dataset;
-use crate::results::{EQUITY_ROW_BYTES, equity_batch, select, select_rows, to_batch, trades_batch};
+use crate::results::{
+    EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select, select_rows, to_batch,
+    trades_batch,
+};
 use crate::{Error, Result};
 
 /// The server's limits on one call.
@@ -32,9 +35,66 @@ pub(super) async fn run(
     let limits = limits(state);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
     let dataset = dataset(state, request, keyed)?;
+    let series = dataset.universe().map_or(1, |u| {
+        request.series.as_ref().map_or(u.names.len(), Vec::len)
+    });
+    let step = (state.config.top_step_rows / series).max(1);
+    if request.selection.top.is_some() && request.len() > step {
+        return run_in_steps(state, request, dataset, (series, step)).await;
+    }
     let job = Job::stored(request, dataset, &limits)?;
     let runs = state.compute.run(job.clone()).await?;
     select(to_batch(&job, &runs)?, job.inputs.len(), &request.selection)
+}
+
+/// A sweep with `top` over a grid larger than one step of `step` combos on each of `series`
+/// series ([`crate::ServerConfig::top_step_rows`]): the same rows one call would select, its
+/// memory not growing with the grid.
+async fn run_in_steps(
+    state: &State,
+    request: &SweepRequest,
+    dataset: Arc<Dataset>,
+    (series, step): (usize, usize),
+) -> Result<RecordBatch> {
+    let limits = limits(state);
+    let selection = &request.selection;
+    // The whole grid against the flags; each step against the memory budget.
+    selection.check_limits(
+        series,
+        request.len(),
+        limits.max_combos,
+        limits.max_grid_combos,
+    )?;
+    let mut best: Vec<Option<RecordBatch>> = vec![None; series];
+    for start in (0..request.len()).step_by(step) {
+        let end = (start + step).min(request.len());
+        let job = Job::stored_range(request, Arc::clone(&dataset), &limits, start..end)?;
+        let runs = state.compute.run(job.clone()).await?;
+        let batch = offset_combo(to_batch(&job, &runs)?, start)?;
+        let rows = select_rows(&batch, series, selection)?;
+        // The step's table is series-major in blocks of `end - start` rows.
+        let per = end - start;
+        for (s, kept) in best.iter_mut().enumerate() {
+            let mine: Vec<u32> = rows
+                .iter()
+                .copied()
+                .filter(|&r| r as usize / per == s)
+                .collect();
+            let part = arrow_select::take::take_record_batch(
+                &batch,
+                &arrow_array::UInt32Array::from(mine),
+            )
+            .map_err(|e| Error::internal("select a step's rows", e))?;
+            *kept = Some(merge_selected(kept.take(), part, selection)?);
+        }
+    }
+    let parts: Vec<RecordBatch> = best.into_iter().flatten().collect();
+    let schema = parts
+        .first()
+        .map(RecordBatch::schema)
+        .ok_or_else(|| Error::Internal("a stepped sweep ran no step".into()))?;
+    arrow_select::concat::concat_batches(&schema, &parts)
+        .map_err(|e| Error::internal("join the series' rows", e))
 }
 
 /// What a `trades` or `equity` call answers with.
