@@ -316,7 +316,9 @@ class Cluster:
         ``grid`` is cut into slices of its product, each built only when it is handed out. A
         ``sample`` is drawn by one server at a time and is not cut. On a sharded universe each
         server sweeps the series it holds. A chunk whose server dies is done again once the
-        server is back.
+        server is back. With ``where``, ``order_by`` or ``top``, each server selects within its
+        chunk and the driver merges the chunks' rows by the same rules (the best K of a series
+        are among the best K of each chunk), so the rows equal one server's, ties included.
 
         Raises:
             InvalidRequest, NotFound: the caller's errors, as from one server, not retried.
@@ -326,11 +328,6 @@ class Cluster:
             raise NotFound(f"dataset `{name}` was not put through this cluster")
         ds = self._data[name]
         request = _request(name, lengths, params, options)
-        if request.selects:
-            raise InvalidRequest(
-                "where=, order_by= and top= select on one server; the cluster does not merge them yet: "
-                "run the sweep on the cluster and select in the driver, or use Client.sweep"
-            )
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
         size = request.combos if request.sample is not None else self.chunk_combos
@@ -364,8 +361,11 @@ class Cluster:
                 table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
             tables.append(table)
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        if table.schema.names[0] == _protocol.SERIES_COLUMN:
-            order = list(request.series) if request.series is not None else ds.series
+        keyed = table.schema.names[0] == _protocol.SERIES_COLUMN
+        order = (list(request.series) if request.series is not None else ds.series) if keyed else None
+        if request.selects:
+            table = merge_selected(table, request, order)
+        elif order is not None:
             table = _series_major(table, pa.table({_protocol.SERIES_COLUMN: pa.array(order)}))
         return _result(table, request, as_arrow)
 
@@ -464,6 +464,36 @@ class Cluster:
                 server.uri, server.client = uri, client
                 for name in self._data:
                     self._put_on(index, server, name)
+
+
+def merge_selected(table: pa.Table, request: SweepRequest, series: list[str] | None) -> pa.Table:
+    """The rows one server would return for ``request``'s selection, from the concatenated
+    rows each chunk's server selected (each within its chunk, ``where`` already applied): per
+    series in ``series`` order (keyed), ordered by ``order_by`` (nulls last either way), ties
+    and the unordered case by combo, the first ``top``."""
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    by: list[str] = []
+    descending: list[bool] = []
+    if series is not None:
+        rank = {s: i for i, s in enumerate(series)}
+        df = df.with_columns(
+            pl.col(_protocol.SERIES_COLUMN).replace_strict(rank, return_dtype=pl.Int64).alias("__rank")
+        )
+        by.append("__rank")
+        descending.append(False)
+    if request.order_by is not None:
+        by.append(request.order_by)
+        descending.append(request.descending is not False)
+    by.append("combo")
+    descending.append(False)
+    df = df.sort(by, descending=descending, nulls_last=True, maintain_order=True)
+    if request.top is not None:
+        within = pl.int_range(pl.len())
+        df = df.filter((within.over("__rank") if series is not None else within) < request.top)
+    if series is not None:
+        df = df.drop("__rank")
+    return _plain(df.to_arrow()).cast(table.schema)
 
 
 def _per_server_threads(n: int, target: Any) -> None:

@@ -2,10 +2,10 @@
 CPUs and worker nodes that advertise the `sweepflight` resource, the server binary from the
 wheel (`pip install ./flight-server`, done by scripts/test.sh), Ray on loopback.
 
-Cases: a replicated sweep (explicit combos, and a strategy's grid) and a sharded universe sweep
-equal one server's answer; a server
-process killed mid-sweep, and a node removed mid-sweep with another added, both finish with
-the same answer; a caller's error is not retried.
+Cases: a replicated sweep (explicit combos, a strategy's grid, selections merged from the
+chunks' own) and a sharded universe sweep equal one server's answer; a server process killed
+mid-sweep, and a node removed mid-sweep with another added, both finish with the same answer;
+a caller's error is not retried.
 """
 
 from __future__ import annotations
@@ -93,12 +93,23 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
     close, params = walk(20_000, 1), grid(3_000)
     frame = universe()
     sma = {"strategy": "sma_cross", "grid": {"fast": range(2, 30), "slow": range(10, 200, 7)}, "side": "long"}
-    want_grid, want_sma, want_universe, want_subset = single_server(
+    # Selections merged from the chunks' own: ranked with nulls, ranked with many ties (trade
+    # counts), filtered only, and per series of a sharded universe.
+    ranked = {**sma, "order_by": "sharpe", "top": 15, "where": {"trades": (3, None)}}
+    tied = {**sma, "order_by": "trades", "descending": False, "top": 30}
+    filtered = {**sma, "where": {"pnl": (0, None)}}
+    per_series = {"lengths": range(4, 60), "order_by": "pnl", "top": 3, "series": ["S5", "S0", "S3"]}
+    want = single_server(
         ("g", (close, None), {"params": params}),
         ("s", (close, None), sma),
         ("u", (frame, "symbol"), {"lengths": [6, 20, 45], "rows": (100, 2_500)}),
         ("v", (frame, "symbol"), {"lengths": [8, 30], "series": ["S5", "S0", "S3"]}),
+        ("s", (close, None), ranked),
+        ("s", (close, None), tied),
+        ("s", (close, None), filtered),
+        ("u", (frame, "symbol"), per_series),
     )
+    want_grid, want_sma, want_universe, want_subset = want[:4]
     with sfray.Cluster(threads_per_server=1, chunk_combos=250) as cluster:
         assert len(cluster.addresses) == 2
         assert all(a.startswith("grpc://127.0.0.1:") for a in cluster.addresses)
@@ -114,6 +125,10 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         assert cluster.sweep("u", lengths=[6, 20, 45], rows=(100, 2_500)).equals(want_universe)
         cluster.put("v", frame, key="symbol", shard=True)
         assert cluster.sweep("v", lengths=[8, 30], series=["S5", "S0", "S3"]).equals(want_subset)
+        for options, expected in zip((ranked, tied, filtered), want[4:7], strict=True):
+            assert expected.height > 0
+            assert cluster.sweep("s", **options).equals(expected), options  # type: ignore[arg-type]
+        assert cluster.sweep("u", **per_series).equals(want[7])  # type: ignore[arg-type]
 
 
 def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
@@ -127,9 +142,8 @@ def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
             cluster.sweep("nope", lengths=[5])
         with pytest.raises(sweepflight.InvalidRequest, match="not keyed"):
             cluster.sweep("g", lengths=[5], series=["A"])
-        # Selection is one server's (a merge of per-server top K is not built): said, not run.
-        with pytest.raises(sweepflight.InvalidRequest, match="select on one server"):
-            cluster.sweep("g", lengths=[5, 6], order_by="pnl", top=1)
+        with pytest.raises(sweepflight.InvalidRequest, match="unknown result column"):
+            cluster.sweep("g", lengths=[5, 6], order_by="sharp", top=1)
 
         # A limit on one server (here: a busy one) ends the whole sweep at once, without
         # leaving the other server's worker waiting for a chunk that will never finish.
