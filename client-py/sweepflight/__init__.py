@@ -6,7 +6,8 @@ Flight.
   ``get``, ``drop``, ``stats``, ``echo``; ``timeout=`` on every call.
 - Errors: :class:`SweepflightError` and one subclass per gRPC status (:mod:`sweepflight.errors`).
 - :mod:`sweepflight.paper`: the paper's price series and length grid.
-- :func:`plot`: PnL by length, or a heatmap of a two-parameter grid (``sweepflight[plot]``).
+- :func:`plot`: PnL by length, or a heatmap of a two-parameter grid (``sweepflight[plot]``);
+  :func:`plot_equity` and :func:`plot_trades` for :meth:`Client.equity` and :meth:`Client.trades`.
 - :mod:`sweepflight.reference`: the numba reference kernel (``sweepflight[reference]``).
 - :mod:`sweepflight.ray`: a cluster of servers on Ray (``sweepflight[ray]``).
 - :func:`tune_grpc`: opt-in gRPC setting for faster small calls.
@@ -39,7 +40,7 @@ from .errors import (
     Unavailable,
     Unimplemented,
 )
-from .plot import plot
+from .plot import plot, plot_equity, plot_trades
 
 #: The old name of :func:`plot`.
 plot_sweep = plot
@@ -65,7 +66,9 @@ __all__ = [
     "connect",
     "paper",
     "plot",
+    "plot_equity",
     "plot_sweep",
+    "plot_trades",
     "request_of",
     "tune_grpc",
 ]

@@ -3,6 +3,8 @@
 :func:`plot` draws what the grid is: PnL by length for a one-parameter grid (the paper's
 lengths, or explicit combos where one window varies), one line per series on a keyed dataset,
 and a heatmap of PnL over the two windows that vary in a two-parameter grid.
+:func:`plot_equity` draws the equity curves of :meth:`sweepflight.Client.equity` with their
+drawdowns, :func:`plot_trades` the trades of :meth:`sweepflight.Client.trades` on the price.
 """
 
 from __future__ import annotations
@@ -31,12 +33,7 @@ def plot(
     parameter that varies; a heatmap of ``metric`` (its colours centred on zero: losses red,
     gains green) when exactly two parameters vary; the best combo is marked.
     """
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot(path)
     df = result if isinstance(result, pl.DataFrame) else pl.from_arrow(result)
     assert isinstance(df, pl.DataFrame)
     if df.height == 0:
@@ -52,10 +49,7 @@ def plot(
         x = "full" if from_lengths or "full" in params or not varying else varying[0]
         fig = _lines(plt, df, x, metric)
     fig.axes[0].set_title(title or f"Sweep of {df.height:,} runs: {metric}")
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, path)
 
 
 def _lines(plt: Any, df: pl.DataFrame, x: str, metric: str) -> Any:
@@ -120,6 +114,71 @@ def _heatmap(plt: Any, df: pl.DataFrame, x: str, y: str, metric: str) -> Any:
     best = df.sort(metric, descending=True).row(0, named=True)
     ax.scatter([xs.index(best[x])], [ys.index(best[y])], s=160, marker="*", color="black", label="best")
     ax.legend(loc="upper right", fontsize="small")
+    return fig
+
+
+def plot_equity(equity: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
+    """The equity curves of an :meth:`sweepflight.Client.equity` frame (one line per combo, and
+    series on a keyed dataset) over the rows, and below them each curve's drawdown from its
+    running peak; returns the figure (saved to ``path`` if given)."""
+    plt = _pyplot(path)
+    if equity.height == 0:
+        raise ValueError("nothing to plot: the equity frame is empty")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, height_ratios=(3, 1))
+    keys = [SERIES_COLUMN, "combo"] if SERIES_COLUMN in equity.columns else ["combo"]
+    for key, part in equity.group_by(keys, maintain_order=True):
+        label = " ".join(f"{k} {v}" for k, v in zip(keys, key, strict=True))
+        q = part["equity"]
+        (line,) = top.plot(part["row"], q, linewidth=1, label=label)
+        drawdown = q - q.cum_max()
+        bottom.fill_between(part["row"], drawdown, 0, alpha=0.3, step="post", color=line.get_color())
+    top.axhline(0, color="grey", linewidth=0.6)
+    top.set_ylabel("equity (percentage points)")
+    bottom.set_ylabel("drawdown (pp)")
+    bottom.set_xlabel("row (bars)")
+    top.legend(fontsize="small", loc="upper left")
+    top.set_title(title or "Equity (booked trades plus the open trade's mark)")
+    return _finish(fig, path)
+
+
+def plot_trades(close: Any, trades: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
+    """The trades of a :meth:`sweepflight.Client.trades` frame (one series, one or a few
+    combos) on the price ``close`` (the series' closes, indexed by row): long entries as green
+    triangles up, short entries red down, exits as black crosses, each trade's span shaded by
+    its side."""
+    plt = _pyplot(path)
+    prices = pl.Series(close).to_numpy() if not hasattr(close, "shape") else close
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    ax.plot(range(len(prices)), prices, color="grey", linewidth=0.8, label="close")
+    for side, colour, marker, name in ((1, "tab:green", "^", "long entry"), (-1, "tab:red", "v", "short entry")):
+        mine = trades.filter(pl.col("side") == side)
+        if mine.height:
+            ax.scatter(mine["entry_row"], mine["entry_price"], marker=marker, color=colour, s=30, label=name, zorder=4)
+            for row in mine.iter_rows(named=True):
+                ax.axvspan(row["entry_row"], row["exit_row"], color=colour, alpha=0.08, linewidth=0)
+    if trades.height:
+        ax.scatter(trades["exit_row"], trades["exit_price"], marker="x", color="black", s=20, label="exit", zorder=4)
+    ax.set_xlabel("row (bars)")
+    ax.set_ylabel("close (price)")
+    ax.legend(fontsize="small", loc="upper left")
+    ax.set_title(title or f"{trades.height:,} trades")
+    return _finish(fig, path)
+
+
+def _pyplot(path: str | None) -> Any:
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _finish(fig: Any, path: str | None) -> Any:
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
     return fig
 
 

@@ -338,7 +338,7 @@ def test_selection_on_the_server_equals_sorting_the_full_result(sf: sweepflight.
         sf.sweep("sel", strategy="sma_cross", grid=grid, top=0)
 
 
-def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client) -> None:
+def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client, tmp_path) -> None:
     close = walk(1_600, seed=7)
     sf.put("walk-trades", close)
     grid = {"fast": [3, 8], "slow": [20, 45]}
@@ -372,5 +372,17 @@ def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client) -
     for row in blocked.iter_rows(named=True):
         assert len(row["block_pnl"]) == 5
         assert sum(row["block_pnl"]) == pytest.approx(row["pnl"], abs=1e-6)
+    # Pictures of them: PNG files that open as non-empty images.
+    from matplotlib import image
+
+    for name, fig in {
+        "equity.png": sweepflight.plot_equity(equity, str(tmp_path / "equity.png")),
+        "trades.png": sweepflight.plot_trades(
+            close, trades.filter(pl.col("combo") == best["combo"][0]), str(tmp_path / "trades.png")
+        ),
+    }.items():
+        pixels = image.imread(tmp_path / name)
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and pixels.std() > 0, name
+        assert fig.axes[0].lines, name
     with pytest.raises(sweepflight.InvalidRequest, match="--max-trade-combos"):
         sf.trades("walk-trades", strategy="sma_cross", grid={"fast": range(1, 40), "slow": range(1, 40)})
