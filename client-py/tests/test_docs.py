@@ -51,6 +51,7 @@ def check_readme(ns: dict[str, Any]) -> None:
     assert ns["df"]["trades"][0] == 57_029
     assert ns["best"]["full"] == 172
     assert ns["sma"].height == 45 * 36 and ns["sma"].columns[1:3] == ["fast", "slow"]
+    assert ns["trades"]["combo"].n_unique() == 3 and ns["curves"].height == 3 * 150_000
 
 
 def check_protocol(ns: dict[str, Any]) -> None:
@@ -72,6 +73,9 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["ranked"].num_rows == 5 and sharpe == sorted(sharpe, reverse=True)
     assert [s["name"] for s in ns["listing"]][:2] == ["hma_sar", "sma_cross"]
     assert ns["zipped"]["rows"] == 150_000
+    assert str(ns["blocked"].schema.field("block_pnl").type) == "fixed_size_list<item: double not null>[8]"
+    assert ns["curves"].num_rows == 3 * 150_000
+    assert ns["booked"].column_names[:3] == ["combo", "trade", "side"] and ns["booked"].num_rows > 0
 
 
 #: Per file with runnable blocks: what its blocks must have computed.
