@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -761,6 +762,108 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+def action_table(c: flight.FlightClient, kind: str, request: dict[str, Any]) -> pa.Table:
+    """An action whose reply is one Arrow IPC stream over its Result bodies."""
+    results = c.do_action(flight.Action(kind, json.dumps(request).encode()))
+    return pa.ipc.open_stream(b"".join(r.body.to_pybytes() for r in results)).read_all()
+
+
+def best_rows(t: pa.Table, k: int) -> pa.Table:
+    """The first k rows by pnl, largest first, ties by combo (the server's order)."""
+    return t.sort_by([("pnl", "descending"), ("combo", "ascending")]).slice(0, k)
+
+
+def exp_judging(ctx: Ctx) -> dict[str, Any]:
+    """Judging on the server: `top: 100` over an sma_cross grid of 10^7 combos on 2,000 bars
+    against the same grid in chunks of ~100,000 combos without `top` (throughput, and the
+    server's memory growth), and `trades` of 100 combos on the paper series against their
+    sweep."""
+    bars = 2_000
+    close = closes(bars, seed=11)
+    side = ctx.n(400, 3_200)
+    fast, slow = list(range(1, side + 1)), list(range(1, side + 1))
+    combos = side * side
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "s", pa.table({"close": close}))
+    ranked = {
+        "dataset": "s",
+        "strategy": "sma_cross",
+        "grid": {"fast": fast, "slow": slow},
+        "order_by": "pnl",
+        "top": 100,
+    }
+    per_chunk = max(1, 100_000 // side)
+    growth: dict[str, list[int]] = {"top": [], "chunks": []}
+    best: dict[str, pa.Table] = {}
+
+    def measured(label: str, run: Callable[[], pa.Table]) -> Op:
+        def op() -> float:
+            before = srv.status("VmRSS")
+            srv.reset_peak()
+            t0 = time.perf_counter()
+            best[label] = run()
+            dt = time.perf_counter() - t0
+            growth[label].append(srv.status("VmHWM") - before)
+            return dt
+
+        return op
+
+    def with_top() -> pa.Table:
+        return sweep(c, ranked)
+
+    def in_chunks() -> pa.Table:
+        kept = []
+        for i in range(0, side, per_chunk):
+            part = {"dataset": "s", "strategy": "sma_cross", "grid": {"fast": fast[i : i + per_chunk], "slow": slow}}
+            t = sweep(c, part)
+            offset = i * side
+            t = t.set_column(0, "combo", pc.add(t["combo"], offset))
+            kept.append(best_rows(t, 100))
+        return best_rows(pa.concat_tables(kept), 100)
+
+    top_runs = interleaved(
+        ctx.n(1, 3), {"top": measured("top", with_top), "chunks": measured("chunks", in_chunks)}, warmup=0
+    )
+    if best["top"]["combo"].to_pylist() != best["chunks"]["combo"].to_pylist():
+        raise CheckFailed("top 100 of the grid differs from the best 100 of its chunks")
+    for k in (0, 57):
+        a, b = fast[best["top"]["combo"][k].as_py() // side], slow[best["top"]["combo"][k].as_py() % side]
+        want = sma_cross_trades(close.tolist(), a, b)
+        if best["top"]["trades"][k].as_py() != want:
+            raise CheckFailed(f"sma_cross ({a}, {b}): {best['top']['trades'][k]} trades, the plain oracle {want}")
+
+    # trades of 100 combos on the paper series against their sweep.
+    paper_close = paper.series()[: ctx.n(20_000, 150_000)]
+    put(c, "paper", pa.table({"close": paper_close}))
+    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)][:100]
+    body = {"dataset": "paper", "strategy": "sma_cross", "params": pairs}
+    swept = sweep(c, body)
+    booked = action_table(c, "trades", body)
+    if booked.num_rows != sum(swept["trades"].to_pylist()):
+        raise CheckFailed(
+            f"trades answered {booked.num_rows} trades, the sweep counted {sum(swept['trades'].to_pylist())}"
+        )
+
+    def call(kind: str) -> Op:
+        def op() -> None:
+            action_table(c, kind, body)
+
+        return op
+
+    detail = interleaved(ctx.n(2, 7), {"sweep, 100 combos": call("sweep"), "trades, 100 combos": call("trades")})
+    return {
+        "bars": bars,
+        "combos": combos,
+        "per_chunk": per_chunk * side,
+        "top": top_runs,
+        "growth": growth,
+        "paper_bars": len(paper_close),
+        "trades_booked": booked.num_rows,
+        "detail": detail,
+    }
+
+
 def exp_overload(ctx: Ctx) -> dict[str, Any]:
     """Many concurrent sweeps on distinct long series under a small sweep memory budget: peak
     and settled resident memory, time against the same sweeps one after another, results."""
@@ -900,6 +1003,7 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "peer": exp_peer,
     "universe": exp_universe,
     "strategies": exp_strategies,
+    "judging": exp_judging,
     "overload": exp_overload,
     "ray": exp_ray,
 }
@@ -1372,6 +1476,48 @@ class Report:
             *table_md([*SAMPLE_HEAD, "combos", "per combo", "x paper"], rows),
         ]
         return lines
+
+    def section_judging(self, j: dict[str, Any]) -> list[str]:
+        top, growth = j["top"], j["growth"]
+        rate = {k: j["combos"] / v["median"] for k, v in top.items()}
+        ratio = rate["top"] / rate["chunks"]
+        grown = max(growth["top"])
+        self.target(
+            "#27",
+            f"`top: 100` over {j['combos']:,} sma_cross combos: server memory growth <= 100 MB",
+            f"{grown / MB:.0f} MB",
+            grown <= 100 * MB,
+        )
+        self.target(
+            "#27",
+            "... and >= 0.9x the combos/s of the same grid in chunks without `top`",
+            f"{ratio:.2f}x",
+            ratio >= 0.9,
+        )
+        d = j["detail"]
+        tr = d["trades, 100 combos"]["median"] / d["sweep, 100 combos"]["median"]
+        self.target("#27", "`trades` of 100 combos on the paper series <= 2x their sweep", f"{tr:.2f}x", tr <= 2.0)
+        rows = [
+            [*sample_rows({k: v})[0], f"{rate[k] / 1e6:.2f} M/s", f"{max(growth[k]) / MB:.0f} MB"]
+            for k, v in top.items()
+        ]
+        return [
+            "## Judging on the server: a ranked grid of millions, and trades",
+            "",
+            f"An sma_cross grid of {j['combos']:,} combos (fast and slow each 1..{int(j['combos'] ** 0.5)}) on",
+            f"{j['bars']:,} bars: one `sweep` call with `order_by: pnl, top: 100` (the server runs it in",
+            "steps of 100,000 result rows and keeps the best), against the same grid as calls of",
+            f"{j['per_chunk']:,} combos without `top` whose best 100 the client keeps (the two answers are",
+            "checked equal, and two of the best combos' trades against a plain oracle). Memory: the",
+            "server's peak resident size during the call above what it held before, the largest round.",
+            "",
+            *table_md([*SAMPLE_HEAD, "combos/s", "server growth"], rows),
+            f"`trades` of 100 sma_cross combos on {j['paper_bars']:,} bars of the paper series",
+            f"({j['trades_booked']:,} trades, checked equal to the sweep's counts) against the `sweep` of",
+            "the same combos, one server, the same rounds:",
+            "",
+            *table_md(SAMPLE_HEAD, sample_rows(d)),
+        ]
 
     def section_overload(self, o: dict[str, Any]) -> list[str]:
         bound = o["datasets"] + o["cache"] + o["budget"] + 300 * MB

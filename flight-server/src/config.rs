@@ -93,7 +93,7 @@ impl ServerConfig {
     pub const DEFAULT_MAX_COMBOS: usize = 1_000_000;
     /// Result rows a sweep with `top` holds at once by default: a few hundred bytes a row, and
     /// a step large enough that ranking it costs little next to sweeping it.
-    pub const DEFAULT_TOP_STEP_ROWS: usize = 100_000;
+    pub const DEFAULT_TOP_STEP_ROWS: usize = 25_000;
     /// 1 GiB of cached kernel arrays.
     pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
     /// 16 GiB per dataset.

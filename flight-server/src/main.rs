@@ -48,6 +48,11 @@ struct Cli {
     #[arg(long, default_value_t = sweepflight_protocol::DEFAULT_MAX_TRADE_COMBOS)]
     max_trade_combos: usize,
 
+    /// Result rows (series x combos) a sweep with `top` holds at once: larger grids run in
+    /// steps of this many (smaller: less memory, more per-step overhead).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_TOP_STEP_ROWS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    top_step_rows: u64,
+
     /// Bytes of kernel arrays cached across sweeps (least recently used evicted first); 0
     /// disables.
     #[arg(long, value_parser = parse_bytes, default_value_t = ServerConfig::DEFAULT_CACHE_BYTES)]
@@ -168,7 +173,7 @@ impl TryFrom<&Cli> for ServerConfig {
             max_combos: cli.max_combos,
             max_grid_combos: cli.max_grid_combos,
             max_trade_combos: cli.max_trade_combos,
-            top_step_rows: ServerConfig::DEFAULT_TOP_STEP_ROWS,
+            top_step_rows: usize::try_from(cli.top_step_rows)?,
             cache_bytes: cli.cache_bytes,
             max_dataset_bytes: cli.max_dataset_bytes,
             max_total_bytes: cli.max_total_bytes,

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use arrow_array::builder::Float64Builder;
 use arrow_array::{
     ArrayRef, FixedSizeListArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
@@ -12,7 +13,9 @@ use arrow_ipc::writer::{
 };
 use bytes::Bytes;
 use sweepflight_kernel::{ComboResult, equity};
-use sweepflight_protocol::{ParamKind, Selection, equity_schema, sweep_schema, trades_schema};
+use sweepflight_protocol::{
+    ParamKind, Selection, V12_METRIC_COLUMNS, equity_schema, sweep_schema, trades_schema,
+};
 
 use crate::compute::{Job, Runs};
 
@@ -29,32 +32,46 @@ pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
 pub fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
-    let results = &runs.results;
+    let all = job.params.len() * runs.results.len();
+    to_batch_rows(job, runs, &(0..all as u32).collect::<Vec<_>>())
+}
+
+/// [`to_batch`] of the rows `picked` only, in that order (indices into the series-major rows:
+/// `series * combos + combo`), as [`select_results`] picks them.
+///
+/// # Errors
+/// As [`to_batch`].
+pub fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<RecordBatch> {
     let series = job.names.as_deref();
     let params = &job.params;
-    let rows = || results.iter().flatten();
-    let n = params.len();
-    let total = n * results.len();
+    let n = params.len().max(1);
+    let at = |i: u32| (i as usize / n, i as usize % n);
+    let result = |i: u32| {
+        let (s, c) = at(i);
+        &runs.results[s][c]
+    };
+    let rows = || picked.iter().map(|&i| result(i));
+    let total = picked.len();
     let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values((0..total).map(f)))
+        Arc::new(Int64Array::from_iter_values(
+            picked.iter().map(|&i| f(at(i).1)),
+        ))
     };
     let floats = |f: &dyn Fn(&ComboResult) -> f64| -> ArrayRef {
         Arc::new(Float64Array::from_iter_values(rows().map(f)))
     };
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(16);
     if let Some(names) = series {
-        let names = names
-            .iter()
-            .flat_map(|name| std::iter::repeat_n(name.as_str(), n));
+        let names = picked.iter().map(|&i| names[at(i).0].as_str());
         columns.push(Arc::new(StringArray::from_iter_values(names)));
     }
-    columns.push(ints(&|i| (i % n.max(1)) as i64));
+    columns.push(ints(&|c| c as i64));
     for (k, (_, kind)) in job.strategy.params().iter().enumerate() {
         columns.push(match kind {
             // Windows are integers held exactly in f64.
-            ParamKind::Int => ints(&|i| params[i % n].value(k) as i64),
+            ParamKind::Int => ints(&|c| params[c].value(k) as i64),
             ParamKind::Number => Arc::new(Float64Array::from_iter_values(
-                (0..total).map(|i| params[i % n].value(k)),
+                picked.iter().map(|&i| params[at(i).1].value(k)),
             )),
         });
     }
@@ -67,22 +84,27 @@ pub fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
         floats(&ComboResult::win_rate),
         floats(&|r| r.max_drawdown),
     ]);
-    // The v1.2 metrics, null where undefined: one pass computes all nine per row.
-    let metrics: Vec<[Option<f64>; 9]> = rows()
-        .map(|r| r.metrics(job.periods_per_year).values())
-        .collect();
-    for k in 0..9 {
-        columns.push(Arc::new(Float64Array::from_iter(
-            metrics.iter().map(|m| m[k]),
-        )));
+    // The v1.2 metrics, null where undefined: one pass computes all nine per row, straight
+    // into their builders (no per-row array held for the whole table).
+    let mut metrics: [Float64Builder; 9] =
+        std::array::from_fn(|_| Float64Builder::with_capacity(total));
+    for r in rows() {
+        for (b, v) in metrics
+            .iter_mut()
+            .zip(r.metrics(job.periods_per_year).values())
+        {
+            b.append_option(v);
+        }
     }
+    columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     let schema = sweep_schema(job.strategy, series.is_some(), job.keep.blocks);
     if let Some(blocks) = job.keep.blocks {
-        let values: Float64Array = runs
-            .records
+        let values: Float64Array = picked
             .iter()
-            .flatten()
-            .flat_map(|r| r.block_pnl.iter().copied())
+            .flat_map(|&i| {
+                let (s, c) = at(i);
+                runs.records[s][c].block_pnl.iter().copied()
+            })
             .collect();
         let arrow_schema::DataType::FixedSizeList(item, _) =
             schema.field(schema.fields().len() - 1).data_type()
@@ -121,7 +143,7 @@ pub fn select(batch: RecordBatch, series: usize, selection: &Selection) -> Resul
 ///
 /// # Errors
 /// As [`select`].
-pub fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) -> Result<Vec<u32>> {
+fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) -> Result<Vec<u32>> {
     let values = |name: &str| -> Result<Vec<Option<f64>>> {
         let col = batch
             .column_by_name(name)
@@ -134,6 +156,62 @@ pub fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) ->
             .ok_or_else(|| Error::Internal("a cast to float64 gave another type".into()))?;
         Ok(floats.iter().collect())
     };
+    pick(batch.num_rows(), series, selection, &values)
+}
+
+/// The rows of a job's results that `selection` keeps, in its order, as indices into the
+/// series-major rows ([`to_batch_rows`] builds the table of just those): the same rows as
+/// [`select_rows`] on the whole table, without building it.
+///
+/// # Errors
+/// Only for a column no result has, which decoding rules out.
+pub fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> Result<Vec<u32>> {
+    let n = job.params.len();
+    let total = n * runs.results.len();
+    if selection.is_empty() {
+        return Ok((0..total as u32).collect());
+    }
+    let values = |name: &str| -> Result<Vec<Option<f64>>> {
+        let of = column_of(job, name)?;
+        Ok(runs
+            .results
+            .iter()
+            .flat_map(|series| series.iter().enumerate())
+            .map(|(c, r)| of(c, r))
+            .collect())
+    };
+    pick(total, runs.results.len(), selection, &values)
+}
+
+/// How to read result column `name` of combo `c` with result `r`, as a number (null: `None`).
+fn column_of<'a>(
+    job: &'a Job,
+    name: &str,
+) -> Result<Box<dyn Fn(usize, &ComboResult) -> Option<f64> + 'a>> {
+    let ppy = job.periods_per_year;
+    let metric = V12_METRIC_COLUMNS.iter().position(|&m| m == name);
+    let param = job.strategy.params().iter().position(|(p, _)| *p == name);
+    Ok(match (name, metric, param) {
+        ("combo", ..) => Box::new(|c, _| Some(c as f64)),
+        (_, _, Some(k)) => Box::new(move |c, _| Some(job.params[c].value(k))),
+        ("pnl", ..) => Box::new(|_, r| Some(r.pnl)),
+        ("trades", ..) => Box::new(|_, r| Some(r.trades as f64)),
+        ("wins", ..) => Box::new(|_, r| Some(r.wins as f64)),
+        ("win_rate", ..) => Box::new(|_, r| Some(r.win_rate())),
+        ("max_drawdown", ..) => Box::new(|_, r| Some(r.max_drawdown)),
+        (_, Some(m), _) => Box::new(move |_, r| r.metrics(ppy).values()[m]),
+        _ => return Err(Error::Internal(format!("no result column {name}"))),
+    })
+}
+
+/// The selection over `rows` rows in `series` equal series-major blocks, each column's values
+/// from `values`.
+fn pick(
+    rows_total: usize,
+    series: usize,
+    selection: &Selection,
+    values: &dyn Fn(&str) -> Result<Vec<Option<f64>>>,
+) -> Result<Vec<u32>> {
     let filters = selection
         .filters
         .iter()
@@ -145,7 +223,7 @@ pub fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) ->
         None => lo.is_none() && hi.is_none(),
         Some(x) => lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h),
     };
-    let per = batch.num_rows() / series.max(1);
+    let per = rows_total / series.max(1);
     let mut picked: Vec<u32> = Vec::new();
     for s in 0..series.max(1) {
         let mut rows: Vec<usize> = (s * per..(s + 1) * per)

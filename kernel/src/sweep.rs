@@ -55,6 +55,12 @@ pub enum ArrayKey {
     Hma3([u32; 3]),
     /// The closes' moves for the per-bar metrics ([`crate::Moves`]), two values a bar.
     Moves,
+    /// `SMA(close, n)` of the indicator strategies.
+    Sma(u32),
+    /// `EMA(close, n)`.
+    Ema(u32),
+    /// Wilder's `RSI(close, n)`.
+    Rsi(u32),
 }
 
 /// A cache of arrays over one close series, shared by sweeps over it.
@@ -420,7 +426,7 @@ impl Run<'_> {
                     ArrayKey::Hma3(t) => {
                         hma3.insert(t);
                     }
-                    ArrayKey::Wma(_) | ArrayKey::Moves => unreachable!("lines only"),
+                    _ => unreachable!("HMA and HMA3 lines only"),
                 }
             }
         }
@@ -471,7 +477,7 @@ impl Run<'_> {
                         _ => tasks.push(Line::Hma(h, f, vec![q])),
                     },
                     ArrayKey::Hma3(t) => tasks.push(Line::Hma3(t)),
-                    ArrayKey::Wma(_) | ArrayKey::Moves => unreachable!("lines only"),
+                    _ => unreachable!("HMA and HMA3 lines only"),
                 }
             }
             tasks.sort_by_key(|t| std::cmp::Reverse(t.cost()));

@@ -8,8 +8,8 @@
 use proptest::prelude::*;
 use sweepflight_kernel::oracle;
 use sweepflight_kernel::{
-    Combo, ComboResult, Execution, Params, Records, Side, Strategy as Kind, SweepControl, equity,
-    sweep_params,
+    ArrayCache, ArrayKey, Combo, ComboResult, Execution, Params, Records, Side, Strategy as Kind,
+    SweepControl, equity, sweep_params,
 };
 
 /// Price series: a random walk, or an adversarial one built from a few repeated levels.
@@ -92,6 +92,19 @@ fn execution() -> impl Strategy<Value = Execution> {
             take_profit,
             start: 0,
         })
+}
+
+/// A cache that keeps every array offered.
+#[derive(Default)]
+struct Lines(std::sync::Mutex<std::collections::HashMap<ArrayKey, std::sync::Arc<[f64]>>>);
+
+impl ArrayCache for Lines {
+    fn get(&self, key: ArrayKey) -> Option<std::sync::Arc<[f64]>> {
+        self.0.lock().unwrap().get(&key).cloned()
+    }
+    fn insert(&self, key: ArrayKey, array: std::sync::Arc<[f64]>) {
+        self.0.lock().unwrap().insert(key, array);
+    }
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -202,6 +215,11 @@ proptest! {
                 prop_assert_eq!(&got, &want, "threads {} budget {}", threads, budget);
             }
         }
+        // Lines from a cache a sweep of some of the combos filled: the same answer.
+        let cache = Lines::default();
+        let control = SweepControl { cache: &cache, ..SweepControl::default() };
+        fast(&close, (0, n, 0), &combos[..combos.len() / 2], &exec, &control);
+        prop_assert_eq!(&fast(&close, (0, n, 0), &combos, &exec, &control), &want, "with cached lines");
     }
 }
 

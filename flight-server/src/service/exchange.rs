@@ -18,7 +18,7 @@ use super::put::upload_limits;
 use super::{Inbound, State};
 use crate::compute::{Input, Job, Keep, execution, params};
 use crate::ingest::read_upload;
-use crate::results::{SessionEncoder, select, to_batch};
+use crate::results::{SessionEncoder, select_results, to_batch_rows};
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
@@ -93,12 +93,9 @@ async fn transient(
         keep,
     };
     job.check_blocks()?;
-    let results = state.compute.run(job.clone()).await?;
-    let batch = select(
-        to_batch(&job, &results)?,
-        job.inputs.len(),
-        &sweep.selection,
-    )?;
+    let runs = state.compute.run(job.clone()).await?;
+    let rows = select_results(&job, &runs, &sweep.selection)?;
+    let batch = to_batch_rows(&job, &runs, &rows)?;
     let out = FlightDataEncoderBuilder::new()
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, Int64Array, RecordBatch};
+use arrow_array::RecordBatch;
 use sweepflight_protocol::SweepRequest;
 
 use super::State;
 use crate::compute::{Job, Keep, Limits, Runs};
 use crate::dataset::Dataset;
 use crate::results::{
-    EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select, select_rows, to_batch,
+    EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select_results, to_batch_rows,
     trades_batch,
 };
 use crate::{Error, Result};
@@ -44,7 +44,8 @@ pub(super) async fn run(
     }
     let job = Job::stored(request, dataset, &limits)?;
     let runs = state.compute.run(job.clone()).await?;
-    select(to_batch(&job, &runs)?, job.inputs.len(), &request.selection)
+    let rows = select_results(&job, &runs, &request.selection)?;
+    to_batch_rows(&job, &runs, &rows)
 }
 
 /// A sweep with `top` over a grid larger than one step of `step` combos on each of `series`
@@ -70,9 +71,8 @@ async fn run_in_steps(
         let end = (start + step).min(request.len());
         let job = Job::stored_range(request, Arc::clone(&dataset), &limits, start..end)?;
         let runs = state.compute.run(job.clone()).await?;
-        let batch = offset_combo(to_batch(&job, &runs)?, start)?;
-        let rows = select_rows(&batch, series, selection)?;
-        // The step's table is series-major in blocks of `end - start` rows.
+        // Only the rows the step keeps become a table (series-major: blocks of `end - start`).
+        let rows = select_results(&job, &runs, selection)?;
         let per = end - start;
         for (s, kept) in best.iter_mut().enumerate() {
             let mine: Vec<u32> = rows
@@ -80,11 +80,7 @@ async fn run_in_steps(
                 .copied()
                 .filter(|&r| r as usize / per == s)
                 .collect();
-            let part = arrow_select::take::take_record_batch(
-                &batch,
-                &arrow_array::UInt32Array::from(mine),
-            )
-            .map_err(|e| Error::internal("select a step's rows", e))?;
+            let part = offset_combo(to_batch_rows(&job, &runs, &mine)?, start)?;
             *kept = Some(merge_selected(kept.take(), part, selection)?);
         }
     }
@@ -139,19 +135,14 @@ pub(super) async fn detail(
         vec![(0..job.params.len()).collect(); series]
     } else {
         let runs = state.compute.run(job.clone()).await?;
-        let batch = to_batch(&job, &runs)?;
-        let rows = select_rows(&batch, series, &request.selection)?;
+        let rows = select_results(&job, &runs, &request.selection)?;
         if rows.len() > max {
             return Err(too_many(rows.len()));
         }
-        let combos = batch
-            .column_by_name("combo")
-            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            .ok_or_else(|| Error::Internal("the result has no int64 combo column".into()))?;
         let per = job.params.len().max(1);
         let mut chosen = vec![Vec::new(); series];
         for r in rows {
-            chosen[r as usize / per].push(combos.value(r as usize) as usize);
+            chosen[r as usize / per].push(r as usize % per);
         }
         // The reply is ordered by combo, whatever order chose them.
         for c in &mut chosen {

@@ -12,6 +12,8 @@
 //! - [`donchian_signals`] is exact (max and min are exact) with a monotone queue: O(1) per bar.
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -22,23 +24,28 @@ const BLOCK: usize = 256;
 const BLOCKS_PER_TASK: usize = 32;
 
 /// `SMA(x, n)` for each of `windows` (strictly ascending, >= 1): `NaN` for `i < n - 1`, else
-/// `(x[i-n+1] + ... + x[i]) / n`, summed oldest first from 0.0, then one division.
+/// `(x[i-n+1] + ... + x[i]) / n`, summed oldest first from 0.0, then one division. Each line is
+/// written straight into the shared allocation a cache keeps (no copy to offer it).
 ///
 /// # Panics
 /// If the windows are not strictly ascending and >= 1.
-pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<f64>> {
+pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
     assert!(
         windows.first().is_none_or(|&n| n >= 1) && windows.windows(2).all(|w| w[0] < w[1]),
         "windows must be >= 1 and strictly ascending"
     );
     let len = x.len();
-    let mut outs: Vec<Vec<f64>> = windows.iter().map(|_| vec![f64::NAN; len]).collect();
+    let mut outs: Vec<Arc<[f64]>> = windows.iter().map(|_| nan_line(len)).collect();
     let Some(&shortest) = windows.first() else {
         return outs;
     };
     // Starts with an output for at least the shortest window.
     let starts = (len + 1).saturating_sub(shortest);
-    let ptrs = Outs(outs.iter_mut().map(|o| o.as_mut_ptr()).collect());
+    let ptrs = Outs(
+        outs.iter_mut()
+            .map(|o| Arc::get_mut(o).expect("not shared yet").as_mut_ptr())
+            .collect(),
+    );
     let task = |lo: usize, hi: usize| {
         let mut acc = [0.0f64; BLOCK];
         for block in (lo..hi).step_by(BLOCK) {
@@ -74,6 +81,16 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Vec<f64>> 
     };
     over_starts(starts, parallel, task);
     outs
+}
+
+/// A shared line of `len` NaN.
+fn nan_line(len: usize) -> Arc<[f64]> {
+    let mut line: Arc<[MaybeUninit<f64>]> = Arc::new_uninit_slice(len);
+    Arc::get_mut(&mut line)
+        .expect("just allocated, not shared")
+        .fill(MaybeUninit::new(f64::NAN));
+    // SAFETY: every element was just written.
+    unsafe { line.assume_init() }
 }
 
 /// Runs `task(lo, hi)` over the window starts `0..starts` in ranges of

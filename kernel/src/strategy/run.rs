@@ -9,6 +9,7 @@
 //! grouping, the order or the thread count.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -16,7 +17,7 @@ use super::Params;
 use super::indicators::{donchian_multi, donchian_signals, ema, rsi, rsi_signals, sma_multi};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
-use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
+use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
 /// What one monotone-queue channel costs per bar, in the shared pass's compare pairs.
@@ -32,8 +33,21 @@ enum Key {
     Donchian(u32),
 }
 
+impl Key {
+    /// The cache's key of a line (a donchian signal is bytes, not a line: never cached).
+    fn cached(self) -> Option<ArrayKey> {
+        match self {
+            Self::Sma(n) => Some(ArrayKey::Sma(n)),
+            Self::Ema(n) => Some(ArrayKey::Ema(n)),
+            Self::Rsi(n) => Some(ArrayKey::Rsi(n)),
+            Self::Donchian(_) => None,
+        }
+    }
+}
+
 enum Array {
-    Line(Vec<f64>),
+    /// A line, shared with the cache.
+    Line(Arc<[f64]>),
     Signals(Vec<i8>),
 }
 
@@ -44,6 +58,17 @@ fn keys(p: &Params) -> [Option<Key>; 2] {
         Params::Donchian { n } => [Some(Key::Donchian(n)), None],
         Params::RsiRevert { n, .. } => [Some(Key::Rsi(n)), None],
         Params::HmaSar(_) => [None, None],
+    }
+}
+
+/// The longest window of a combo (0 for hma_sar, which the paper kernel runs).
+fn longest_window(p: &Params) -> usize {
+    match *p {
+        Params::SmaCross { fast, slow } | Params::EmaCross { fast, slow } => {
+            fast.max(slow) as usize
+        }
+        Params::Donchian { n } | Params::RsiRevert { n, .. } => n as usize,
+        Params::HmaSar(_) => 0,
     }
 }
 
@@ -111,10 +136,17 @@ pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: 
     hma_bytes.max(own) + results + Moves::bytes(bars)
 }
 
-/// Bytes of lines a sweep of `params` offers a cache (hma_sar's; the indicator sweep keeps
-/// nothing between calls).
+/// Bytes of lines a sweep of `params` offers a cache: hma_sar's, and each distinct SMA, EMA and
+/// RSI line (a donchian signal is recomputed: O(bars) with no line to keep).
 pub fn line_bytes(bars: usize, params: &[Params]) -> usize {
-    crate::sweep::line_bytes(bars, &hma_combos(params))
+    let lines: BTreeSet<Key> = params
+        .iter()
+        .filter(|p| longest_window(p) <= bars)
+        .flat_map(keys)
+        .flatten()
+        .filter(|k| k.cached().is_some())
+        .collect();
+    crate::sweep::line_bytes(bars, &hma_combos(params)) + lines.len() * bars * size_of::<f64>()
 }
 
 /// The indicator strategies' sweep (no `hma_sar` combo in `params`).
@@ -137,11 +169,22 @@ pub(super) fn sweep(
     let moves = control
         .bar_metrics
         .then(|| Moves::cached(close, control.cache));
-    let mut order: Vec<usize> = (0..params.len()).collect();
+    let books = Books {
+        close,
+        moves: moves.as_ref(),
+        records: control.records,
+    };
+    let mut results = vec![ComboResult::default(); params.len()];
+    // A combo with a window longer than the range gives no signal (strategies.md): it books
+    // nothing and needs no arrays (a grid's long windows would otherwise be arrays of NaN).
+    let (idle, mut order): (Vec<usize>, Vec<usize>) =
+        (0..params.len()).partition(|&i| longest_window(&params[i]) > close.len());
+    for i in idle {
+        results[i] = books.ledger(exec, i).done();
+    }
     order.sort_by_key(|&i| keys(&params[i]));
     let array = size_of_val(close).max(1);
     let max_arrays = (control.working_set_bytes / array).max(2);
-    let mut results = vec![ComboResult::default(); params.len()];
     let mut rest = &order[..];
     while !rest.is_empty() {
         // The longest prefix whose distinct arrays fit (never empty).
@@ -162,12 +205,7 @@ pub(super) fn sweep(
         let (group, tail) = rest.split_at(taken);
         rest = tail;
         check()?;
-        let arrays = compute(close, &held, parallel);
-        let books = Books {
-            close,
-            moves: moves.as_ref(),
-            records: control.records,
-        };
+        let arrays = compute(close, &held, parallel, control.cache);
         let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
             check()?;
             Ok((i, run_one((books, i), &params[i], &arrays, exec, scratch)))
@@ -191,9 +229,42 @@ pub(super) fn sweep(
     Ok(results)
 }
 
+/// Every array of `keys` over `close`: the lines `cache` holds from it, the rest computed (the
+/// SMA windows in one shared pass, the others one task each) and their lines offered to it, so
+/// the next call (or the next step of a ranked grid) on this series reuses them.
+fn compute(
+    close: &[f64],
+    keys: &BTreeSet<Key>,
+    parallel: bool,
+    cache: &dyn ArrayCache,
+) -> BTreeMap<Key, Array> {
+    let mut held: BTreeMap<Key, Array> = keys
+        .iter()
+        .filter_map(|&k| {
+            let line = cache.get(k.cached()?).filter(|l| l.len() == close.len())?;
+            Some((k, Array::Line(line)))
+        })
+        .collect();
+    let missing: BTreeSet<Key> = keys
+        .iter()
+        .filter(|k| !held.contains_key(k))
+        .copied()
+        .collect();
+    let computed = compute_all(close, &missing, parallel);
+    if cache.keeps() {
+        for (k, a) in &computed {
+            if let (Some(key), Array::Line(line)) = (k.cached(), a) {
+                cache.insert(key, Arc::clone(line));
+            }
+        }
+    }
+    held.extend(computed);
+    held
+}
+
 /// Every array of `keys` over `close`: the SMA windows in one shared pass, the rest one task
 /// each.
-fn compute(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<Key, Array> {
+fn compute_all(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<Key, Array> {
     let windows: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
@@ -231,8 +302,8 @@ fn compute(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<Key,
         let array = match *k {
             Key::Sma(_) => return None,
             Key::Donchian(_) if shared => return None,
-            Key::Ema(n) => Array::Line(ema(close, n as usize)),
-            Key::Rsi(n) => Array::Line(rsi(close, n as usize)),
+            Key::Ema(n) => Array::Line(ema(close, n as usize).into()),
+            Key::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
             Key::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
         };
         Some((*k, array))
@@ -263,10 +334,10 @@ fn run_one(
     scratch: &mut Scratch,
 ) -> ComboResult {
     let line = |k: Key| match &arrays[&k] {
-        Array::Line(l) => l.as_slice(),
+        Array::Line(l) => l,
         Array::Signals(_) => unreachable!("{k:?} is a line"),
     };
-    let (close, len) = (books.close, books.close.len());
+    let close = books.close;
     let crosses = |a: &[f64], b: &[f64], scratch: &mut Scratch| {
         signal::run_fast(books, combo, (a, b), exec, &mut scratch.states)
     };
@@ -274,11 +345,8 @@ fn run_one(
         Params::SmaCross { fast, slow } => {
             crosses(line(Key::Sma(slow)), line(Key::Sma(fast)), scratch)
         }
+        // An EMA is never NaN: a window longer than the range never gets here.
         Params::EmaCross { fast, slow } => {
-            // An EMA is never NaN, but a window longer than the range gives no signal.
-            if fast as usize > len || slow as usize > len {
-                return books.ledger(exec, combo).done();
-            }
             crosses(line(Key::Ema(slow)), line(Key::Ema(fast)), scratch)
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {

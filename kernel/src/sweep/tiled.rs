@@ -230,7 +230,7 @@ impl Group {
                             hma.entry((h, f)).or_default().insert((q, n));
                         }
                         ArrayKey::Hma3(t) => hma3.push((t, n)),
-                        ArrayKey::Wma(_) | ArrayKey::Moves => unreachable!("lines only"),
+                        _ => unreachable!("HMA and HMA3 lines only"),
                     }
                     Source::Computed(n)
                 });
