@@ -183,11 +183,11 @@ pub fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> Result<V
     pick(total, runs.results.len(), selection, &values)
 }
 
-/// How to read result column `name` of combo `c` with result `r`, as a number (null: `None`).
-fn column_of<'a>(
-    job: &'a Job,
-    name: &str,
-) -> Result<Box<dyn Fn(usize, &ComboResult) -> Option<f64> + 'a>> {
+/// Reads one result column of combo `c` with result `r` as a number (null: `None`).
+type Column<'a> = Box<dyn Fn(usize, &ComboResult) -> Option<f64> + 'a>;
+
+/// How to read result column `name`.
+fn column_of<'a>(job: &'a Job, name: &str) -> Result<Column<'a>> {
     let ppy = job.periods_per_year;
     let metric = V12_METRIC_COLUMNS.iter().position(|&m| m == name);
     let param = job.strategy.params().iter().position(|(p, _)| *p == name);
