@@ -86,14 +86,18 @@ def sweep_body(dataset: str, **fields: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY) -> bytes:
+def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY, action: str = "sweep") -> bytes:
     """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
-    ``keyed``)."""
-    if strategy == DEFAULT_STRATEGY:
+    ``keyed``) answering each message with ``action`` (``sweep``, ``trades`` or ``equity``)."""
+    if strategy == DEFAULT_STRATEGY and action == "sweep":
         return KEYED_SESSION_COMMAND if keyed else SESSION_COMMAND
-    command: dict[str, Any] = {"op": "session", "strategy": strategy}
+    command: dict[str, Any] = {"op": "session"}
     if keyed:
         command["keyed"] = True
+    if strategy != DEFAULT_STRATEGY:
+        command["strategy"] = strategy
+    if action != "sweep":
+        command["action"] = action
     return json.dumps(command, separators=(",", ":")).encode()
 
 

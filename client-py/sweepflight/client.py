@@ -482,11 +482,19 @@ class Client:
         table = self._table_call("equity", request, timeout)
         return _reply(table, _protocol.equity_schema)
 
-    def session(self, *, keyed: bool = False, strategy: str | None = None, timeout: float | None = None) -> Session:
+    def session(
+        self,
+        *,
+        keyed: bool = False,
+        strategy: str | None = None,
+        action: Literal["sweep", "trades", "equity"] = "sweep",
+        timeout: float | None = None,
+    ) -> Session:
         """Opens a ``session``: many small sweeps on one open stream, a message each way
         instead of a gRPC call each (for tight loops of params-only sweeps). A session serves
-        unkeyed datasets, or keyed ones if ``keyed``, and one ``strategy`` (default hma_sar).
-        Use it as a context manager::
+        unkeyed datasets, or keyed ones if ``keyed``, one ``strategy`` (default hma_sar) and
+        one ``action``: its calls are :meth:`Session.sweep` (default), :meth:`Session.trades` or
+        :meth:`Session.equity`. Use it as a context manager::
 
             with sf.session() as s:
                 for L in range(6, 200):
@@ -494,7 +502,7 @@ class Client:
 
         ``timeout`` bounds the whole session.
         """
-        return Session(self, keyed, strategy or _protocol.DEFAULT_STRATEGY, self._options(timeout))
+        return Session(self, keyed, strategy or _protocol.DEFAULT_STRATEGY, self._options(timeout), action)
 
     def datasets(self, *, timeout: float | None = None) -> list[DatasetInfo]:
         """Every stored dataset, by name."""
@@ -571,8 +579,13 @@ class Session:
     one to go on.
     """
 
-    def __init__(self, client: Client, keyed: bool, strategy: str, options: flight.FlightCallOptions) -> None:
-        command = _protocol.session_command(keyed, strategy)
+    def __init__(
+        self, client: Client, keyed: bool, strategy: str, options: flight.FlightCallOptions, action: str = "sweep"
+    ) -> None:
+        if action not in ("sweep", "trades", "equity"):
+            raise InvalidRequest(f"a session's action is 'sweep', 'trades' or 'equity', got {action!r}")
+        self._action, self._strategy = action, strategy
+        command = _protocol.session_command(keyed, strategy, action)
         with translated():
             self._writer, self._reader = client._flight.do_exchange(
                 flight.FlightDescriptor.for_command(command), options=options
@@ -623,9 +636,45 @@ class Session:
             NotFound, InvalidRequest: as :meth:`Client.sweep`; the session is then over.
             Cancelled: the server ended the session (it is shutting down).
         """
+        request = self._request(name, lengths, params, options)
+        table = self._call("sweep", request)
+        _check(table.schema)
+        return _result(table, request, as_arrow)
+
+    def trades(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """:meth:`Client.trades` on a session opened with ``action="trades"``."""
+        table = self._call("trades", self._request(name, lengths, params, options))
+        return _reply(table, _protocol.trades_schema)
+
+    def equity(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """:meth:`Client.equity` on a session opened with ``action="equity"``."""
+        table = self._call("equity", self._request(name, lengths, params, options))
+        return _reply(table, _protocol.equity_schema)
+
+    def _request(
+        self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
+    ) -> SweepRequest:
+        """A call's request, of the session's strategy unless it names one."""
+        return _request(name, lengths, params, {"strategy": self._strategy, **options})
+
+    def _call(self, action: str, request: SweepRequest) -> pa.Table:
+        """One message out, its reply back, on a session opened for ``action``."""
+        if action != self._action:
+            raise InvalidRequest(f"this session answers {self._action}; open one with action={action!r}")
         if not self._open:
             raise InvalidRequest("this session is closed; open a new one")
-        request = _request(name, lengths, params, options)
         body = request.body()
         try:
             with translated():
@@ -641,9 +690,7 @@ class Session:
             raise ServerError("sweep session reply does not match its request")
         if chunk.data is None:
             raise ServerError("sweep session reply has no record batch")
-        table = pa.Table.from_batches([chunk.data])
-        _check(table.schema)
-        return _result(table, request, as_arrow)
+        return pa.Table.from_batches([chunk.data])
 
     def close(self) -> None:
         """Ends the session."""

@@ -47,6 +47,7 @@ def test_session_commands() -> None:
     assert json.loads(_protocol.SESSION_COMMAND) == commands["session"]
     assert json.loads(_protocol.KEYED_SESSION_COMMAND) == commands["keyed_session"]
     assert json.loads(_protocol.session_command(True, "rsi_revert")) == commands["keyed_rsi_revert_session"]
+    assert json.loads(_protocol.session_command(False, "sma_cross", "trades")) == commands["sma_cross_trades_session"]
 
 
 @pytest.mark.parametrize("strategy", sorted(_protocol.STRATEGIES))

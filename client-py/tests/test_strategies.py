@@ -246,7 +246,7 @@ def test_refusals(sf: sweepflight.Client) -> None:
     with pytest.raises(sweepflight.InvalidRequest, match="stop_loss"):
         sf.sweep("r", strategy="donchian", params=[[5]], stop_loss=-1)
     with pytest.raises(sweepflight.InvalidRequest, match="opened for donchian"), sf.session(strategy="donchian") as s:
-        s.sweep("r", lengths=[6])
+        s.sweep("r", lengths=[6], strategy="hma_sar")
 
 
 def test_plots_of_any_strategy(sf: sweepflight.Client, tmp_path) -> None:
@@ -372,6 +372,13 @@ def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client, t
     for row in blocked.iter_rows(named=True):
         assert len(row["block_pnl"]) == 5
         assert sum(row["block_pnl"]) == pytest.approx(row["pnl"], abs=1e-6)
+    # The same on sessions opened for trades and for equity.
+    with sf.session(strategy="sma_cross", action="trades") as s:
+        assert s.trades("walk-trades", grid=grid, **options, **chosen).equals(trades)
+        with pytest.raises(sweepflight.InvalidRequest, match="answers trades"):
+            s.sweep("walk-trades", grid=grid)
+    with sf.session(strategy="sma_cross", action="equity") as s:
+        assert s.equity("walk-trades", grid=grid, **options, **chosen).equals(equity)
     # Pictures of them: PNG files that open as non-empty images.
     from matplotlib import image
 

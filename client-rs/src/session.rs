@@ -44,7 +44,12 @@ impl Session {
         let (requests, outbound) = mpsc::unbounded();
         // The server reads the descriptor before it answers with headers, so it must be queued
         // before the call is awaited.
-        let command = ExchangeCommand::Session { keyed, strategy }.encode();
+        let command = ExchangeCommand::Session {
+            keyed,
+            strategy,
+            reply: sweepflight_protocol::SessionReply::Sweep,
+        }
+        .encode();
         let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(command));
         requests
             .unbounded_send(Ok(open))

@@ -1116,6 +1116,42 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
         }
         assert!((got.values().iter().sum::<f64>() - f64s(&b, "pnl")[r]).abs() <= 1e-6);
     }
+    // The same through sessions opened for trades and for equity: one reply per message, the
+    // action's table.
+    for (action, want) in [("trades", &t), ("equity", &e)] {
+        let cmd =
+            json!({"op": "session", "keyed": true, "strategy": "sma_cross", "action": action});
+        let first = arrow_flight::FlightData::new()
+            .with_descriptor(FlightDescriptor::new_cmd(cmd.to_string()));
+        let msgs = [&chosen, &chosen]
+            .map(|b| arrow_flight::FlightData::new().with_app_metadata(b.to_string()));
+        let inbound = futures::stream::iter(std::iter::once(first).chain(msgs).map(Ok));
+        let replies: Vec<RecordBatch> = c
+            .do_exchange(inbound)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(replies.len(), 2, "{action}");
+        for r in &replies {
+            assert_eq!(r, want, "{action}");
+        }
+    }
+    // A sweep session refuses blocks: its replies share one schema.
+    let first = arrow_flight::FlightData::new().with_descriptor(FlightDescriptor::new_cmd(
+        json!({"op": "session", "keyed": true, "strategy": "sma_cross"}).to_string(),
+    ));
+    let msg = arrow_flight::FlightData::new().with_app_metadata(blocked.to_string());
+    let err = c
+        .do_exchange(futures::stream::iter([Ok(first), Ok(msg)]))
+        .await
+        .unwrap()
+        .try_collect::<Vec<RecordBatch>>()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("`blocks` adds a column"), "{err}");
+
     // More blocks than a series has evaluated rows: refused, naming it.
     blocked["blocks"] = json!(64);
     blocked["rows"] = json!([0, 60]);

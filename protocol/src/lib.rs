@@ -36,7 +36,7 @@ pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection
 pub use strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{
     DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,
-    SweepRequest, check_runs,
+    SessionReply, SweepRequest, check_runs,
 };
 pub use ticket::Ticket;
 

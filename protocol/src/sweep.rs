@@ -291,6 +291,11 @@ impl SweepRequest {
         if wire.keyed.is_some() {
             return Err(Error::new("`keyed` belongs to `session` commands"));
         }
+        if wire.action.is_some() {
+            return Err(Error::new(
+                "`action` belongs to `session` commands; the action is the DoAction type",
+            ));
+        }
         let dataset = wire
             .dataset
             .clone()
@@ -348,7 +353,45 @@ pub enum ExchangeCommand {
         /// The strategy of every sweep on the session (its replies' schema); hma_sar unless the
         /// command says `"strategy"`.
         strategy: Strategy,
+        /// What each message answers with (`"action"`, default `sweep`): one kind per session,
+        /// as its replies share one schema.
+        reply: SessionReply,
     },
+}
+
+/// What a session's messages answer with: the action of the same name run on each message's
+/// sweep body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionReply {
+    /// The sweep's result rows.
+    #[default]
+    Sweep,
+    /// The chosen combos' trades (the `trades` action).
+    Trades,
+    /// The chosen combos' equity curves (the `equity` action).
+    Equity,
+}
+
+impl SessionReply {
+    /// The wire name (the action's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sweep => "sweep",
+            Self::Trades => "trades",
+            Self::Equity => "equity",
+        }
+    }
+
+    fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "sweep" => Ok(Self::Sweep),
+            "trades" => Ok(Self::Trades),
+            "equity" => Ok(Self::Equity),
+            other => Err(Error::new(format!(
+                "a session's `action` is \"sweep\", \"trades\" or \"equity\", got {other:?}"
+            ))),
+        }
+    }
 }
 
 /// The stateless sweep of a DoExchange: the grid and options; the series travels in the stream.
@@ -419,22 +462,27 @@ impl ExchangeCommand {
             && wire.series.is_none()
             && wire.rows.is_none()
             && wire.key.is_none();
-        let bare = bare_but_strategy && wire.strategy.is_none();
+        let bare = bare_but_strategy && wire.strategy.is_none() && wire.action.is_none();
         match wire.op.as_deref() {
             Some("echo") if bare && wire.keyed.is_none() => Ok(Self::Echo),
             Some("echo") => Err(Error::new("`echo` takes no other fields")),
-            Some("session") if bare || (bare_but_strategy && wire.strategy.is_some()) => {
-                Ok(Self::Session {
-                    keyed: wire.keyed.unwrap_or(false),
-                    strategy: wire
-                        .strategy
-                        .as_deref()
-                        .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?,
-                })
-            }
+            Some("session") if bare_but_strategy => Ok(Self::Session {
+                keyed: wire.keyed.unwrap_or(false),
+                strategy: wire
+                    .strategy
+                    .as_deref()
+                    .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?,
+                reply: wire
+                    .action
+                    .as_deref()
+                    .map_or(Ok(SessionReply::Sweep), SessionReply::from_name)?,
+            }),
             Some("session") => Err(Error::new(
-                "`session` takes only `keyed` and `strategy`; each message's app_metadata is a sweep body",
+                "`session` takes only `keyed`, `strategy` and `action`; each message's app_metadata is a sweep body",
             )),
+            Some(_) if wire.action.is_some() => {
+                Err(Error::new("`action` belongs to `session` commands"))
+            }
             Some(_) if wire.keyed.is_some() => {
                 Err(Error::new("`keyed` belongs to `session` commands"))
             }
@@ -479,11 +527,17 @@ impl ExchangeCommand {
             Self::Session {
                 keyed: false,
                 strategy: Strategy::HmaSar,
+                reply: SessionReply::Sweep,
             } => return SESSION_COMMAND.to_vec(),
-            Self::Session { keyed, strategy } => Wire {
+            Self::Session {
+                keyed,
+                strategy,
+                reply,
+            } => Wire {
                 op: Some("session".into()),
                 keyed: keyed.then_some(true),
                 strategy: (*strategy != Strategy::HmaSar).then(|| strategy.name().to_owned()),
+                action: (*reply != SessionReply::Sweep).then(|| reply.name().to_owned()),
                 ..Wire::default()
             },
             Self::Sweep(s) => Wire {
@@ -554,6 +608,8 @@ struct Wire {
     rows: Option<Vec<Number>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keyed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    action: Option<String>,
 }
 
 impl Wire {
@@ -1362,15 +1418,44 @@ mod tests {
         let plain = ExchangeCommand::Session {
             keyed: false,
             strategy: Strategy::HmaSar,
+            reply: SessionReply::Sweep,
         };
         let keyed = ExchangeCommand::Session {
             keyed: true,
             strategy: Strategy::HmaSar,
+            reply: SessionReply::Sweep,
         };
         let sma = ExchangeCommand::Session {
             keyed: false,
             strategy: Strategy::SmaCross,
+            reply: SessionReply::Sweep,
         };
+        let trades = ExchangeCommand::Session {
+            keyed: true,
+            strategy: Strategy::Donchian,
+            reply: SessionReply::Trades,
+        };
+        assert_eq!(
+            cmd(r#"{"op": "session", "keyed": true, "strategy": "donchian", "action": "trades"}"#)
+                .unwrap(),
+            trades
+        );
+        assert_eq!(ExchangeCommand::decode(&trades.encode()).unwrap(), trades);
+        for bad in [
+            r#"{"op": "session", "action": "walk"}"#,
+            r#"{"op": "sweep", "action": "trades", "lengths": [6]}"#,
+        ] {
+            assert!(
+                cmd(bad).unwrap_err().to_string().contains("action"),
+                "{bad}"
+            );
+        }
+        assert!(
+            SweepRequest::decode(br#"{"dataset": "p", "lengths": [6], "action": "trades"}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("`action` belongs to `session` commands")
+        );
         assert_eq!(
             cmd(r#"{"op": "session", "strategy": "sma_cross"}"#).unwrap(),
             sma

@@ -11,8 +11,8 @@ use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
     ACTIONS, ExchangeCommand, Execution, Grid, PROTOCOL_VERSION, PutTarget, RowRange,
-    SESSION_COMMAND, Sample, Selection, Side, Strategy, SweepRequest, equity_schema, result_schema,
-    strategy_schema, sweep_schema, trades_schema,
+    SESSION_COMMAND, Sample, Selection, SessionReply, Side, Strategy, SweepRequest, equity_schema,
+    result_schema, strategy_schema, sweep_schema, trades_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -169,8 +169,9 @@ fn golden() -> Value {
         "exchange_commands": {
             "echo": cmd(&ExchangeCommand::Echo),
             "session": serde_json::from_slice::<Value>(SESSION_COMMAND).unwrap(),
-            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::HmaSar }),
-            "keyed_rsi_revert_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::RsiRevert }),
+            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::HmaSar, reply: SessionReply::Sweep }),
+            "keyed_rsi_revert_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::RsiRevert, reply: SessionReply::Sweep }),
+            "sma_cross_trades_session": cmd(&ExchangeCommand::Session { keyed: false, strategy: Strategy::SmaCross, reply: SessionReply::Trades }),
         },
         "result_schema": {"unkeyed": schema(false), "keyed": schema(true)},
         "strategy_schemas": Strategy::ALL

@@ -1,6 +1,7 @@
 //! DoExchange: `echo` (every message back unchanged), the stateless `sweep` (the series
 //! travels with the parameters; nothing is stored) and the `session` extension (many
-//! params-only sweeps on one open stream, without a gRPC call each).
+//! params-only sweeps, or `trades` / `equity` calls, on one open stream, without a gRPC call
+//! each).
 
 use std::sync::{Arc, Mutex};
 
@@ -10,11 +11,13 @@ use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sweepflight_protocol::{
-    ExchangeCommand, ExchangeSweep, Strategy, SweepRequest, strategy_schema,
+    ExchangeCommand, ExchangeSweep, SessionReply, Strategy, SweepRequest, equity_schema,
+    strategy_schema, trades_schema,
 };
 use tracing::Instrument;
 
 use super::put::upload_limits;
+use super::sweep::Detail;
 use super::{Inbound, State};
 use crate::compute::{Input, Job, Keep, execution, params};
 use crate::ingest::read_upload;
@@ -36,7 +39,11 @@ pub(super) async fn exchange(
     }
     match ExchangeCommand::decode(&d.cmd)? {
         ExchangeCommand::Echo => Ok(data.map_err(Error::from).boxed()),
-        ExchangeCommand::Session { keyed, strategy } => Ok(session(state, data, keyed, strategy)),
+        ExchangeCommand::Session {
+            keyed,
+            strategy,
+            reply,
+        } => Ok(session(state, data, keyed, strategy, reply)),
         ExchangeCommand::Sweep(sweep) => transient(state, *sweep, data).await,
     }
 }
@@ -103,9 +110,10 @@ async fn transient(
     Ok(out.boxed())
 }
 
-/// The `session` exchange: the result schema first, then for each inbound message (its
-/// app_metadata a `sweep` body) one result batch, in order, carrying the same app_metadata so
-/// a client can match replies. A bad request ends the session with its error status.
+/// The `session` exchange: the reply schema first, then for each inbound message (its
+/// app_metadata a `sweep` body) one reply batch, in order, carrying the same app_metadata so
+/// a client can match replies: the sweep's rows, or with `"action"` the `trades` or `equity`
+/// action's. A bad request ends the session with its error status.
 ///
 /// The point is latency: a params-only call on an open stream costs one message each way,
 /// where a DoAction costs a whole gRPC call (headers, trailers, a new HTTP/2 stream).
@@ -114,8 +122,13 @@ fn session(
     data: Inbound,
     keyed: bool,
     strategy: Strategy,
+    reply: SessionReply,
 ) -> BoxStream<'static, Result<FlightData>> {
-    let schema = strategy_schema(strategy, keyed);
+    let schema = match reply {
+        SessionReply::Sweep => strategy_schema(strategy, keyed),
+        SessionReply::Trades => trades_schema(keyed),
+        SessionReply::Equity => equity_schema(keyed),
+    };
     let schema = SchemaAsIpc::new(&schema, &IpcWriteOptions::default()).into();
     // Requests are answered one at a time and in order, so one encoder serves the session.
     let encoder = Arc::new(Mutex::new(SessionEncoder::default()));
@@ -138,7 +151,21 @@ fn session(
             let span = tracing::Span::current();
             span.record("dataset", request.dataset.as_str());
             span.record("combos", request.len());
-            let batch = super::sweep::run(&state, &request, Some(keyed)).await?;
+            let keyed = Some(keyed);
+            let batch = match reply {
+                SessionReply::Sweep if request.execution.blocks.is_some() => {
+                    return Err(Error::invalid(
+                        "a session's replies share one schema and `blocks` adds a column: ask for blocks with the `sweep` action",
+                    ));
+                }
+                SessionReply::Sweep => super::sweep::run(&state, &request, keyed).await?,
+                SessionReply::Trades => {
+                    super::sweep::detail(&state, &request, keyed, Detail::Trades).await?
+                }
+                SessionReply::Equity => {
+                    super::sweep::detail(&state, &request, keyed, Detail::Equity).await?
+                }
+            };
             let mut reply = encoder
                 .lock()
                 .map_err(|_| Error::Internal("session encoder poisoned".into()))?
