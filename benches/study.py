@@ -8,7 +8,9 @@
 Sections: kernel (numba vs Rust, % of the machine's peak), scaling (combos and bars), server
 (the paper sweep as one params-only call, cold and warm, and chatty), architectures (the
 study's other ways across the boundary), peer (sweepflight vs the pyarrow Flight server a team
-would write instead, benches/peer.py), universe, overload (the sweep memory budget) and ray.
+would write instead, benches/peer.py), universe, strategies (vectorbt's own example, each
+strategy's cost, what the metrics cost), judging (a ranked grid of 10^7 combos, trades),
+overload (the sweep memory budget) and ray.
 
 Rules: wherever two things are compared, their samples are taken in alternating rounds, in a
 fresh random order each round, so the machine's noise hits both alike. Every sweep result is
