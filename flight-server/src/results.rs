@@ -295,7 +295,8 @@ pub fn merge_selected(
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
 pub fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
-    let mut t = Columns::default();
+    let rows = runs.records.iter().flatten().map(|r| r.trades.len()).sum();
+    let mut t = Columns::with_capacity(rows, 4, 3);
     for (i, input) in job.inputs.iter().enumerate() {
         for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
             for (k, trade) in record.trades.iter().enumerate() {
@@ -332,7 +333,13 @@ pub fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<Rec
 /// # Errors
 /// As [`trades_batch`].
 pub fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
-    let mut t = Columns::default();
+    let rows = job
+        .inputs
+        .iter()
+        .zip(chosen)
+        .map(|(input, c)| input.evaluated() * c.len())
+        .sum();
+    let mut t = Columns::with_capacity(rows, 2, 1);
     for (i, input) in job.inputs.iter().enumerate() {
         let (close, start) = (input.closes(), input.start());
         for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
@@ -360,12 +367,27 @@ pub fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<Rec
 pub const EQUITY_ROW_BYTES: u64 = 8 + 8 + 1 + 8;
 
 /// Columns of a trades or equity table as they are filled.
-#[derive(Default)]
 struct Columns {
     series: Vec<usize>,
     ints: [Vec<i64>; 4],
     sides: Vec<i8>,
     floats: [Vec<f64>; 3],
+}
+
+impl Columns {
+    /// Room for `rows` rows in the first `ints` and `floats` columns of each kind (a growing
+    /// column would copy itself as it grows).
+    fn with_capacity(rows: usize, ints: usize, floats: usize) -> Self {
+        fn room<T>(rows: usize, used: bool) -> Vec<T> {
+            Vec::with_capacity(if used { rows } else { 0 })
+        }
+        Self {
+            series: room(rows, true),
+            ints: std::array::from_fn(|k| room(rows, k < ints)),
+            sides: room(rows, true),
+            floats: std::array::from_fn(|k| room(rows, k < floats)),
+        }
+    }
 }
 
 fn int64(v: Vec<i64>) -> ArrayRef {
@@ -399,7 +421,9 @@ fn keyed_batch(
 /// If IPC encoding fails.
 pub fn ipc_stream_bodies(batch: &RecordBatch, max_body: usize) -> Result<Vec<Bytes>> {
     let encode = || {
-        let mut writer = StreamWriter::try_new(Vec::new(), batch.schema_ref())?;
+        // Sized up front: a growing buffer would copy a large reply several times over.
+        let capacity = batch.get_array_memory_size() + (64 << 10);
+        let mut writer = StreamWriter::try_new(Vec::with_capacity(capacity), batch.schema_ref())?;
         writer.write(batch)?;
         writer.finish()?;
         writer.into_inner()

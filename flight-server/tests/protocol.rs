@@ -703,23 +703,7 @@ async fn strategies_on_exchanges_and_universes() {
         assert!((f64s(&b, "pnl")[row] - want.pnl).abs() <= 1e-9);
     }
     // A universe of two series of different lengths: series x combos, each its own run.
-    let (a, z) = (series(1_500), series(2_500)[700..].to_vec());
-    let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
-        .chain(std::iter::repeat_n("Z", z.len()))
-        .collect();
-    let closes: Vec<f64> = a.iter().chain(&z).copied().collect();
-    let batch = RecordBatch::try_from_iter([
-        ("sym", Arc::new(StringArray::from(keys)) as ArrayRef),
-        (
-            "close",
-            Arc::new(arrow_array::Float64Array::from(closes)) as ArrayRef,
-        ),
-    ])
-    .unwrap();
-    let target = sweepflight_protocol::PutTarget::keyed("u", "sym");
-    put_with(&mut c, target.to_descriptor(), vec![batch])
-        .await
-        .unwrap();
+    let (a, z) = put_universe(&mut c, 1_500, 2_500).await;
     let b = sweep(
         &mut c,
         json!({"dataset": "u", "strategy": "ema_cross", "grid": {"fast": [5, 9], "slow": [21]}, "warmup": 50, "rows": [100, 2000]}),
@@ -930,16 +914,31 @@ async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
     );
 }
 
-/// The reply of an action that answers one Arrow IPC stream, as one batch.
-async fn table(
+/// Puts the keyed universe `u` (key `sym`) of two series of different lengths: "A", a walk of
+/// `a` rows, and "Z", the last 1,800 rows of a walk of `z_walk` rows; returns their closes.
+async fn put_universe(
     c: &mut arrow_flight::FlightClient,
-    kind: &str,
-    body: &serde_json::Value,
-) -> RecordBatch {
-    let bytes = action(c, kind, body.to_string()).await.unwrap();
-    let reader = arrow_ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap();
-    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
-    arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap()
+    a: usize,
+    z_walk: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let (a, z) = (series(a), series(z_walk)[z_walk - 1_800..].to_vec());
+    let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
+        .chain(std::iter::repeat_n("Z", z.len()))
+        .collect();
+    let closes: Vec<f64> = a.iter().chain(&z).copied().collect();
+    let batch = RecordBatch::try_from_iter([
+        ("sym", Arc::new(StringArray::from(keys)) as ArrayRef),
+        (
+            "close",
+            Arc::new(arrow_array::Float64Array::from(closes)) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let target = sweepflight_protocol::PutTarget::keyed("u", "sym");
+    put_with(c, target.to_descriptor(), vec![batch])
+        .await
+        .unwrap();
+    (a, z)
 }
 
 fn int8s(b: &RecordBatch, name: &str) -> Vec<i8> {
@@ -965,23 +964,7 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     })
     .await;
     let mut c = server.client().await;
-    let (a, z) = (series(1_500), series(2_600)[800..].to_vec());
-    let keys: Vec<&str> = std::iter::repeat_n("A", a.len())
-        .chain(std::iter::repeat_n("Z", z.len()))
-        .collect();
-    let closes: Vec<f64> = a.iter().chain(&z).copied().collect();
-    let batch = RecordBatch::try_from_iter([
-        ("sym", Arc::new(StringArray::from(keys)) as ArrayRef),
-        (
-            "close",
-            Arc::new(arrow_array::Float64Array::from(closes)) as ArrayRef,
-        ),
-    ])
-    .unwrap();
-    let target = sweepflight_protocol::PutTarget::keyed("u", "sym");
-    put_with(&mut c, target.to_descriptor(), vec![batch])
-        .await
-        .unwrap();
+    let (a, z) = put_universe(&mut c, 1_500, 2_600).await;
     let pairs = [[5u32, 20], [9, 30], [3, 50]];
     let body = json!({"dataset": "u", "strategy": "sma_cross", "params": pairs, "side": "long",
                       "stop_loss": 0.01, "rows": [100, 1_700], "warmup": 50});
@@ -1041,7 +1024,7 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     }
     assert_eq!(want, by_hand, "top 2 per series, in order");
     want.sort();
-    let t = table(&mut c, "trades", &chosen).await;
+    let t = table(&mut c, "trades", &chosen).await.unwrap();
     assert_eq!(t.schema(), sweepflight_protocol::trades_schema(true));
     let t_names = t.column(0).as_any().downcast_ref::<StringArray>().unwrap();
     let (combo, trade, side) = (i64s(&t, "combo"), i64s(&t, "trade"), int8s(&t, "side"));
@@ -1076,7 +1059,7 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     assert_eq!(row, t.num_rows(), "no other rows");
 
     // Their equity: one row per evaluated bar per combo.
-    let e = table(&mut c, "equity", &chosen).await;
+    let e = table(&mut c, "equity", &chosen).await.unwrap();
     assert_eq!(e.schema(), sweepflight_protocol::equity_schema(true));
     let (e_row, position, equity) = (i64s(&e, "row"), int8s(&e, "position"), f64s(&e, "equity"));
     let mut at = 0;

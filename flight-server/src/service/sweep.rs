@@ -166,10 +166,13 @@ pub(super) async fn detail(
         }
     }
     let runs = rerun(state, &job, &chosen).await?;
-    match detail {
+    // Millions of rows: built off the async runtime, whose workers serve every connection.
+    tokio::task::spawn_blocking(move || match detail {
         Detail::Trades => trades_batch(&job, &chosen, &runs),
         Detail::Equity => equity_batch(&job, &chosen, &runs),
-    }
+    })
+    .await
+    .map_err(|e| Error::internal("build the reply table", e))?
 }
 
 /// Runs `chosen[i]`'s combos on input `i` keeping their trades: in one job when every input

@@ -172,7 +172,17 @@ pub async fn sweep(
     client: &mut FlightClient,
     body: serde_json::Value,
 ) -> Result<RecordBatch, FlightError> {
-    let bytes = action(client, "sweep", body.to_string()).await?;
+    table(client, "sweep", &body).await
+}
+
+/// An action whose reply is one Arrow IPC stream over its Result bodies (`sweep`, `trades`,
+/// `equity`), decoded into one batch.
+pub async fn table(
+    client: &mut FlightClient,
+    kind: &str,
+    body: &serde_json::Value,
+) -> Result<RecordBatch, FlightError> {
+    let bytes = action(client, kind, body.to_string()).await?;
     let reader = arrow_ipc::reader::StreamReader::try_new(bytes.as_slice(), None).unwrap();
     let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
     Ok(arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap())

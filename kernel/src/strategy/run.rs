@@ -2,7 +2,8 @@
 //! and what any sweep of [`Params`] costs (work, memory), hma_sar's share included.
 //!
 //! Two phases per group of combos, both on the pool: each distinct indicator array of the
-//! group once (all SMA windows in one shared pass, the recurrences one task per window), then
+//! group once (from the cache if it holds the line; else all SMA windows in one shared pass, the
+//! recurrences one task per window, their lines offered to the cache), then
 //! each combo's signals and trades from those arrays with per-worker scratch (one byte per
 //! bar). Combos are sorted by their arrays and taken in groups whose arrays fit the working
 //! set, so a grid too large for memory runs in pieces; the results do not depend on the
