@@ -1508,7 +1508,7 @@ class Report:
             "",
             f"An sma_cross grid of {j['combos']:,} combos (fast and slow each 1..{int(j['combos'] ** 0.5)}) on",
             f"{j['bars']:,} bars: one `sweep` call with `order_by: pnl, top: 100` (the server runs it in",
-            "steps of 100,000 result rows and keeps the best), against the same grid as calls of",
+            "steps of `--top-step-rows`, 25,000 result rows, keeping the best), against the same grid as calls of",
             f"{j['per_chunk']:,} combos without `top` whose best 100 the client keeps (the two answers are",
             "checked equal, and two of the best combos' trades against a plain oracle). Memory: the",
             "server's peak resident size during the call above what it held before, the largest round.",
