@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
-use sweepflight_protocol::SweepRequest;
+use std::collections::HashMap;
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use sweepflight_protocol::{SERIES_COLUMN, SweepRequest};
 
 use super::State;
-use crate::compute::{Job, Keep, Limits, Runs};
+use crate::compute::{Job, Keep, Limits, Runs, params_in};
 use crate::dataset::Dataset;
 use crate::results::{
     EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select_results, to_batch_rows,
@@ -34,7 +36,16 @@ pub(super) async fn run(
 ) -> Result<RecordBatch> {
     let limits = limits(state);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
-    let dataset = dataset(state, request, keyed)?;
+    run_on(state, request, dataset(state, request, keyed)?).await
+}
+
+/// [`run`] on the dataset already resolved.
+async fn run_on(
+    state: &State,
+    request: &SweepRequest,
+    dataset: Arc<Dataset>,
+) -> Result<RecordBatch> {
+    let limits = limits(state);
     let series = dataset.universe().map_or(1, |u| {
         request.series.as_ref().map_or(u.names.len(), Vec::len)
     });
@@ -114,7 +125,7 @@ pub(super) async fn detail(
     let limits = limits(state);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
     let dataset = dataset(state, request, keyed)?;
-    let job = Job::stored(request, dataset, &limits)?;
+    let job = Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?;
     let series = job.inputs.len();
     let max = state.config.max_trade_combos;
     let too_many = |n: usize| {
@@ -128,27 +139,29 @@ pub(super) async fn detail(
         ))
     };
     let chosen: Vec<Vec<usize>> = if request.selection.is_empty() {
-        let n = series.saturating_mul(job.params.len());
+        let n = series.saturating_mul(request.len());
         if n > max {
             return Err(too_many(n));
         }
-        vec![(0..job.params.len()).collect(); series]
+        vec![(0..request.len()).collect(); series]
     } else {
-        let runs = state.compute.run(job.clone()).await?;
-        let rows = select_results(&job, &runs, &request.selection)?;
-        if rows.len() > max {
-            return Err(too_many(rows.len()));
+        // Exactly the rows `sweep` returns (in steps for a large ranked grid).
+        let batch = run_on(state, request, dataset).await?;
+        if batch.num_rows() > max {
+            return Err(too_many(batch.num_rows()));
         }
-        let per = job.params.len().max(1);
-        let mut chosen = vec![Vec::new(); series];
-        for r in rows {
-            chosen[r as usize / per].push(r as usize % per);
-        }
-        // The reply is ordered by combo, whatever order chose them.
-        for c in &mut chosen {
-            c.sort_unstable();
-        }
-        chosen
+        chosen_combos(&job, &batch)?
+    };
+    // The job of just the chosen combos (`index`: their positions in the request, ascending).
+    let mut index: Vec<usize> = chosen.iter().flatten().copied().collect();
+    index.sort_unstable();
+    index.dedup();
+    let job = Job {
+        params: index
+            .iter()
+            .map(|&c| Ok(params_in(request.strategy, &request.grid, c..c + 1)?[0]))
+            .collect::<Result<_>>()?,
+        ..job
     };
     if detail == Detail::Equity {
         let rows: u64 = job
@@ -165,7 +178,7 @@ pub(super) async fn detail(
             )));
         }
     }
-    let runs = rerun(state, &job, &chosen).await?;
+    let runs = rerun(state, &job, &index, &chosen).await?;
     // Millions of rows: built off the async runtime, whose workers serve every connection.
     tokio::task::spawn_blocking(move || match detail {
         Detail::Trades => trades_batch(&job, &chosen, &runs),
@@ -175,37 +188,85 @@ pub(super) async fn detail(
     .map_err(|e| Error::internal("build the reply table", e))?
 }
 
-/// Runs `chosen[i]`'s combos on input `i` keeping their trades: in one job when every input
-/// has the same combos, else one job per input.
-async fn rerun(state: &State, job: &Job, chosen: &[Vec<usize>]) -> Result<Runs> {
+/// Runs `chosen[i]`'s combos (positions in the request; `job.params[k]` is combo `index[k]`)
+/// on input `i` keeping their trades: in one job when every input has the same combos, else one
+/// job per input.
+async fn rerun(state: &State, job: &Job, index: &[usize], chosen: &[Vec<usize>]) -> Result<Runs> {
     let keep = Keep {
         trades: true,
         blocks: None,
     };
-    let sub = |inputs, combos: &[usize]| Job {
-        inputs,
-        params: combos.iter().map(|&c| job.params[c]).collect(),
-        keep,
-        ..job.clone()
+    let param = |c: usize| {
+        index
+            .binary_search(&c)
+            .map(|k| job.params[k])
+            .map_err(|_| Error::Internal(format!("combo {c} was not chosen")))
+    };
+    let sub = |inputs, combos: &[usize]| -> Result<Job> {
+        Ok(Job {
+            inputs,
+            params: combos.iter().map(|&c| param(c)).collect::<Result<_>>()?,
+            keep,
+            ..job.clone()
+        })
     };
     if chosen.windows(2).all(|w| w[0] == w[1]) {
         let combos = chosen.first().map_or(&[][..], Vec::as_slice);
         if combos.is_empty() {
             return Ok(empty(job.inputs.len()));
         }
-        return state.compute.run(sub(job.inputs.clone(), combos)).await;
+        return state.compute.run(sub(job.inputs.clone(), combos)?).await;
     }
     let mut all = empty(0);
     for (input, combos) in job.inputs.iter().zip(chosen) {
         let one = if combos.is_empty() {
             empty(1)
         } else {
-            state.compute.run(sub(vec![input.clone()], combos)).await?
+            state.compute.run(sub(vec![input.clone()], combos)?).await?
         };
         all.results.extend(one.results);
         all.records.extend(one.records);
     }
     Ok(all)
+}
+
+/// The combos each series of `job` kept in `batch` (a sweep's selected rows: `combo`, and
+/// `series` on a keyed dataset), ascending: the reply is ordered by combo.
+fn chosen_combos(job: &Job, batch: &RecordBatch) -> Result<Vec<Vec<usize>>> {
+    let column = |name: &str| {
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("the sweep's rows have no {name} column")))
+    };
+    let combos = column("combo")?
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| Error::Internal("combo is not int64".into()))?;
+    let mut chosen = vec![Vec::new(); job.inputs.len()];
+    match &job.names {
+        None => chosen[0].extend(combos.values().iter().map(|&c| c as usize)),
+        Some(names) => {
+            let at: HashMap<&str, usize> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), i))
+                .collect();
+            let series = column(SERIES_COLUMN)?
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| Error::Internal("series is not utf8".into()))?;
+            for (name, &c) in series.iter().zip(combos.values()) {
+                let s = name.and_then(|n| at.get(n)).ok_or_else(|| {
+                    Error::Internal(format!("the sweep answered for series {name:?}"))
+                })?;
+                chosen[*s].push(c as usize);
+            }
+        }
+    }
+    for c in &mut chosen {
+        c.sort_unstable();
+    }
+    Ok(chosen)
 }
 
 /// The runs of `inputs` inputs with no combos.
