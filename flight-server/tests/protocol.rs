@@ -377,18 +377,7 @@ async fn session_exchange_answers_each_request_in_order() {
         json!({"dataset": "s", "lengths": [6]}),
         json!({"dataset": "s", "lengths": [10, 20], "fee": 0.0}),
     ];
-    let first = arrow_flight::FlightData::new()
-        .with_descriptor(FlightDescriptor::new_cmd(r#"{"op": "session"}"#));
-    let requests = bodies
-        .iter()
-        .map(|b| arrow_flight::FlightData::new().with_app_metadata(b.to_string()))
-        .collect::<Vec<_>>();
-    let inbound = futures::stream::iter(std::iter::once(first).chain(requests).map(Ok));
-    let replies: Vec<RecordBatch> = c
-        .do_exchange(inbound)
-        .await
-        .unwrap()
-        .try_collect()
+    let replies = session(&mut c, &json!({"op": "session"}), &bodies)
         .await
         .unwrap();
     assert_eq!(replies.len(), 2);
@@ -1104,16 +1093,7 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
     for (action, want) in [("trades", &t), ("equity", &e)] {
         let cmd =
             json!({"op": "session", "keyed": true, "strategy": "sma_cross", "action": action});
-        let first = arrow_flight::FlightData::new()
-            .with_descriptor(FlightDescriptor::new_cmd(cmd.to_string()));
-        let msgs = [&chosen, &chosen]
-            .map(|b| arrow_flight::FlightData::new().with_app_metadata(b.to_string()));
-        let inbound = futures::stream::iter(std::iter::once(first).chain(msgs).map(Ok));
-        let replies: Vec<RecordBatch> = c
-            .do_exchange(inbound)
-            .await
-            .unwrap()
-            .try_collect()
+        let replies = session(&mut c, &cmd, &[chosen.clone(), chosen.clone()])
             .await
             .unwrap();
         assert_eq!(replies.len(), 2, "{action}");
@@ -1122,15 +1102,8 @@ async fn trades_equity_and_blocks_are_the_oracle_over_flight() {
         }
     }
     // A sweep session refuses blocks: its replies share one schema.
-    let first = arrow_flight::FlightData::new().with_descriptor(FlightDescriptor::new_cmd(
-        json!({"op": "session", "keyed": true, "strategy": "sma_cross"}).to_string(),
-    ));
-    let msg = arrow_flight::FlightData::new().with_app_metadata(blocked.to_string());
-    let err = c
-        .do_exchange(futures::stream::iter([Ok(first), Ok(msg)]))
-        .await
-        .unwrap()
-        .try_collect::<Vec<RecordBatch>>()
+    let cmd = json!({"op": "session", "keyed": true, "strategy": "sma_cross"});
+    let err = session(&mut c, &cmd, std::slice::from_ref(&blocked))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("`blocks` adds a column"), "{err}");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float64Array, RecordBatch};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use arrow_flight::{Action, FlightClient, FlightData, FlightDescriptor};
 use futures::{StreamExt, TryStreamExt};
 use sweepflight_server::ServerConfig;
 use sweepflight_server::testing::{ServerProcess, TestServer as InProcess};
@@ -204,6 +204,22 @@ pub async fn exchange_sweep(
         .try_collect()
         .await
         .unwrap()
+}
+
+/// A `session` exchange opened with `cmd`, one message per body (its app_metadata); the
+/// replies' batches, or the error that ended it.
+pub async fn session(
+    client: &mut FlightClient,
+    cmd: &serde_json::Value,
+    bodies: &[serde_json::Value],
+) -> Result<Vec<RecordBatch>, FlightError> {
+    let first = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(cmd.to_string()));
+    let msgs: Vec<FlightData> = bodies
+        .iter()
+        .map(|b| FlightData::new().with_app_metadata(b.to_string()))
+        .collect();
+    let inbound = futures::stream::iter(std::iter::once(first).chain(msgs).map(Ok));
+    client.do_exchange(inbound).await?.try_collect().await
 }
 
 /// The gRPC code of a failed call.
