@@ -8,6 +8,8 @@ Flight.
 - :mod:`sweepflight.paper`: the paper's price series and length grid.
 - :func:`plot`: PnL by length, or a heatmap of a two-parameter grid (``sweepflight[plot]``);
   :func:`plot_equity` and :func:`plot_trades` for :meth:`Client.equity` and :meth:`Client.trades`.
+- :mod:`sweepflight.stats`: the probability of backtest overfitting (from ``blocks=``) and the
+  deflated Sharpe ratio.
 - :mod:`sweepflight.reference`: the numba reference kernel (``sweepflight[reference]``).
 - :mod:`sweepflight.ray`: a cluster of servers on Ray (``sweepflight[ray]``).
 - :func:`tune_grpc`: opt-in gRPC setting for faster small calls.
