@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from . import _protocol
-from .errors import InvalidRequest, ServerError, translated
+from .errors import DeadlineExceeded, InvalidRequest, ServerError, translated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -40,6 +41,8 @@ UPLOAD_MESSAGE_BYTES = 8 << 20
 DEFAULT_CHUNK_COMBOS = 50_000
 #: A sweep of more chunks than this shows progress unless told otherwise.
 PROGRESS_MIN_CHUNKS = 4
+#: The clock a call's ``timeout=`` is measured on (a name of its own, so tests can move it).
+_clock = time.monotonic
 #: Schema metadata key under which an Arrow result keeps its request (JSON).
 REQUEST_METADATA = b"sweepflight.request"
 
@@ -376,8 +379,9 @@ class Client:
         and the result starts with a ``series`` column, ordered by series, then combo. Grids
         larger than ``chunk_combos`` go as several calls in sequence (a sample goes whole),
         with progress shown if ``progress`` is true (or, when it is None, if there are more
-        than a few chunks); the result equals one big call. The result keeps its request:
-        :func:`request_of`.
+        than a few chunks); the result equals one big call, and the server's ``--max-combos``
+        holds for the whole grid, chunked or not. ``timeout`` bounds the whole call. The result
+        keeps its request: :func:`request_of`.
 
         Raises:
             InvalidRequest: not exactly one of lengths/params/grid/sample, bad values or
@@ -398,18 +402,27 @@ class Client:
         timeout: float | None = None,
     ) -> pl.DataFrame | pa.Table:
         """Runs a built :class:`SweepRequest` (what :meth:`sweep` does after checking its
-        arguments; ``request_of(result)`` gives one back to run again)."""
+        arguments; ``request_of(result)`` gives one back to run again). ``timeout`` bounds the
+        whole call, every chunk of it."""
         chunk_combos = max(1, int(chunk_combos))
         if request.sample is not None or request.selects:
             # A sample is drawn by the server; a selection ranks the whole grid: one call.
             chunk_combos = max(chunk_combos, request.combos)
         starts = range(0, request.combos, chunk_combos)
+        limit = timeout if timeout is not None else self.timeout
+        deadline = None if limit is None else _clock() + limit
+        if len(starts) > 1:
+            # Chunks are each within --max-combos; the grid as a whole must be too.
+            self._check_combos(request, limit)
         show = progress if progress is not None else len(starts) > PROGRESS_MIN_CHUNKS
         bar = _Progress(request.combos, f"sweep {request.dataset}") if show else None
         tables = []
         try:
             for start in starts or [0]:
-                table = self._sweep_call(request.chunk(start, start + chunk_combos), timeout)
+                left = None if deadline is None else deadline - _clock()
+                if left is not None and left <= 0:
+                    raise DeadlineExceeded(f"timeout of {limit} s passed after {start:,} of {request.combos:,} combos")
+                table = self._sweep_call(request.chunk(start, start + chunk_combos), left)
                 if start:
                     i = table.schema.get_field_index("combo")
                     table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
@@ -423,6 +436,22 @@ class Client:
         if len(tables) > 1 and table.schema.names[0] == _protocol.SERIES_COLUMN:
             table = _series_major(table, tables[0])
         return _result(table, request, as_arrow)
+
+    def _check_combos(self, request: SweepRequest, timeout: float | None) -> None:
+        """Refuses a grid past the server's ``--max-combos`` (series x combos), as one call of
+        it would be refused."""
+        limit = self.stats(timeout=timeout).get("max_combos")
+        if limit is None:
+            return  # an older server: each chunk is checked on its own
+        series = (
+            len(request.series) if request.series is not None else self.info(request.dataset, timeout=timeout).series
+        )
+        runs = request.combos * (series or 1)
+        if runs > limit:
+            raise InvalidRequest(
+                f"{request.combos:,} combos x {series or 1} series = {runs:,}; this server allows at most "
+                f"{limit:,} per call (--max-combos), chunked or not: split the grid, or rank it with top="
+            )
 
     def _sweep_call(self, request: SweepRequest, timeout: float | None) -> pa.Table:
         table = self._table_call("sweep", request, timeout)

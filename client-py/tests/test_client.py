@@ -255,9 +255,33 @@ def test_limits_and_unreachable_servers(tmp_path) -> None:
             c.put("ok", walk(100))
             with pytest.raises(sweepflight.InvalidRequest, match="at most 10"):
                 c.sweep("ok", lengths=range(1, 12), chunk_combos=100)
-            # Chunking keeps each call under the server's limit.
-            assert c.sweep("ok", lengths=range(1, 12), chunk_combos=10).height == 11
+            # The server's limit holds whether or not the client chunks (it asks the server's
+            # limits first); a grid within it goes in chunks as before.
+            with pytest.raises(sweepflight.InvalidRequest, match=r"chunked or not"):
+                c.sweep("ok", lengths=range(1, 12), chunk_combos=3)
+            assert c.sweep("ok", lengths=range(1, 11), chunk_combos=3).height == 10
+            assert c.stats()["max_combos"] == 10
     finally:
         small.stop()
     with pytest.raises(sweepflight.Unavailable):
         sweepflight.connect(f"grpc+unix://{tmp_path}/nobody.sock").echo(b"x")
+
+
+def test_timeout_bounds_the_whole_chunked_call(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``timeout=`` is the whole call's: each chunk gets what is left of it. The client's clock
+    is replaced by one that moves 4 s per reading, so the test does not depend on speed."""
+    import sweepflight.client as client_module
+
+    with sweepflight.connect(server.uri) as c:
+        c.put("t", walk(500))
+        # Without a timeout nothing changes.
+        assert c.sweep("t", lengths=range(1, 9), chunk_combos=2).height == 8
+        now = [0.0]
+
+        def clock() -> float:
+            now[0] += 4.0
+            return now[0]
+
+        monkeypatch.setattr(client_module, "_clock", clock)
+        with pytest.raises(sweepflight.DeadlineExceeded, match="after 4 of 8 combos"):
+            c.sweep("t", lengths=range(1, 9), chunk_combos=2, timeout=10.0)
