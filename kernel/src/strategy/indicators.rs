@@ -137,6 +137,55 @@ pub fn ema(x: &[f64], n: usize) -> Vec<f64> {
     out
 }
 
+/// Windows per pass of [`ema_multi`]: one AVX-512 register of lanes (two AVX2 ones).
+const EMA_LANES: usize = 8;
+
+/// [`ema`] of each of `windows`, bit for bit: the windows go [`EMA_LANES`] at a time through
+/// one pass over `x`, each lane its own recurrence with its own `alpha` and `beta` (the same two
+/// products and one add per bar). One EMA is a chain of dependent multiply-adds, bound by their
+/// latency; the lanes' chains are independent, so a pass runs them side by side in one vector
+/// register for the cost of one chain. Groups of lanes run in parallel if `parallel`.
+pub fn ema_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
+    let group = |ns: &[usize]| -> Vec<Arc<[f64]>> {
+        let (mut alpha, mut beta) = ([0.0f64; EMA_LANES], [0.0f64; EMA_LANES]);
+        for (j, &n) in ns.iter().enumerate() {
+            alpha[j] = 2.0 / (n as f64 + 1.0);
+            beta[j] = 1.0 - alpha[j];
+        }
+        let mut outs: Vec<Arc<[MaybeUninit<f64>]>> =
+            ns.iter().map(|_| Arc::new_uninit_slice(x.len())).collect();
+        let mut lines: Vec<&mut [MaybeUninit<f64>]> = outs
+            .iter_mut()
+            .map(|o| Arc::get_mut(o).expect("just allocated, not shared"))
+            .collect();
+        let mut e = [0.0f64; EMA_LANES];
+        for (i, &v) in x.iter().enumerate() {
+            if i == 0 {
+                e = [v; EMA_LANES];
+            } else {
+                // Unused lanes (alpha = beta = 0) compute zeros nobody reads.
+                for j in 0..EMA_LANES {
+                    e[j] = alpha[j] * v + beta[j] * e[j];
+                }
+            }
+            for (line, &value) in lines.iter_mut().zip(&e) {
+                line[i].write(value);
+            }
+        }
+        drop(lines);
+        // SAFETY: the pass wrote every bar of every line.
+        outs.into_iter()
+            .map(|o| unsafe { o.assume_init() })
+            .collect()
+    };
+    let groups: Vec<&[usize]> = windows.chunks(EMA_LANES).collect();
+    if parallel && groups.len() > 1 {
+        groups.par_iter().flat_map_iter(|g| group(g)).collect()
+    } else {
+        groups.iter().flat_map(|g| group(g)).collect()
+    }
+}
+
 /// Wilder's `RSI(x, n)`: NaN for bars below `n`, then as strategies.md defines it.
 pub fn rsi(x: &[f64], n: usize) -> Vec<f64> {
     let len = x.len();
@@ -315,6 +364,24 @@ mod tests {
                 let outs = sma_multi(&x, &windows, parallel);
                 for (n, got) in windows.iter().zip(&outs) {
                     assert!(same(got, &oracle::sma(&x, *n)), "len {len} n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_ema_lanes_equal_one_ema_at_a_time_bit_for_bit() {
+        for len in [0, 1, 2, 1_000] {
+            let x = series(len);
+            // Fewer windows than lanes, exactly one group, and groups with a remainder.
+            for count in [1, 3, 8, 9, 21] {
+                let windows: Vec<usize> = (0..count).map(|k| 1 + 7 * k).collect();
+                for parallel in [false, true] {
+                    let lines = ema_multi(&x, &windows, parallel);
+                    assert_eq!(lines.len(), count);
+                    for (&n, line) in windows.iter().zip(&lines) {
+                        assert!(same(line, &oracle::ema(&x, n)), "len {len} n {n}");
+                    }
                 }
             }
         }

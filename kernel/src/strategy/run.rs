@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::Params;
-use super::indicators::{donchian_multi, donchian_signals, ema, rsi, rsi_signals, sma_multi};
+use super::indicators::{donchian_multi, donchian_signals, ema_multi, rsi, rsi_signals, sma_multi};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
 use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
@@ -278,6 +278,19 @@ fn compute_all(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<
         .zip(sma_multi(close, &windows, parallel))
         .map(|(&n, line)| (Key::Sma(n as u32), Array::Line(line)))
         .collect();
+    // EMAs: a pass runs several windows' recurrences side by side.
+    let emas: Vec<usize> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Ema(n) => Some(*n as usize),
+            _ => None,
+        })
+        .collect();
+    out.extend(
+        emas.iter()
+            .zip(ema_multi(close, &emas, parallel))
+            .map(|(&n, line)| (Key::Ema(n as u32), Array::Line(line))),
+    );
     // Channels: one shared pass costs the longest channel in compares per bar, a monotone
     // queue per channel costs ~16 per bar (measured: branchy, not vectorised); the pass pays
     // where the channels are many and short next to the longest.
@@ -301,9 +314,8 @@ fn compute_all(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<
     }
     let one = |k: &Key| -> Option<(Key, Array)> {
         let array = match *k {
-            Key::Sma(_) => return None,
+            Key::Sma(_) | Key::Ema(_) => return None,
             Key::Donchian(_) if shared => return None,
-            Key::Ema(n) => Array::Line(ema(close, n as usize).into()),
             Key::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
             Key::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
         };
