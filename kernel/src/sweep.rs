@@ -224,6 +224,10 @@ pub struct SweepControl<'a> {
     /// What to keep per combo besides its result (trades, block marks): `None` keeps nothing.
     /// Its slots are indexed like the combos.
     pub records: Option<&'a Records>,
+    /// Told the work done as it is done, in combo-bars (a combo run over `n` bars is `n`),
+    /// from any worker: the calls of one sweep add up to its combos times the bars of `close`
+    /// exactly, each reported once its signals are read. `None` reports nothing.
+    pub progress: Option<&'a (dyn Fn(u64) + Sync)>,
 }
 
 impl Default for SweepControl<'_> {
@@ -236,6 +240,16 @@ impl Default for SweepControl<'_> {
             tile_bars: None,
             bar_metrics: true,
             records: None,
+            progress: None,
+        }
+    }
+}
+
+impl SweepControl<'_> {
+    /// Reports `combos` combos run over `bars` bars each (see [`SweepControl::progress`]).
+    pub(crate) fn report(&self, combos: usize, bars: usize) {
+        if let Some(progress) = self.progress {
+            progress((combos as u64).saturating_mul(bars as u64));
         }
     }
 }
@@ -499,6 +513,7 @@ impl Run<'_> {
                     signal::run_fast(self.books(), i, (a, b), &self.exec, &mut s.signs),
                 ))
             })?);
+            self.control.report(batch.len(), self.close.len());
             for &i in batch {
                 let c = &self.combos[i];
                 for key in [hma_key(c), hma3_key(c)] {

@@ -215,6 +215,16 @@ proptest! {
                 prop_assert_eq!(&got, &want, "threads {} budget {}", threads, budget);
             }
         }
+        // Progress adds up to every combo over every bar, on every path (tiled or not, one
+        // group or many, any strategy).
+        for (tile_bars, budget) in [(None, 512 << 20), (Some(0), 1), (Some(512), 512 << 20), (Some(700), 1)] {
+            let done = std::sync::atomic::AtomicU64::new(0);
+            let report = |units: u64| { done.fetch_add(units, std::sync::atomic::Ordering::Relaxed); };
+            let control = SweepControl { progress: Some(&report), tile_bars, working_set_bytes: budget, ..SweepControl::default() };
+            let got = pool(2).install(|| fast(&close, (0, n, 0), &combos, &exec, &control));
+            prop_assert_eq!(&got, &want, "with progress, tiles {:?}", tile_bars);
+            prop_assert_eq!(done.into_inner(), (combos.len() * n) as u64, "tiles {:?} budget {}", tile_bars, budget);
+        }
         // Lines from a cache a sweep of some of the combos filled: the same answer.
         let cache = Lines::default();
         let control = SweepControl { cache: &cache, ..SweepControl::default() };

@@ -180,9 +180,10 @@ pub(super) fn sweep(
     // nothing and needs no arrays (a grid's long windows would otherwise be arrays of NaN).
     let (idle, mut order): (Vec<usize>, Vec<usize>) =
         (0..params.len()).partition(|&i| longest_window(&params[i]) > close.len());
-    for i in idle {
+    for &i in &idle {
         results[i] = books.ledger(exec, i).done();
     }
+    control.report(idle.len(), close.len());
     order.sort_by_key(|&i| keys(&params[i]));
     let array = size_of_val(close).max(1);
     let max_arrays = (control.working_set_bytes / array).max(2);
@@ -209,7 +210,9 @@ pub(super) fn sweep(
         let arrays = compute(close, &held, parallel, control.cache);
         let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
             check()?;
-            Ok((i, run_one((books, i), &params[i], &arrays, exec, scratch)))
+            let result = run_one((books, i), &params[i], &arrays, exec, scratch);
+            control.report(1, close.len());
+            Ok((i, result))
         };
         let done: Vec<(usize, ComboResult)> = if parallel {
             group

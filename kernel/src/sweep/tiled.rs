@@ -515,6 +515,7 @@ impl TileRun<'_> {
         for ([hma, hma3], out) in plan.sources.iter().zip(signs.chunks_exact_mut(bars)) {
             vector::signs(line(hma), line(hma3), out);
         }
+        self.run.control.report(plan.sources.len(), bars);
         Ok(())
     }
 }
