@@ -69,7 +69,7 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("parse_sweep_table", |b| b.iter(|| sweep(black_box(BODY))));
     group.bench_function("encode_action_stream", |b| {
-        b.iter(|| ipc_stream_bodies(black_box(&batch), MAX_RESULT_BODY))
+        b.iter(|| ipc_stream_bodies(black_box(&batch), MAX_RESULT_BODY, None))
     });
     group.bench_function("encode_session_message", |b| {
         b.iter(|| session.encode(black_box(&batch)))

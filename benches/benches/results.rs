@@ -24,6 +24,7 @@ fn inputs(n: usize) -> (Job, Vec<ComboResult>) {
         exec: Execution::default(),
         periods_per_year: 1.0,
         keep: Keep::NOTHING,
+        progress: None,
     };
     let results = (0..n)
         .map(|i| ComboResult {
@@ -53,7 +54,7 @@ fn bench(c: &mut Criterion) {
             records: Vec::new(),
         };
         let batch = to_batch(&job, &results).expect("batch");
-        let bodies = ipc_stream_bodies(&batch, MAX_RESULT_BODY).expect("encode");
+        let bodies = ipc_stream_bodies(&batch, MAX_RESULT_BODY, None).expect("encode");
         assert_eq!(decode(&bodies), batch, "round trip");
         group.throughput(Throughput::Elements(n as u64));
         group.bench_function(format!("encode/{n}"), |b| {
@@ -61,6 +62,7 @@ fn bench(c: &mut Criterion) {
                 ipc_stream_bodies(
                     &to_batch(black_box(&job), &results).expect("batch"),
                     MAX_RESULT_BODY,
+                    None,
                 )
             })
         });

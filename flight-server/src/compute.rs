@@ -17,7 +17,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow_array::Float64Array;
@@ -222,6 +222,103 @@ pub struct Job {
     pub periods_per_year: f64,
     /// What each combo keeps besides its result.
     pub keep: Keep,
+    /// A background job's progress and cancel flag (a job's runs report to it and stop when
+    /// it is cancelled); `None` for a call whose caller waits.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// The progress of a job's work, and its cancel flag: shared by the job's record (which
+/// reads it for `status`), the use case that sets its total, and every kernel run the job
+/// starts (which reports to it from the sweep workers and polls the flag).
+///
+/// Combos are counted in millionths so that a kernel's reports (combo-bars, from any worker)
+/// become a share of each series' combos that never falls and is exact once the series ends.
+#[derive(Debug, Default)]
+pub struct Progress {
+    done_micros: AtomicU64,
+    total: AtomicU64,
+    started: AtomicBool,
+    cancelled: AtomicBool,
+    cancel: tokio::sync::Notify,
+}
+
+const MICROS: u128 = 1_000_000;
+
+impl Progress {
+    /// Adds `combos` (series x combos) to the work the job will do.
+    pub fn add_total(&self, combos: u64) {
+        self.total.fetch_add(combos, Ordering::Relaxed);
+    }
+
+    /// Counts `combos` as done whole (work the kernel does not report: a combo chosen in a
+    /// step it skipped, say).
+    pub fn add_done(&self, combos: u64) {
+        self.done_micros
+            .fetch_add(combos.saturating_mul(MICROS as u64), Ordering::Relaxed);
+    }
+
+    /// Combos done (whole ones) and combos in all.
+    pub fn combos(&self) -> (u64, u64) {
+        let total = self.total.load(Ordering::Relaxed);
+        let done = self.done_micros.load(Ordering::Relaxed) / MICROS as u64;
+        (done.min(total), total)
+    }
+
+    /// The share done, 0 to 1 (in millionths of a combo, so a long series moves it too).
+    pub fn fraction(&self) -> f64 {
+        let total = self.total.load(Ordering::Relaxed);
+        if total == 0 {
+            return 0.0;
+        }
+        let done = self.done_micros.load(Ordering::Relaxed) as f64;
+        (done / (total as f64 * MICROS as f64)).min(1.0)
+    }
+
+    /// Records that a kernel run of the job has its memory.
+    pub(crate) fn mark_started(&self) {
+        self.started.store(true, Ordering::Relaxed);
+    }
+
+    /// True once a kernel run of the job has its memory (it is no longer queued).
+    pub fn started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Asks the job to stop: kernel runs end at their next check, a run waiting for memory
+    /// leaves the queue, and no new run starts.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.cancel.notify_waiters();
+    }
+
+    /// True once [`Progress::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the job is cancelled.
+    async fn cancelled(&self) {
+        loop {
+            // Registered before the flag is read: a cancel between the two still wakes it.
+            let woken = self.cancel.notified();
+            if self.cancelled.load(Ordering::SeqCst) {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// The kernel's report of `units` combo-bars of a series of `bars` bars, of which
+    /// `series_units` had been reported before: the combos they complete, in millionths
+    /// (the difference of two floors, so the reports of one series add up exactly).
+    fn report(&self, series_units: &AtomicU64, units: u64, bars: usize) {
+        let before = series_units.fetch_add(units, Ordering::Relaxed);
+        let bars = bars.max(1) as u128;
+        let micros = |u: u64| u128::from(u) * MICROS / bars;
+        let delta = micros(before + units) - micros(before);
+        self.done_micros
+            .fetch_add(u64::try_from(delta).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
 }
 
 /// What a job keeps per combo besides its result ([`sweepflight_kernel::Records`]).
@@ -373,6 +470,7 @@ impl Job {
             exec: execution(request.fee(), &request.execution),
             periods_per_year: request.execution.periods_per_year.unwrap_or(1.0),
             keep,
+            progress: None,
         };
         job.check_blocks()?;
         Ok(job)
@@ -479,10 +577,23 @@ impl Compute {
         let parallel = total_work >= PARALLEL_MIN_WORK;
         let workers = if parallel { self.threads() } else { 1 };
         let plan = Plan::new(&job, workers, self.budget.total())?;
-        let reservation = self.budget.reserve(plan.need).await?;
+        let cancelled_job = || Err(Error::Kernel(sweepflight_kernel::Error::Cancelled));
+        let reservation = match &job.progress {
+            None => self.budget.reserve(plan.need).await?,
+            Some(p) if p.is_cancelled() => return cancelled_job(),
+            // A cancelled job leaves the queue at once (dropping the wait is leaving it).
+            Some(p) => tokio::select! {
+                r = self.budget.reserve(plan.need) => r?,
+                () = p.cancelled() => return cancelled_job(),
+            },
+        };
+        if let Some(p) = &job.progress {
+            p.mark_started();
+        }
         let running = Running::start(&self.running);
         if !parallel {
-            let outcome = self.sweep(&job, &plan, &reservation, false, &|| false);
+            let job_cancelled = || job.progress.as_ref().is_some_and(|p| p.is_cancelled());
+            let outcome = self.sweep(&job, &plan, &reservation, false, &job_cancelled);
             self.count(&outcome);
             return outcome;
         }
@@ -497,6 +608,7 @@ impl Compute {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 this.sweep(&job, &plan, &reservation, true, &|| {
                     cancelled.load(Ordering::Relaxed)
+                        || job.progress.as_ref().is_some_and(|p| p.is_cancelled())
                 })
             }))
             .unwrap_or_else(|_| Err(Error::Internal("sweep worker panicked".into())));
@@ -548,6 +660,13 @@ impl Compute {
                         )
                     })
                     .transpose()?;
+                // A job's progress: this series' reports, in combo-bars of its bars.
+                let reported = AtomicU64::new(0);
+                let report = |units: u64| {
+                    if let Some(p) = &job.progress {
+                        p.report(&reported, units, close.len());
+                    }
+                };
                 let run = |cache: &dyn ArrayCache| {
                     let control = SweepControl {
                         cache,
@@ -557,6 +676,7 @@ impl Compute {
                         tile_bars: None,
                         bar_metrics: true,
                         records: records.as_ref(),
+                        progress: job.progress.is_some().then_some(&report as _),
                     };
                     sweep_params(close, &job.params, &exec, &control)
                 };

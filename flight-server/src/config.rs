@@ -67,6 +67,15 @@ pub struct ServerConfig {
     /// Rewrite gRPC-core clients' percent-encoded `:authority` on Unix sockets (see
     /// [`crate::uds`]); on by default, off only to test clients that set their own.
     pub unix_authority_fix: bool,
+    /// Most jobs queued, running or holding a result at once; past it `submit` answers
+    /// RESOURCE_EXHAUSTED.
+    pub max_jobs: usize,
+    /// How long a job is remembered after its result is fetched (or after it failed or was
+    /// cancelled).
+    pub job_ttl: Duration,
+    /// The compression of DoGet replies (stored rows, job results) whose request did not ask
+    /// for one; `None` sends them uncompressed.
+    pub reply_compression: Option<sweepflight_protocol::Compression>,
 }
 
 /// PEM contents of the server's certificate chain and private key.
@@ -112,6 +121,10 @@ impl ServerConfig {
     pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
     /// 5 minutes of silence.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    /// 64 jobs at once.
+    pub const DEFAULT_MAX_JOBS: usize = 64;
+    /// A job is remembered 10 minutes after its result is fetched.
+    pub const DEFAULT_JOB_TTL: Duration = Duration::from_secs(600);
 
     /// The default sweep memory budget: a quarter of the machine's memory (at least 256 MiB),
     /// so the budget, the datasets and the cache fit together with room to spare.
@@ -160,6 +173,9 @@ impl Default for ServerConfig {
             metrics_listen: None,
             read_wake: false,
             unix_authority_fix: true,
+            max_jobs: Self::DEFAULT_MAX_JOBS,
+            job_ttl: Self::DEFAULT_JOB_TTL,
+            reply_compression: None,
         }
     }
 }
@@ -190,6 +206,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("metrics_listen", &self.metrics_listen)
             .field("read_wake", &self.read_wake)
             .field("unix_authority_fix", &self.unix_authority_fix)
+            .field("max_jobs", &self.max_jobs)
+            .field("job_ttl", &self.job_ttl)
+            .field("reply_compression", &self.reply_compression)
             .finish()
     }
 }

@@ -40,6 +40,15 @@ pub enum Error {
         /// The series asked for.
         series: String,
     },
+    /// No job by that ID (never submitted, or expired).
+    #[error("job {0:?} not found (unknown, or forgotten --job-ttl after it ended)")]
+    JobNotFound(String),
+    /// A call that needs the server in another state: a job's result before it is done.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The error a background job ended with, as its code and message (its DoGet answers it).
+    #[error("{1}")]
+    Job(tonic::Code, String),
     /// An action type the server does not know.
     #[error("unknown action `{0}`; ListActions lists the known ones")]
     UnknownAction(String),
@@ -151,7 +160,11 @@ impl Error {
                 | K::InvalidOption { .. },
             ) => Code::InvalidArgument,
             Self::Kernel(K::Cancelled) => Code::Cancelled,
-            Self::DatasetNotFound(_) | Self::SeriesNotFound { .. } => Code::NotFound,
+            Self::DatasetNotFound(_) | Self::SeriesNotFound { .. } | Self::JobNotFound(_) => {
+                Code::NotFound
+            }
+            Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::Job(code, _) => *code,
             Self::UnknownAction(_) | Self::Unimplemented(_) => Code::Unimplemented,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Unauthenticated(_) => Code::Unauthenticated,
@@ -202,6 +215,15 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (Error::UnknownAction("x".into()), Code::Unimplemented),
+            (Error::JobNotFound("j".into()), Code::NotFound),
+            (
+                Error::FailedPrecondition("x".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::Job(Code::ResourceExhausted, "x".into()),
+                Code::ResourceExhausted,
+            ),
             (
                 FlightError::DecodeError("x".into()).into(),
                 Code::InvalidArgument,

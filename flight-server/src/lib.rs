@@ -26,6 +26,7 @@ mod error;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 pub mod ingest;
+pub mod jobs;
 pub mod mapping;
 pub mod metrics;
 pub mod net;

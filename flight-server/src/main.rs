@@ -131,6 +131,21 @@ struct Cli {
     /// send over Unix sockets; for testing clients that set their own authority.
     #[arg(long, hide = true)]
     no_unix_authority_fix: bool,
+
+    /// Most jobs (`submit`, PollFlightInfo) queued, running or holding a result at once; past
+    /// it `submit` answers RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_JOBS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_jobs: u64,
+
+    /// Seconds a job is remembered after its result is fetched, or after it failed or was
+    /// cancelled (a done job is kept until fetched).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_JOB_TTL.as_secs_f64())]
+    job_ttl: f64,
+
+    /// Compress DoGet replies (stored rows, job results) whose request asks for nothing:
+    /// `zstd` or `lz4` (pays on slow links; costs CPU on fast ones). Default: uncompressed.
+    #[arg(long, value_parser = |s: &str| sweepflight_protocol::Compression::from_name(s).map_err(|e| e.to_string()))]
+    reply_compression: Option<sweepflight_protocol::Compression>,
 }
 
 impl TryFrom<&Cli> for ServerConfig {
@@ -190,6 +205,9 @@ impl TryFrom<&Cli> for ServerConfig {
             metrics_listen: cli.metrics_listen,
             read_wake: cli.read_wake,
             unix_authority_fix: !cli.no_unix_authority_fix,
+            max_jobs: usize::try_from(cli.max_jobs)?,
+            job_ttl: secs("--job-ttl", cli.job_ttl)?,
+            reply_compression: cli.reply_compression,
         })
     }
 }

@@ -54,6 +54,14 @@ pub struct Levels {
     pub sweep_reserved_bytes: i64,
     /// Open client connections.
     pub connections: i64,
+    /// Jobs waiting for sweep memory.
+    pub jobs_queued: i64,
+    /// Jobs running.
+    pub jobs_running: i64,
+    /// Done jobs whose results wait to be fetched (or expire).
+    pub jobs_done: i64,
+    /// Bytes those results hold.
+    pub job_result_bytes: i64,
 }
 
 /// Every metric of one server.
@@ -80,7 +88,7 @@ pub struct Metrics {
     pub connections_timed_out: Counter,
     /// Calls received, all methods (not exported: [`crate::trim`] watches it for quiet).
     pub calls: std::sync::atomic::AtomicU64,
-    levels: [Gauge; 7],
+    levels: [Gauge; 11],
 }
 
 impl Default for Metrics {
@@ -128,7 +136,7 @@ impl Default for Metrics {
             "connections_timed_out",
             "Connections closed for silence (handshake or idle timeout)",
         );
-        let levels: [Gauge; 7] = Default::default();
+        let levels: [Gauge; 11] = Default::default();
         for (gauge, (name, help)) in levels.iter().zip([
             ("datasets", "Stored datasets"),
             ("dataset_bytes", "Bytes of Arrow data held by all datasets"),
@@ -137,6 +145,10 @@ impl Default for Metrics {
             ("sweeps_queued", "Sweeps waiting for memory"),
             ("sweep_reserved_bytes", "Sweep memory reserved now"),
             ("connections", "Open client connections"),
+            ("jobs_queued", "Jobs waiting for sweep memory"),
+            ("jobs_running", "Jobs running"),
+            ("jobs_done", "Done jobs whose results are kept"),
+            ("job_result_bytes", "Bytes of kept job results"),
         ]) {
             registry.register(name, help, gauge.clone());
         }
@@ -181,6 +193,10 @@ impl Metrics {
             sweeps_queued,
             sweep_reserved_bytes,
             connections,
+            jobs_queued,
+            jobs_running,
+            jobs_done,
+            job_result_bytes,
         } = levels;
         for (gauge, v) in self.levels.iter().zip([
             datasets,
@@ -190,6 +206,10 @@ impl Metrics {
             sweeps_queued,
             sweep_reserved_bytes,
             connections,
+            jobs_queued,
+            jobs_running,
+            jobs_done,
+            job_result_bytes,
         ]) {
             gauge.set(v);
         }

@@ -8,13 +8,15 @@ use arrow_array::{
     ArrayRef, FixedSizeListArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
 use arrow_flight::FlightData;
+use arrow_ipc::CompressionType;
 use arrow_ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, StreamWriter,
 };
 use bytes::Bytes;
 use sweepflight_kernel::{ComboResult, equity};
 use sweepflight_protocol::{
-    ParamKind, Selection, V12_METRIC_COLUMNS, equity_schema, sweep_schema, trades_schema,
+    Compression, ParamKind, Selection, V12_METRIC_COLUMNS, equity_schema, sweep_schema,
+    trades_schema,
 };
 
 use crate::compute::{Job, Runs};
@@ -414,16 +416,44 @@ fn keyed_batch(
         .map_err(|e| Error::internal("build the reply table", e))
 }
 
-/// `batch` as one Arrow IPC stream (schema, batch, end-of-stream), cut into bodies of at most
-/// `max_body` bytes. Concatenated in order, the bodies are the stream.
+/// IPC write options with the body compression a reply asks for (none by default).
+///
+/// # Errors
+/// Only if arrow-ipc was built without the codec, which the workspace rules out.
+pub fn write_options(compression: Option<Compression>) -> Result<IpcWriteOptions> {
+    IpcWriteOptions::default()
+        .try_with_compression(codec(compression))
+        .map_err(|e| Error::internal("IPC compression", e))
+}
+
+/// Arrow's codec for a wire compression.
+pub fn codec(compression: Option<Compression>) -> Option<CompressionType> {
+    compression.map(|c| match c {
+        Compression::Zstd => CompressionType::ZSTD,
+        Compression::Lz4 => CompressionType::LZ4_FRAME,
+    })
+}
+
+/// `batch` as one Arrow IPC stream (schema, batch, end-of-stream), its bodies compressed if
+/// asked, cut into bodies of at most `max_body` bytes. Concatenated in order, the bodies are
+/// the stream.
 ///
 /// # Errors
 /// If IPC encoding fails.
-pub fn ipc_stream_bodies(batch: &RecordBatch, max_body: usize) -> Result<Vec<Bytes>> {
+pub fn ipc_stream_bodies(
+    batch: &RecordBatch,
+    max_body: usize,
+    compression: Option<Compression>,
+) -> Result<Vec<Bytes>> {
+    let options = write_options(compression)?;
     let encode = || {
         // Sized up front: a growing buffer would copy a large reply several times over.
         let capacity = batch.get_array_memory_size() + (64 << 10);
-        let mut writer = StreamWriter::try_new(Vec::with_capacity(capacity), batch.schema_ref())?;
+        let mut writer = StreamWriter::try_new_with_options(
+            Vec::with_capacity(capacity),
+            batch.schema_ref(),
+            options,
+        )?;
         writer.write(batch)?;
         writer.finish()?;
         writer.into_inner()
@@ -498,6 +528,7 @@ mod tests {
             exec: Execution::default(),
             periods_per_year: 1.0,
             keep: crate::compute::Keep::NOTHING,
+            progress: None,
         }
     }
 
@@ -592,7 +623,7 @@ mod tests {
             })
             .collect();
         let batch = to_batch(&hma(&combos), &runs(vec![results])).unwrap();
-        let bodies = ipc_stream_bodies(&batch, 1000).unwrap();
+        let bodies = ipc_stream_bodies(&batch, 1000, None).unwrap();
         assert!(bodies.len() > 10 && bodies.iter().all(|b| b.len() <= 1000));
         let joined: Vec<u8> = bodies.concat();
         let mut reader = arrow_ipc::reader::StreamReader::try_new(joined.as_slice(), None).unwrap();

@@ -24,6 +24,7 @@ use crate::auth::{Auth, AuthLayer};
 use crate::compute::Compute;
 use crate::config::Listen;
 use crate::conn::ReadWake;
+use crate::jobs::Jobs;
 use crate::metrics::{Metrics, MetricsLayer};
 use crate::net::{Io, Limits};
 use crate::service::{State, SweepFlightService};
@@ -190,6 +191,7 @@ impl Server {
             config: config.clone(),
             store,
             compute,
+            jobs: Arc::new(Jobs::new(config.max_jobs, config.job_ttl)),
             auth: Arc::clone(&auth),
             metrics: Arc::clone(&metrics),
             connections: Arc::clone(&limits.open),
@@ -253,9 +255,12 @@ impl Server {
             .add_service(health_service);
         let grace = config.shutdown_grace;
         let mut signalled = down_rx;
+        let jobs = Arc::clone(&state.jobs);
         let shutdown = async move {
             shutdown.await;
             tracing::info!("shutdown requested");
+            // Jobs live in memory only: a restart forgets them, so their work stops now.
+            jobs.cancel_all();
             health
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;

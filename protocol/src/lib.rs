@@ -15,6 +15,7 @@
 
 mod actions;
 mod error;
+mod job;
 mod name;
 mod put;
 mod schema;
@@ -22,27 +23,31 @@ mod selection;
 mod strategy;
 mod sweep;
 mod ticket;
+mod walk_forward;
 
-pub use actions::{ACTIONS, DROP, ECHO, EQUITY, STATS, STRATEGIES, SWEEP, TRADES};
+pub use actions::{
+    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, STATS, STATUS, STRATEGIES, SUBMIT,
+    SWEEP, TRADES, WALK_FORWARD,
+};
 pub use error::{Error, Result};
+pub use job::{JobBody, JobRef, JobState, JobStatus, MAX_JOB_ID_LEN};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
     BLOCK_PNL_COLUMN, COMBO_COLUMNS, SERIES_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS,
     check_result_schema, equity_schema, param_type, result_schema, strategy_schema, sweep_schema,
-    trades_schema,
+    trades_schema, walk_forward_schema,
 };
 pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection};
 pub use strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy, strategies_json};
 pub use sweep::{
-    DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange, SESSION_COMMAND,
-    SessionReply, SweepRequest, check_runs,
+    Compression, DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange,
+    SESSION_COMMAND, SessionReply, SweepRequest, check_runs,
 };
 pub use ticket::Ticket;
+pub use walk_forward::{Fold, Folds, WalkForwardRequest};
 
 /// The contract version this crate implements: v1, the v1.1 additions (universes, row ranges,
-/// compute threads and the sweep memory budget) and, of v1.2, the strategies and execution
-/// options (`strategy`, `params` / `grid` / `sample`, `side`, `stop_loss`, `take_profit`,
-/// `warmup`). The rest of v1.2 (metrics, selection, trades, walk-forward, jobs) is not served
-/// yet: its body fields are refused as unknown.
-pub const PROTOCOL_VERSION: &str = "1.1";
+/// compute threads and the sweep memory budget) and the v1.2 additions (strategies and
+/// execution options, metrics, selection, trades and equity, walk-forward, jobs, compression).
+pub const PROTOCOL_VERSION: &str = "1.2";

@@ -158,6 +158,33 @@ pub fn equity_schema(keyed: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// The `walk_forward` action's reply: [`series`], `fold`, `train_start`, `train_end`,
+/// `test_start`, `test_end` (int64, rows of the series), then the chosen `combo` and the
+/// strategy's parameter columns, `train_score` (float64: the selection column's in-sample
+/// value), then the test run's `pnl` through `sqn` (v1's metrics as in a sweep, then the v1.2
+/// ones). Everything from `combo` on is null for a fold where no combo passed `where`.
+pub fn walk_forward_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
+    let sweep = strategy_schema(strategy, false);
+    let mut fields = series_field(keyed);
+    fields.extend(
+        ["fold", "train_start", "train_end", "test_start", "test_end"]
+            .map(|n| Field::new(n, DataType::Int64, false)),
+    );
+    let params = 1 + strategy.params().len();
+    fields.extend(
+        sweep.fields()[..params]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true)),
+    );
+    fields.push(Field::new("train_score", DataType::Float64, true));
+    fields.extend(
+        sweep.fields()[params..]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true)),
+    );
+    Arc::new(Schema::new(fields))
+}
+
 fn series_field(keyed: bool) -> Vec<Field> {
     keyed
         .then(|| Field::new(SERIES_COLUMN, DataType::Utf8, false))
@@ -258,5 +285,25 @@ mod tests {
         );
         assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9);
         assert!(rsi.field_with_name("sharpe").unwrap().is_nullable());
+        let wf = walk_forward_schema(Strategy::SmaCross, true);
+        let names: Vec<&str> = wf.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names[..11],
+            [
+                "series",
+                "fold",
+                "train_start",
+                "train_end",
+                "test_start",
+                "test_end",
+                "combo",
+                "fast",
+                "slow",
+                "train_score",
+                "pnl"
+            ]
+        );
+        assert_eq!(names.last(), Some(&"sqn"));
+        assert!(wf.field_with_name("trades").unwrap().is_nullable());
     }
 }

@@ -23,6 +23,39 @@ pub const SESSION_COMMAND: &[u8] = br#"{"op": "session"}"#;
 /// Body versions this crate decodes (`"v"`, optional, absent means 1).
 const BODY_VERSION: u64 = 1;
 
+/// A compression of IPC bodies (the `compression` body field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// ZSTD (arrow's `CompressionType::ZSTD`).
+    Zstd,
+    /// LZ4 frames (arrow's `CompressionType::LZ4_FRAME`).
+    Lz4,
+}
+
+impl Compression {
+    /// The wire name: `"zstd"` or `"lz4"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Zstd => "zstd",
+            Self::Lz4 => "lz4",
+        }
+    }
+
+    /// The compression of a wire name.
+    ///
+    /// # Errors
+    /// [`Error`] naming the known ones.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "zstd" => Ok(Self::Zstd),
+            "lz4" => Ok(Self::Lz4),
+            other => Err(Error::new(format!(
+                "`compression` is \"zstd\" or \"lz4\", got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// The combos of a request, in request order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Grid {
@@ -146,6 +179,8 @@ pub struct SweepRequest {
     pub rows: Option<RowRange>,
     /// Which rows come back, in which order.
     pub selection: Selection,
+    /// How the reply's IPC bodies are compressed (none when `None`).
+    pub compression: Option<Compression>,
 }
 
 impl SweepRequest {
@@ -170,6 +205,7 @@ impl SweepRequest {
             series: None,
             rows: None,
             selection: Selection::default(),
+            compression: None,
         }
     }
 
@@ -216,6 +252,13 @@ impl SweepRequest {
         self
     }
 
+    /// The same request with its reply compressed.
+    #[must_use]
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
+    }
+
     /// The fee, or [`DEFAULT_FEE`].
     pub fn fee(&self) -> f64 {
         self.fee.unwrap_or(DEFAULT_FEE)
@@ -257,6 +300,7 @@ impl SweepRequest {
     pub fn encode(&self) -> Vec<u8> {
         let wire = Wire {
             dataset: Some(self.dataset.clone()),
+            compression: self.compression.map(|c| c.name().to_owned()),
             ..Wire::from_fields(
                 self.strategy,
                 &self.grid,
@@ -311,6 +355,7 @@ impl SweepRequest {
             series: fields.series,
             rows: fields.rows,
             selection: fields.selection,
+            compression: fields.compression,
         })
     }
 
@@ -413,6 +458,8 @@ pub struct ExchangeSweep {
     pub rows: Option<RowRange>,
     /// Which rows come back, in which order.
     pub selection: Selection,
+    /// How the reply's IPC bodies are compressed (none when `None`).
+    pub compression: Option<Compression>,
 }
 
 impl ExchangeSweep {
@@ -461,6 +508,7 @@ impl ExchangeCommand {
             && wire.fee.is_none()
             && wire.series.is_none()
             && wire.rows.is_none()
+            && wire.compression.is_none()
             && wire.key.is_none();
         let bare = bare_but_strategy && wire.strategy.is_none() && wire.action.is_none();
         match wire.op.as_deref() {
@@ -506,6 +554,7 @@ impl ExchangeCommand {
                     series: fields.series,
                     rows: fields.rows,
                     selection: fields.selection,
+                    compression: fields.compression,
                 })))
             }
             Some(other) => Err(Error::new(format!(
@@ -543,6 +592,7 @@ impl ExchangeCommand {
             Self::Sweep(s) => Wire {
                 op: Some("sweep".into()),
                 key: s.key.clone(),
+                compression: s.compression.map(|c| c.name().to_owned()),
                 ..Wire::from_fields(
                     s.strategy,
                     &s.grid,
@@ -610,6 +660,8 @@ struct Wire {
     keyed: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compression: Option<String>,
 }
 
 impl Wire {
@@ -695,6 +747,7 @@ struct Fields {
     series: Option<Vec<String>>,
     rows: Option<RowRange>,
     selection: Selection,
+    compression: Option<Compression>,
 }
 
 fn parse(body: &[u8]) -> Result<Wire> {
@@ -844,6 +897,11 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         fee: wire.fee,
         series,
         rows,
+        compression: wire
+            .compression
+            .as_deref()
+            .map(Compression::from_name)
+            .transpose()?,
     })
 }
 

@@ -10,9 +10,10 @@ use std::path::Path;
 use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
-    ACTIONS, ExchangeCommand, Execution, Grid, PROTOCOL_VERSION, PutTarget, RowRange,
-    SESSION_COMMAND, Sample, Selection, SessionReply, Side, Strategy, SweepRequest, equity_schema,
-    result_schema, strategy_schema, sweep_schema, trades_schema,
+    ACTIONS, Compression, ExchangeCommand, Execution, Folds, Grid, JobBody, JobRef,
+    PROTOCOL_VERSION, PutTarget, RowRange, SESSION_COMMAND, Sample, Selection, SessionReply, Side,
+    Strategy, SweepRequest, Ticket, WalkForwardRequest, equity_schema, result_schema,
+    strategy_schema, sweep_schema, trades_schema, walk_forward_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -21,6 +22,31 @@ fn sweep_case(name: &str, args: Value, request: SweepRequest) -> Value {
     // The body decodes back to the request it came from.
     assert_eq!(SweepRequest::decode(&request.encode()).unwrap(), request);
     json!({"name": name, "args": args, "body": body})
+}
+
+/// A walk-forward request built from `args`, and its body.
+fn walk_forward_case(name: &str, args: Value, request: WalkForwardRequest) -> Value {
+    let body: Value = serde_json::from_slice(&request.encode()).unwrap();
+    assert_eq!(
+        WalkForwardRequest::decode(&request.encode()).unwrap(),
+        request
+    );
+    json!({"name": name, "args": args, "body": body})
+}
+
+fn walk_forward_request() -> WalkForwardRequest {
+    WalkForwardRequest::new(
+        SweepRequest::lengths("paper", [20, 40]),
+        Folds::Rolling {
+            train: 50_000,
+            test: 25_000,
+            step: 25_000,
+            anchored: false,
+        },
+        "pnl",
+        true,
+    )
+    .unwrap()
 }
 
 fn type_name(t: &DataType) -> String {
@@ -135,6 +161,72 @@ fn golden() -> Value {
             }),
         ),
     ];
+    let sma = |grid| SweepRequest::strategy("eurusd", Strategy::SmaCross, grid);
+    let walk_forward = vec![
+        walk_forward_case(
+            "rolling_by_sharpe",
+            json!({"dataset": "eurusd", "strategy": "sma_cross", "grid": {"fast": [5, 10], "slow": [20, 50]},
+                   "folds": {"train": 5000, "test": 1000}, "select": "sharpe", "warmup": 200,
+                   "where": {"trades": [10, null]}}),
+            WalkForwardRequest::new(
+                sma(Grid::Product(vec![vec![5.0, 10.0], vec![20.0, 50.0]]))
+                    .with_execution(Execution {
+                        warmup: 200,
+                        ..Execution::default()
+                    })
+                    .with_selection(Selection {
+                        filters: vec![("trades".into(), Some(10.0), None)],
+                        ..Selection::default()
+                    }),
+                Folds::Rolling {
+                    train: 5000,
+                    test: 1000,
+                    step: 1000,
+                    anchored: false,
+                },
+                "sharpe",
+                true,
+            )
+            .unwrap(),
+        ),
+        walk_forward_case(
+            "anchored_step_ascending",
+            json!({"dataset": "paper", "lengths": [20, 40], "folds": {"train": 50000, "test": 20000, "step": 10000, "anchored": true},
+                   "select": {"by": "max_drawdown", "descending": false}}),
+            WalkForwardRequest::new(
+                SweepRequest::lengths("paper", [20, 40]),
+                Folds::Rolling {
+                    train: 50_000,
+                    test: 20_000,
+                    step: 10_000,
+                    anchored: true,
+                },
+                "max_drawdown",
+                false,
+            )
+            .unwrap(),
+        ),
+        walk_forward_case(
+            "explicit_folds",
+            json!({"dataset": "paper", "lengths": [20], "folds": [[0, 100000, 100000, 150000]]}),
+            WalkForwardRequest::new(
+                SweepRequest::lengths("paper", [20]),
+                Folds::Explicit(vec![[0, 100_000, 100_000, 150_000]]),
+                "pnl",
+                true,
+            )
+            .unwrap(),
+        ),
+    ];
+    let submit = |b: JobBody| serde_json::from_slice::<Value>(&b.encode()).unwrap();
+    let jobs = json!({
+        "submit_sweep": submit(JobBody::Sweep(SweepRequest::lengths("paper", [6, 8]).with_compression(Compression::Zstd))),
+        "submit_trades": submit(JobBody::Trades(sma(Grid::Product(vec![vec![5.0], vec![20.0]])))),
+        "submit_walk_forward": submit(JobBody::WalkForward(walk_forward_request())),
+        "job": serde_json::from_slice::<Value>(&JobRef::new("0123abcd").encode()).unwrap(),
+        "ticket": serde_json::from_slice::<Value>(&Ticket::job("0123abcd").encode()).unwrap(),
+        "states": ["queued", "running", "done", "failed", "cancelled"],
+    });
     let descriptor = |t: &PutTarget| {
         let d = t.to_descriptor();
         if d.path.is_empty() {
@@ -165,6 +257,9 @@ fn golden() -> Value {
     json!({
         "version": PROTOCOL_VERSION,
         "sweep_bodies": bodies,
+        "compressed_sweep_body": serde_json::from_slice::<Value>(&SweepRequest::lengths("paper", [6]).with_compression(Compression::Lz4).encode()).unwrap(),
+        "walk_forward_bodies": walk_forward,
+        "jobs": jobs,
         "put_targets": puts,
         "exchange_commands": {
             "echo": cmd(&ExchangeCommand::Echo),
@@ -188,6 +283,11 @@ fn golden() -> Value {
         "block_pnl_schema": fields(sweep_schema(Strategy::Donchian, true, Some(8))),
         "trades_schema": {"unkeyed": fields(trades_schema(false)), "keyed": fields(trades_schema(true))},
         "equity_schema": {"unkeyed": fields(equity_schema(false)), "keyed": fields(equity_schema(true))},
+        "walk_forward_schemas": Strategy::ALL
+            .iter()
+            .map(|s| (s.name().to_owned(), Value::Array(fields(walk_forward_schema(*s, false)))))
+            .collect::<serde_json::Map<_, _>>(),
+        "walk_forward_keyed_schema": fields(walk_forward_schema(Strategy::SmaCross, true)),
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
     })
 }

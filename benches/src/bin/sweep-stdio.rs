@@ -37,6 +37,7 @@ fn main() -> anyhow::Result<()> {
         exec: execution(spec.fee(), &spec.execution),
         periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
         keep: Keep::NOTHING,
+        progress: None,
     };
     let close = sweepflight_benches::closes(reader)?;
     let control = sweepflight_kernel::SweepControl::default();

@@ -1,11 +1,14 @@
 //! ListActions and DoAction: `sweep`, `echo`, `drop`, `stats`, `strategies`, `trades`,
-//! `equity`.
+//! `equity`, `walk_forward`, and the job actions (`submit`, `status`, `cancel`,
+//! `CancelFlightInfo`).
+
+use std::sync::Arc;
 
 use arrow_flight::{Action, ActionType};
 use bytes::Bytes;
 use sweepflight_protocol::{
-    ACTIONS, DROP, ECHO, EQUITY, STATS, STRATEGIES, SWEEP, SweepRequest, TRADES, strategies_json,
-    validate_name,
+    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, STATS, STATUS, STRATEGIES, SUBMIT,
+    SWEEP, SweepRequest, TRADES, WALK_FORWARD, WalkForwardRequest, strategies_json, validate_name,
 };
 
 use super::State;
@@ -25,38 +28,54 @@ pub(super) fn list() -> Vec<ActionType> {
 }
 
 /// Runs one action to completion and returns its Result messages.
-pub(super) async fn run(state: &State, action: Action) -> Result<Vec<arrow_flight::Result>> {
+pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_flight::Result>> {
+    let body = &action.body;
     let bodies = match action.r#type.as_str() {
-        SWEEP => sweep(state, &action.body).await?,
+        SWEEP => sweep(state, body, None).await?,
         ECHO => vec![action.body],
-        DROP => vec![drop(state, &action.body).await?],
+        DROP => vec![drop(state, body).await?],
         STATS => vec![stats(state)],
         STRATEGIES => vec![Bytes::from(strategies_json().to_string())],
-        TRADES => detail(state, &action.body, Detail::Trades).await?,
-        EQUITY => detail(state, &action.body, Detail::Equity).await?,
+        TRADES => sweep(state, body, Some(Detail::Trades)).await?,
+        EQUITY => sweep(state, body, Some(Detail::Equity)).await?,
+        WALK_FORWARD => walk_forward(state, body).await?,
+        SUBMIT => vec![
+            super::jobs::submit(state, body)
+                .await?
+                .status()
+                .encode()
+                .into(),
+        ],
+        STATUS => vec![super::jobs::status(state, body)?],
+        CANCEL => vec![super::jobs::cancel(state, body).await?],
+        CANCEL_FLIGHT_INFO => vec![super::jobs::cancel_flight_info(state, body).await?],
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())
 }
 
+/// `sweep`, or with `detail` the `trades` or `equity` action: one IPC stream over the bodies.
 #[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
-async fn sweep(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
+async fn sweep(state: &State, body: &[u8], detail: Option<Detail>) -> Result<Vec<Bytes>> {
     let request = SweepRequest::decode(body)?;
     let span = tracing::Span::current();
     span.record("dataset", request.dataset.as_str());
     span.record("combos", request.len());
-    let batch = super::sweep::run(state, &request, None).await?;
-    ipc_stream_bodies(&batch, MAX_RESULT_BODY)
+    let batch = match detail {
+        None => super::sweep::run(state, &request, None, None).await?,
+        Some(d) => super::sweep::detail(state, &request, None, d, None).await?,
+    };
+    ipc_stream_bodies(&batch, MAX_RESULT_BODY, request.compression)
 }
 
 #[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
-async fn detail(state: &State, body: &[u8], detail: Detail) -> Result<Vec<Bytes>> {
-    let request = SweepRequest::decode(body)?;
+async fn walk_forward(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
+    let request = WalkForwardRequest::decode(body)?;
     let span = tracing::Span::current();
-    span.record("dataset", request.dataset.as_str());
-    span.record("combos", request.len());
-    let batch = super::sweep::detail(state, &request, None, detail).await?;
-    ipc_stream_bodies(&batch, MAX_RESULT_BODY)
+    span.record("dataset", request.sweep.dataset.as_str());
+    span.record("combos", request.sweep.len());
+    let batch = super::walk_forward::run(state, &request, None, None).await?;
+    ipc_stream_bodies(&batch, MAX_RESULT_BODY, request.sweep.compression)
 }
 
 async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
@@ -73,7 +92,19 @@ async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
 fn stats(state: &State) -> Bytes {
     let levels = state.levels();
     let m = &state.metrics;
+    let jobs: Vec<serde_json::Value> = state
+        .jobs
+        .list()
+        .iter()
+        .map(|j| serde_json::to_value(j.status()).unwrap_or_default())
+        .collect();
     serde_json::json!({
+        "jobs": jobs,
+        "jobs_queued": levels.jobs_queued,
+        "jobs_running": levels.jobs_running,
+        "jobs_done": levels.jobs_done,
+        "job_result_bytes": levels.job_result_bytes,
+        "max_jobs": state.config.max_jobs,
         "datasets": levels.datasets,
         "dataset_bytes": levels.dataset_bytes,
         "persistent": state.config.data_dir.is_some(),

@@ -1,5 +1,6 @@
 //! Reading the catalog: ListFlights, GetFlightInfo, GetSchema and DoGet.
 
+use arrow_array::RecordBatch;
 use arrow_flight::{
     FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, SchemaAsIpc, SchemaResult,
 };
@@ -29,14 +30,24 @@ pub(super) fn schema(state: &State, descriptor: &FlightDescriptor) -> Result<Sch
         .map_err(|e| Error::internal("encode the schema", e))
 }
 
-/// The stored rows for a ticket, as Flight data.
+/// The rows a ticket names, as Flight data: a stored dataset's, or a done job's result
+/// (compressed as the job's body asked, else as `--reply-compression` says).
 pub(super) fn rows(
     state: &State,
     ticket: &[u8],
 ) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
-    let Ticket::Dataset { name, .. } = Ticket::decode(ticket)?;
-    let d = state.store.get(&name)?;
-    let data = super::download::encode(d.schema(), d.data.batches.clone())?;
+    let default = state.config.reply_compression;
+    let data = match Ticket::decode(ticket)? {
+        Ticket::Dataset { name, .. } => {
+            let d = state.store.get(&name)?;
+            super::download::encode(d.schema(), d.data.batches.clone(), default)?
+        }
+        Ticket::Job(job) => {
+            let reply = state.jobs.get(&job.job)?.fetch()?;
+            let batch = RecordBatch::clone(&reply.result);
+            super::download::encode(&batch.schema(), vec![batch], reply.compression.or(default))?
+        }
+    };
     Ok(futures::stream::iter(data))
 }
 

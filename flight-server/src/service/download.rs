@@ -21,6 +21,7 @@ use arrow_flight::FlightData;
 use arrow_ipc::writer::{IpcWriteOptions, StreamEncoder};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
+use sweepflight_protocol::Compression;
 
 use crate::{Error, Result};
 
@@ -32,11 +33,13 @@ pub(super) const MESSAGE_BYTES: usize = arrow_flight::encode::GRPC_TARGET_MAX_FL
 pub(super) fn encode(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
+    compression: Option<Compression>,
 ) -> Result<impl Iterator<Item = Result<FlightData>> + Send + use<>> {
     let sent = Arc::new(values_schema(schema));
     // 8-byte alignment: a buffer of whole values needs no padding, so a body of one buffer
-    // is that buffer alone.
+    // is that buffer alone (when not compressed).
     let options = IpcWriteOptions::try_new(8, false, arrow_ipc::MetadataVersion::V5)
+        .and_then(|o| o.try_with_compression(crate::results::codec(compression)))
         .map_err(|e| Error::internal("IPC options", e))?;
     let encoder = StreamEncoder::try_new_with_options(&sent, options)
         .map_err(|e| Error::internal("encode the schema", e))?;
@@ -236,7 +239,7 @@ mod tests {
                 RecordBatch::try_new(Arc::clone(&schema), vec![column.slice(at, len)]).unwrap()
             })
             .collect();
-        let data: Vec<FlightData> = encode(&schema, stored)
+        let data: Vec<FlightData> = encode(&schema, stored, None)
             .unwrap()
             .map(Result::unwrap)
             .collect();
@@ -276,10 +279,14 @@ mod tests {
             ),
         ])
         .unwrap();
-        let data: Vec<FlightData> = encode(&batch.schema(), vec![batch.clone(), batch.slice(1, 2)])
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let data: Vec<FlightData> = encode(
+            &batch.schema(),
+            vec![batch.clone(), batch.slice(1, 2)],
+            None,
+        )
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
         let got = all(&decode(data));
         assert_eq!(got.schema().field(0).data_type(), &DataType::Utf8);
         let symbols: Vec<_> = got.column(0).as_string::<i32>().iter().flatten().collect();
@@ -291,13 +298,28 @@ mod tests {
     }
 
     #[test]
+    fn compressed_messages_decode_to_the_same_rows() {
+        let close: Float64Array = (0..300_000).map(|i| 100.0 + f64::from(i % 97)).collect();
+        let batch = RecordBatch::try_from_iter([("close", Arc::new(close) as ArrayRef)]).unwrap();
+        for c in [Compression::Zstd, Compression::Lz4] {
+            let data: Vec<FlightData> = encode(&batch.schema(), vec![batch.clone()], Some(c))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let sent: usize = data.iter().map(|d| d.data_body.len()).sum();
+            assert!(sent < 300_000 * 8 / 4, "{c:?}: {sent} bytes");
+            assert_eq!(all(&decode(data)), batch, "{c:?}");
+        }
+    }
+
+    #[test]
     fn no_rows_is_a_schema_alone() {
         let schema = Arc::new(Schema::new(vec![Field::new(
             "close",
             DataType::Float64,
             false,
         )]));
-        let data: Vec<FlightData> = encode(&schema, vec![])
+        let data: Vec<FlightData> = encode(&schema, vec![], None)
             .unwrap()
             .map(Result::unwrap)
             .collect();

@@ -98,12 +98,14 @@ async fn transient(
         exec: execution(sweep.fee(), &sweep.execution),
         periods_per_year: sweep.execution.periods_per_year.unwrap_or(1.0),
         keep,
+        progress: None,
     };
     job.check_blocks()?;
     let runs = state.compute.run(job.clone()).await?;
     let rows = select_results(&job, &runs, &sweep.selection)?;
     let batch = to_batch_rows(&job, &runs, &rows)?;
     let out = FlightDataEncoderBuilder::new()
+        .with_options(crate::results::write_options(sweep.compression)?)
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))
         .map_err(|e| Error::internal("encode the result", e));
@@ -142,6 +144,11 @@ fn session(
         );
         async move {
             let request = SweepRequest::decode(&msg.app_metadata)?;
+            if request.compression.is_some() {
+                return Err(Error::invalid(
+                    "a session's replies are single messages on one stream: `compression` applies to action replies and DoGet",
+                ));
+            }
             if request.strategy != strategy {
                 return Err(Error::invalid(format!(
                     "this session was opened for {strategy} (its replies' schema); a {} sweep needs a session opened with {{\"op\": \"session\", \"strategy\": \"{}\"}}",
@@ -158,12 +165,12 @@ fn session(
                         "a session's replies share one schema and `blocks` adds a column: ask for blocks with the `sweep` action",
                     ));
                 }
-                SessionReply::Sweep => super::sweep::run(&state, &request, keyed).await?,
+                SessionReply::Sweep => super::sweep::run(&state, &request, keyed, None).await?,
                 SessionReply::Trades => {
-                    super::sweep::detail(&state, &request, keyed, Detail::Trades).await?
+                    super::sweep::detail(&state, &request, keyed, Detail::Trades, None).await?
                 }
                 SessionReply::Equity => {
-                    super::sweep::detail(&state, &request, keyed, Detail::Equity).await?
+                    super::sweep::detail(&state, &request, keyed, Detail::Equity, None).await?
                 }
             };
             let mut reply = encoder

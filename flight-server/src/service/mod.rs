@@ -4,15 +4,20 @@
 //! - `catalog`: ListFlights, GetFlightInfo, GetSchema, DoGet.
 //! - `download`: DoGet's encoding of stored batches.
 //! - `put`: DoPut.
-//! - `actions`: ListActions and DoAction (`sweep`, `echo`, `drop`).
-//! - `exchange`: DoExchange (`echo`, stateless `sweep`).
+//! - `actions`: ListActions and DoAction (`sweep`, `trades`, `equity`, `walk_forward`,
+//!   `echo`, `drop`, `stats`, `strategies` and the job actions).
+//! - `exchange`: DoExchange (`echo`, stateless `sweep`, `session`).
+//! - `sweep` and `walk_forward`: the use cases the actions, sessions and jobs run.
+//! - `jobs`: `submit`, `status`, `cancel`, PollFlightInfo, CancelFlightInfo and a job's DoGet.
 
 mod actions;
 mod catalog;
 mod download;
 mod exchange;
+mod jobs;
 mod put;
 mod sweep;
+mod walk_forward;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -31,6 +36,7 @@ use tracing::instrument;
 use crate::auth::Auth;
 use crate::compute::Compute;
 use crate::ingest::check_ipc_bounds;
+use crate::jobs::Jobs;
 use crate::metrics::{Levels, Metrics};
 use crate::store::DatasetStore;
 use crate::{Error, ServerConfig};
@@ -44,6 +50,8 @@ pub struct State {
     pub store: Arc<DatasetStore>,
     /// Runs sweeps within the memory budget.
     pub compute: Arc<Compute>,
+    /// Background jobs.
+    pub jobs: Arc<Jobs>,
     /// Who may call (checked by [`crate::auth::AuthLayer`]; Handshake uses it directly).
     pub auth: Arc<Auth>,
     /// The server's metrics.
@@ -67,7 +75,12 @@ impl State {
     pub fn levels(&self) -> Levels {
         let budget = self.compute.budget();
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let jobs = self.jobs.counts();
         Levels {
+            jobs_queued: jobs.queued as i64,
+            jobs_running: jobs.running as i64,
+            jobs_done: jobs.done as i64,
+            job_result_bytes: jobs.result_bytes as i64,
             datasets: self.store.list().len() as i64,
             dataset_bytes: int(self.store.total_bytes()),
             cache_bytes: int(self.store.cache().bytes()),
@@ -223,11 +236,15 @@ impl FlightService for SweepFlightService {
         Ok(Response::new(info))
     }
 
+    #[instrument(level = "debug", skip_all)]
     async fn poll_flight_info(
         &self,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        Err(self.fail(Error::Unimplemented("PollFlightInfo")))
+        let info = jobs::poll(&self.state, request.get_ref())
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok(Response::new(info))
     }
 
     #[instrument(level = "debug", skip_all, fields(path = ?request.get_ref().path))]

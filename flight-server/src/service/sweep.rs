@@ -10,7 +10,7 @@ use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use sweepflight_protocol::{SERIES_COLUMN, SweepRequest};
 
 use super::State;
-use crate::compute::{Job, Keep, Limits, Runs, params_in};
+use crate::compute::{Job, Keep, Limits, Progress, Runs, params_in};
 use crate::dataset::Dataset;
 use crate::results::{
     EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select_results, to_batch_rows,
@@ -28,32 +28,68 @@ pub(super) fn limits(state: &State) -> Limits {
 }
 
 /// Runs `request` on its stored dataset; the result table (keyed if the dataset is). A
-/// `session` says which kind of dataset it serves (`keyed`); the action takes both.
+/// `session` says which kind of dataset it serves (`keyed`); the action takes both. A
+/// background job passes its `progress`.
 pub(super) async fn run(
     state: &State,
     request: &SweepRequest,
     keyed: Option<bool>,
+    progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let limits = limits(state);
-    request.check_limits(limits.max_combos, limits.max_grid_combos)?;
-    run_on(state, request, dataset(state, request, keyed)?).await
+    let dataset = check(state, request, keyed)?;
+    if let Some(p) = progress {
+        p.add_total(runs_of(request, &dataset));
+    }
+    run_on(state, request, dataset, progress).await
 }
 
-/// [`run`] on the dataset already resolved.
-async fn run_on(
+/// The dataset of `request` once the request is checked against the server's limits and the
+/// dataset (its series, rows and blocks): what a job's `submit` refuses at once.
+///
+/// # Errors
+/// As the `sweep` action, before anything runs.
+pub(super) fn check(
+    state: &State,
+    request: &SweepRequest,
+    keyed: Option<bool>,
+) -> Result<Arc<Dataset>> {
+    let limits = limits(state);
+    request.check_limits(limits.max_combos, limits.max_grid_combos)?;
+    let dataset = dataset(state, request, keyed)?;
+    Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?;
+    Ok(dataset)
+}
+
+/// Series a request runs on.
+fn series_of(request: &SweepRequest, dataset: &Dataset) -> usize {
+    dataset.universe().map_or(1, |u| {
+        request.series.as_ref().map_or(u.names.len(), Vec::len)
+    })
+}
+
+/// Series x combos of a request: the combos a job's progress counts for it.
+fn runs_of(request: &SweepRequest, dataset: &Dataset) -> u64 {
+    (series_of(request, dataset) as u64).saturating_mul(request.len() as u64)
+}
+
+/// [`run`] on the dataset already resolved (the caller has counted its combos in
+/// `progress`).
+pub(super) async fn run_on(
     state: &State,
     request: &SweepRequest,
     dataset: Arc<Dataset>,
+    progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
     let limits = limits(state);
-    let series = dataset.universe().map_or(1, |u| {
-        request.series.as_ref().map_or(u.names.len(), Vec::len)
-    });
+    let series = series_of(request, &dataset);
     let step = (state.config.top_step_rows / series).max(1);
     if request.selection.top.is_some() && request.len() > step {
-        return run_in_steps(state, request, dataset, (series, step)).await;
+        return run_in_steps(state, request, dataset, (series, step), progress).await;
     }
-    let job = Job::stored(request, dataset, &limits)?;
+    let job = Job {
+        progress: progress.cloned(),
+        ..Job::stored(request, dataset, &limits)?
+    };
     let runs = state.compute.run(job.clone()).await?;
     let rows = select_results(&job, &runs, &request.selection)?;
     to_batch_rows(&job, &runs, &rows)
@@ -67,6 +103,7 @@ async fn run_in_steps(
     request: &SweepRequest,
     dataset: Arc<Dataset>,
     (series, step): (usize, usize),
+    progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
     let limits = limits(state);
     let selection = &request.selection;
@@ -80,7 +117,10 @@ async fn run_in_steps(
     let mut best: Vec<Option<RecordBatch>> = vec![None; series];
     for start in (0..request.len()).step_by(step) {
         let end = (start + step).min(request.len());
-        let job = Job::stored_range(request, Arc::clone(&dataset), &limits, start..end)?;
+        let job = Job {
+            progress: progress.cloned(),
+            ..Job::stored_range(request, Arc::clone(&dataset), &limits, start..end)?
+        };
         let runs = state.compute.run(job.clone()).await?;
         // Only the rows the step keeps become a table (series-major: blocks of `end - start`).
         let rows = select_results(&job, &runs, selection)?;
@@ -121,11 +161,14 @@ pub(super) async fn detail(
     request: &SweepRequest,
     keyed: Option<bool>,
     detail: Detail,
+    progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
     let limits = limits(state);
-    request.check_limits(limits.max_combos, limits.max_grid_combos)?;
-    let dataset = dataset(state, request, keyed)?;
-    let job = Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?;
+    let dataset = check(state, request, keyed)?;
+    let job = Job {
+        progress: progress.cloned(),
+        ..Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?
+    };
     let series = job.inputs.len();
     let max = state.config.max_trade_combos;
     let too_many = |n: usize| {
@@ -146,7 +189,10 @@ pub(super) async fn detail(
         vec![(0..request.len()).collect(); series]
     } else {
         // Exactly the rows `sweep` returns (in steps for a large ranked grid).
-        let batch = run_on(state, request, dataset).await?;
+        if let Some(p) = progress {
+            p.add_total(runs_of(request, &dataset));
+        }
+        let batch = run_on(state, request, dataset, progress).await?;
         if batch.num_rows() > max {
             return Err(too_many(batch.num_rows()));
         }
@@ -177,6 +223,9 @@ pub(super) async fn detail(
                 limits.result_bytes
             )));
         }
+    }
+    if let Some(p) = progress {
+        p.add_total(chosen.iter().map(|c| c.len() as u64).sum());
     }
     let runs = rerun(state, &job, &index, &chosen).await?;
     // Millions of rows: built off the async runtime, whose workers serve every connection.

@@ -1,15 +1,13 @@
 //! Every verb of the wire contract, happy paths, against a real server (in-process; the
 //! signal tests run the binary).
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{FlightData, FlightDescriptor, Ticket};
 use arrow_schema::DataType;
-use common::*;
 use futures::TryStreamExt;
 use serde_json::json;
 use sweepflight_kernel::{Combo, paper, sweep as kernel_sweep};
@@ -194,7 +192,12 @@ async fn echo_action_list_actions_and_handshake() {
             "stats",
             "strategies",
             "trades",
-            "equity"
+            "equity",
+            "walk_forward",
+            "submit",
+            "status",
+            "cancel",
+            "CancelFlightInfo"
         ]
     );
     assert!(types.iter().all(|t| !t.description.is_empty()));

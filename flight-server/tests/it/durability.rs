@@ -2,14 +2,12 @@
 //! `kill -9` at random moments (mid-upload included) every acknowledged dataset is back
 //! byte-identical and nothing partial is visible.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::common::{BinaryServer as TestServer, action, infos, put, rows};
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_flight::FlightClient;
-use common::{BinaryServer as TestServer, action, infos, put, rows};
 
 fn start(dir: &Path) -> TestServer {
     TestServer::start(&["--data-dir", dir.to_str().unwrap()])

@@ -2,14 +2,12 @@
 //! credentials for it, as pyarrow and arrow-rs clients expect. The check is a layer in front of
 //! the service: every RPC is refused the same way, and a refused request's body is not read.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::common::*;
 use arrow_flight::{FlightClient, FlightData, FlightDescriptor, Ticket};
 use base64::Engine;
-use common::*;
 use futures::TryStreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
@@ -89,7 +87,7 @@ async fn every_call_needs_the_token() {
     let mut ok = server.client().await;
     ok.add_header("authorization", "Bearer s3cret").unwrap();
     // With the token, no RPC is refused for authentication (some fail for their own reasons:
-    // no dataset `x` yet, PollFlightInfo unimplemented).
+    // no dataset `x` yet, a PATH descriptor for PollFlightInfo).
     for (rpc, code) in every_rpc(&mut ok).await {
         assert_ne!(code, Some(Code::Unauthenticated), "{rpc}");
     }

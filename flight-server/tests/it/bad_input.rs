@@ -2,11 +2,10 @@
 //! and a message saying what is wrong, and afterwards the server still serves and the stored
 //! datasets, in memory and on disk, are exactly what they were.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::types::Int32Type;
 use arrow_array::{
     ArrayRef, DictionaryArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
@@ -15,7 +14,6 @@ use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::utils::batches_to_flight_data;
 use arrow_flight::{FlightClient, FlightData, FlightDescriptor, Ticket};
-use common::*;
 use futures::TryStreamExt;
 use serde_json::json;
 use tonic::Code;
@@ -780,7 +778,206 @@ fn cases() -> Vec<Case> {
             Invalid,
             "exactly one",
         ),
-        case("poll: not supported", Poll(path("keep")), Unimplemented, ""),
+        case(
+            "poll: PATH descriptor",
+            Poll(path("keep")),
+            Invalid,
+            "CMD descriptor",
+        ),
+        case(
+            "poll: a body that is no job's",
+            Poll(cmd(r#"{"dataset": "keep"}"#)),
+            Invalid,
+            "exactly one",
+        ),
+        case(
+            "poll: unknown job",
+            Poll(cmd(r#"{"job": "0000"}"#)),
+            NotFound,
+            "not found (unknown, or forgotten",
+        ),
+        case(
+            "poll: unknown dataset",
+            Poll(cmd(r#"{"dataset": "nope", "lengths": [6]}"#)),
+            NotFound,
+            "`nope` not found",
+        ),
+        // --- jobs
+        case(
+            "submit: unknown action",
+            Action("submit", br#"{"dataset": "keep", "lengths": [6], "action": "drop"}"#.to_vec()),
+            Invalid,
+            "a job runs",
+        ),
+        case(
+            "submit: a status body",
+            Action("submit", br#"{"job": "x"}"#.to_vec()),
+            Invalid,
+            "status and cancel",
+        ),
+        case(
+            "submit: unknown dataset",
+            Action("submit", br#"{"dataset": "nope", "lengths": [6]}"#.to_vec()),
+            NotFound,
+            "`nope` not found",
+        ),
+        case(
+            "submit: rows past the end",
+            Action("submit", br#"{"dataset": "keep", "lengths": [6], "rows": [300, 400]}"#.to_vec()),
+            Invalid,
+            "`rows` starts at 300",
+        ),
+        case(
+            "submit: over --max-combos",
+            Action("submit", json!({"dataset": "keep", "lengths": (6..200).collect::<Vec<_>>()}).to_string().into_bytes()),
+            Invalid,
+            "--max-combos",
+        ),
+        case(
+            "submit: unknown series",
+            Action("submit", br#"{"dataset": "ukeep", "lengths": [6], "series": ["Z"], "action": "trades"}"#.to_vec()),
+            NotFound,
+            "no series",
+        ),
+        case(
+            "submit: walk-forward without folds",
+            Action("submit", br#"{"dataset": "keep", "lengths": [6], "action": "walk_forward"}"#.to_vec()),
+            Invalid,
+            "needs `folds`",
+        ),
+        case(
+            "status: unknown job",
+            Action("status", br#"{"job": "0123"}"#.to_vec()),
+            NotFound,
+            "not found",
+        ),
+        case(
+            "status: not a job body",
+            Action("status", br#"{"dataset": "keep"}"#.to_vec()),
+            Invalid,
+            "the ID `submit` answered",
+        ),
+        case(
+            "status: a bad ID",
+            Action("status", br#"{"job": "a b"}"#.to_vec()),
+            Invalid,
+            "not a job ID",
+        ),
+        case(
+            "cancel: unknown job",
+            Action("cancel", br#"{"job": "0123"}"#.to_vec()),
+            NotFound,
+            "not found",
+        ),
+        case(
+            "CancelFlightInfo: not protobuf",
+            Action("CancelFlightInfo", b"\xff\xff\xff".to_vec()),
+            Invalid,
+            "CancelFlightInfoRequest",
+        ),
+        case(
+            "CancelFlightInfo: a dataset's FlightInfo",
+            Action(
+                "CancelFlightInfo",
+                {
+                    use prost::Message;
+                    let info = arrow_flight::FlightInfo::new().with_endpoint(
+                        arrow_flight::FlightEndpoint::new().with_ticket(Ticket::new(
+                            br#"{"kind":"dataset","v":1,"name":"keep"}"#.to_vec(),
+                        )),
+                    );
+                    arrow_flight::CancelFlightInfoRequest::new(info).encode_to_vec()
+                },
+            ),
+            Invalid,
+            "names no job",
+        ),
+        case(
+            "get: unknown job",
+            Get(br#"{"job": "0123"}"#.to_vec()),
+            NotFound,
+            "not found",
+        ),
+        case(
+            "get: empty job ID",
+            Get(br#"{"job": ""}"#.to_vec()),
+            Invalid,
+            "not a job ID",
+        ),
+        // --- compression of replies
+        case(
+            "sweep: unknown compression",
+            sweep(json!({"dataset": "keep", "lengths": [6], "compression": "gzip"})),
+            Invalid,
+            "`compression` is",
+        ),
+        case(
+            "session: compression",
+            Session(vec![json!({"dataset": "keep", "lengths": [6], "compression": "zstd"})]),
+            Invalid,
+            "`compression` applies to action replies",
+        ),
+        // --- walk_forward
+        case(
+            "walk_forward: no folds",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6]}"#.to_vec()),
+            Invalid,
+            "needs `folds`",
+        ),
+        case(
+            "walk_forward: rows",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "folds": {"train": 50, "test": 10}, "rows": [0, 100]}"#.to_vec()),
+            Invalid,
+            "`rows` is not part of a walk-forward body",
+        ),
+        case(
+            "walk_forward: top",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "folds": {"train": 50, "test": 10}, "top": 3}"#.to_vec()),
+            Invalid,
+            "`top`",
+        ),
+        case(
+            "walk_forward: unknown select column",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "folds": {"train": 50, "test": 10}, "select": {"by": "alpha"}}"#.to_vec()),
+            Invalid,
+            "select.by",
+        ),
+        case(
+            "walk_forward: test range past every series",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "folds": {"train": 250, "test": 100}}"#.to_vec()),
+            Invalid,
+            "no fold fits",
+        ),
+        case(
+            "walk_forward: explicit fold wholly past the end",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "folds": [[0, 50, 400, 500]]}"#.to_vec()),
+            Invalid,
+            "no fold fits",
+        ),
+        case(
+            "walk_forward: train shorter than the longest window",
+            Action("walk_forward", br#"{"dataset": "keep", "strategy": "sma_cross", "grid": {"fast": [5], "slow": [80]}, "folds": {"train": 50, "test": 10}}"#.to_vec()),
+            Invalid,
+            "shorter than the grid's longest window (80)",
+        ),
+        case(
+            "walk_forward: more folds than --max-combos rows",
+            Action("walk_forward", br#"{"dataset": "keep", "strategy": "sma_cross", "grid": {"fast": [1], "slow": [1]}, "folds": {"train": 1, "test": 1}}"#.to_vec()),
+            Invalid,
+            "--max-combos",
+        ),
+        case(
+            "walk_forward: series on an unkeyed dataset",
+            Action("walk_forward", br#"{"dataset": "keep", "lengths": [6], "series": ["A"], "folds": {"train": 50, "test": 10}}"#.to_vec()),
+            Invalid,
+            "not keyed",
+        ),
+        case(
+            "walk_forward: unknown dataset",
+            Action("walk_forward", br#"{"dataset": "nope", "lengths": [6], "folds": {"train": 50, "test": 10}}"#.to_vec()),
+            NotFound,
+            "`nope` not found",
+        ),
         // --- DoExchange
         case(
             "exchange: PATH descriptor",
@@ -1129,7 +1326,7 @@ async fn every_bad_request_gets_its_code_and_changes_nothing() {
         );
     }
     // Still fully working: a sweep on the dataset that was there all along.
-    let batch = common::sweep(&mut c, json!({"dataset": "keep", "lengths": [6, 8]}))
+    let batch = crate::common::sweep(&mut c, json!({"dataset": "keep", "lengths": [6, 8]}))
         .await
         .unwrap();
     assert_eq!(batch.num_rows(), 2);

@@ -1,15 +1,13 @@
 //! Universes (protocol v1.1): keyed puts, sweeps over all or some series, row ranges, in every
 //! sweep form (action, session, exchange), persisted across a restart; v1 unchanged.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_flight::{FlightData, FlightDescriptor};
-use common::*;
 use futures::TryStreamExt;
 use serde_json::json;
 use sweepflight_kernel::{Combo, ComboResult, sweep as kernel_sweep};

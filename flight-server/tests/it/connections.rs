@@ -1,11 +1,9 @@
 //! Connections: capped (`--max-connections`), and closed when silent (`--handshake-timeout`,
 //! `--idle-timeout`), while live clients, idle or not, keep theirs.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

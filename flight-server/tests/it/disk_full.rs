@@ -3,14 +3,12 @@
 //! room. The disk is a 16 MiB tmpfs when the test may mount one (root); otherwise the binary runs
 //! under a 16 MiB file-size limit (RLIMIT_FSIZE, which fails writes with EFBIG).
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::*;
+use crate::common::*;
 use tonic::Code;
 
 const LIMIT: u64 = 16 << 20;

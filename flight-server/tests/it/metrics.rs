@@ -1,8 +1,6 @@
 //! `--metrics-listen`: Prometheus text at `/metrics`, counting what the server did.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

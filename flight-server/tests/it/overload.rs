@@ -4,12 +4,10 @@
 //! hangs, the server's peak memory stays within datasets + cache + budget + a fixed overhead,
 //! and once it is quiet its resident memory falls back to datasets + cache + that overhead.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use arrow_array::RecordBatch;
-use common::*;
 use serde_json::json;
 use sweepflight_kernel::{Combo, sweep as kernel_sweep};
 use tonic::Code;
