@@ -2,8 +2,10 @@
 Flight.
 
 - :func:`connect` -> :class:`Client`: ``put`` (any Arrow stream; ``key=`` for a universe),
-  ``sweep`` (a polars frame, or ``as_arrow=True``), ``session``, ``datasets``, ``info``,
-  ``get``, ``drop``, ``stats``, ``echo``; ``timeout=`` on every call.
+  ``sweep`` (a polars frame, or ``as_arrow=True``), ``trades``, ``equity``, ``walk_forward``
+  (and ``walk_forward_equity``), ``submit`` -> :class:`Job` (progress, result, cancel),
+  ``session``, ``datasets``, ``info``, ``get``, ``drop``, ``stats``, ``echo``; ``timeout=`` on
+  every call.
 - Errors: :class:`SweepflightError` and one subclass per gRPC status (:mod:`sweepflight.errors`).
 - :mod:`sweepflight.paper`: the paper's price series and length grid.
 - :func:`plot`: PnL by length, or a heatmap of a two-parameter grid (``sweepflight[plot]``);
@@ -24,15 +26,18 @@ from .client import (
     DEFAULT_URI,
     Client,
     DatasetInfo,
+    Job,
     PutSummary,
     Session,
     SweepRequest,
+    WalkForward,
     connect,
     request_of,
 )
 from .errors import (
     Cancelled,
     DeadlineExceeded,
+    FailedPrecondition,
     InvalidRequest,
     NotFound,
     ResourceExhausted,
@@ -42,7 +47,7 @@ from .errors import (
     Unavailable,
     Unimplemented,
 )
-from .plot import plot, plot_equity, plot_trades
+from .plot import plot, plot_equity, plot_trades, plot_walk_forward
 
 #: The old name of :func:`plot`.
 plot_sweep = plot
@@ -53,7 +58,9 @@ __all__ = [
     "Client",
     "DatasetInfo",
     "DeadlineExceeded",
+    "FailedPrecondition",
     "InvalidRequest",
+    "Job",
     "NotFound",
     "PutSummary",
     "ResourceExhausted",
@@ -64,6 +71,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "WalkForward",
     "__version__",
     "connect",
     "paper",
@@ -71,6 +79,7 @@ __all__ = [
     "plot_equity",
     "plot_sweep",
     "plot_trades",
+    "plot_walk_forward",
     "request_of",
     "tune_grpc",
 ]

@@ -86,6 +86,59 @@ def sweep_body(dataset: str, **fields: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+def walk_forward_body(dataset: str, folds: Any, select: tuple[str, bool] = ("pnl", True), **fields: Any) -> bytes:
+    """The JSON body of a ``walk_forward`` action: the sweep body of ``fields`` plus ``folds``
+    (``{"train", "test", "step"?, "anchored"?}`` or a list of ``[train_start, train_end,
+    test_start, test_end]``) and ``select`` (column, descending), as the Rust crate writes them
+    (``step`` only when it is not ``test``, ``anchored`` only when true, ``select`` always with
+    both keys)."""
+    body = json.loads(sweep_body(dataset, **fields))
+    if isinstance(folds, dict):
+        spelled: Any = {"train": folds["train"], "test": folds["test"]}
+        if folds.get("step") is not None and folds["step"] != folds["test"]:
+            spelled["step"] = folds["step"]
+        if folds.get("anchored"):
+            spelled["anchored"] = True
+    else:
+        spelled = [list(f) for f in folds]
+    body["folds"] = spelled
+    body["select"] = {"by": select[0], "descending": bool(select[1])}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def submit_body(action: str, body: bytes) -> bytes:
+    """A ``submit`` body: the action's body with ``"action"`` (left out for ``sweep``)."""
+    if action == "sweep":
+        return body
+    fields = json.loads(body)
+    fields["action"] = action
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def job_ref(job: str) -> bytes:
+    """``{"job": ID}``: the body of ``status`` and ``cancel``, and a job's DoGet ticket."""
+    return json.dumps({"job": job}, separators=(",", ":")).encode()
+
+
+def walk_forward_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
+    """The ``walk_forward`` reply: [``series``], ``fold``, ``train_start``, ``train_end``,
+    ``test_start``, ``test_end``, ``combo`` and the parameters, ``train_score``, then the test
+    run's metrics (``pnl`` .. ``sqn``); nullable from ``combo`` on."""
+    fields: list[pa.Field[Any]] = [pa.field(n, pa.int64(), nullable=False) for n in WALK_FORWARD_FOLD_COLUMNS]
+    columns = [RESULT_COLUMNS[0], *_param_columns(strategy)]
+    fields += [pa.field(n, t, nullable=True) for n, t in columns]
+    fields.append(pa.field("train_score", pa.float64(), nullable=True))
+    fields += [pa.field(n, t, nullable=True) for n, t in METRIC_COLUMNS]
+    fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
+    if keyed:
+        fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
+    return pa.schema(fields)
+
+
+#: The fold columns that start a walk-forward reply (after ``series``).
+WALK_FORWARD_FOLD_COLUMNS = ("fold", "train_start", "train_end", "test_start", "test_end")
+
+
 def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY, action: str = "sweep") -> bytes:
     """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
     ``keyed``) answering each message with ``action`` (``sweep``, ``trades`` or ``equity``)."""

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from . import _protocol
-from .errors import DeadlineExceeded, InvalidRequest, ServerError, translated
+from .errors import DeadlineExceeded, InvalidRequest, ServerError, from_status, translated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,6 +41,10 @@ UPLOAD_MESSAGE_BYTES = 8 << 20
 DEFAULT_CHUNK_COMBOS = 50_000
 #: A sweep of more chunks than this shows progress unless told otherwise.
 PROGRESS_MIN_CHUNKS = 4
+#: Runs (combos x series named) from which a sweep call goes as a job on the server: its
+#: progress comes from the kernel, Ctrl-C and ``timeout=`` cancel it there. Smaller calls are
+#: one DoAction (a few hundred microseconds; Ctrl-C waits for such a call to end).
+JOB_MIN_RUNS = 2_000
 #: The clock a call's ``timeout=`` is measured on (a name of its own, so tests can move it).
 _clock = time.monotonic
 #: Schema metadata key under which an Arrow result keeps its request (JSON).
@@ -76,7 +80,9 @@ class SweepOptions(TypedDict, total=False):
     - ``top``: only the first K rows (per series). The server selects: a grid with ``top`` may
       be larger than ``--max-combos`` (up to ``--max-grid-combos``), and is sent in one call;
     - ``blocks``: B (2 to 64) adds the ``block_pnl`` column, the equity's change over each of B
-      equal blocks of the rows (the input of :func:`sweepflight.stats.pbo`).
+      equal blocks of the rows (the input of :func:`sweepflight.stats.pbo`);
+    - ``compression``: ``"zstd"`` or ``"lz4"``: the server compresses the reply's Arrow buffers
+      (pays on a slow link; costs CPU on both sides of a fast one).
     """
 
     strategy: str
@@ -95,6 +101,7 @@ class SweepOptions(TypedDict, total=False):
     descending: bool
     top: int
     blocks: int
+    compression: Literal["zstd", "lz4"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +158,7 @@ class SweepRequest:
     descending: bool | None = None
     top: int | None = None
     blocks: int | None = None
+    compression: str | None = None
 
     @property
     def selects(self) -> bool:
@@ -422,13 +430,15 @@ class Client:
                 left = None if deadline is None else deadline - _clock()
                 if left is not None and left <= 0:
                     raise DeadlineExceeded(f"timeout of {limit} s passed after {start:,} of {request.combos:,} combos")
-                table = self._sweep_call(request.chunk(start, start + chunk_combos), left)
+                chunk = request.chunk(start, start + chunk_combos)
+                moved = None if bar is None else _Moved(bar, start, chunk.combos)
+                table = self._sweep_call(chunk, left, moved)
                 if start:
                     i = table.schema.get_field_index("combo")
                     table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
                 tables.append(table)
                 if bar is not None:
-                    bar.update(min(chunk_combos, request.combos - start))
+                    bar.to(start + chunk.combos)
         finally:
             if bar is not None:
                 bar.close()
@@ -453,8 +463,17 @@ class Client:
                 f"{limit:,} per call (--max-combos), chunked or not: split the grid, or rank it with top="
             )
 
-    def _sweep_call(self, request: SweepRequest, timeout: float | None) -> pa.Table:
-        table = self._table_call("sweep", request, timeout)
+    def _sweep_call(
+        self, request: SweepRequest, timeout: float | None, moved: Callable[[float], None] | None = None
+    ) -> pa.Table:
+        """One sweep call: a DoAction, or for a large one (or when progress is shown) a job
+        (progress from the kernel; Ctrl-C and the timeout cancel it on the server)."""
+        runs = request.combos * (len(request.series) if request.series is not None else 1)
+        if moved is not None or runs >= JOB_MIN_RUNS:
+            job = self._submit("sweep", request.body(), request, timeout)
+            table = job._run(timeout, moved)
+        else:
+            table = self._table_call("sweep", request, timeout)
         _check(table.schema)
         return table
 
@@ -464,6 +483,179 @@ class Client:
             results = self._flight.do_action(flight.Action(action, request.body()), options=self._options(timeout))
             stream = b"".join(r.body.to_pybytes() for r in results)
         return pa.ipc.open_stream(stream).read_all()
+
+    def submit(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        action: Literal["sweep", "trades", "equity", "walk_forward"] = "sweep",
+        folds: Folds | None = None,
+        select: str | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> Job:
+        """Starts a job on the server and returns at once: ``action`` (``sweep``, ``trades``,
+        ``equity`` or ``walk_forward``, which takes ``folds=`` and ``select=``) with the same
+        arguments as the method of that name. The job runs under the server's memory budget
+        and queue like any call; come back to it with :meth:`Job.result` (or from another
+        process with :meth:`Client.job` and its ID)::
+
+            job = sf.submit("eurusd", strategy="sma_cross", grid=grid)
+            print(job.progress)         # 0.0 .. 1.0, from the kernel
+            df = job.result(progress=True)
+
+        ``timeout`` bounds the submit call only.
+
+        Raises:
+            InvalidRequest, NotFound: as the action would, at once (the body, dataset, series,
+                rows and limits are checked before the job starts).
+            ResourceExhausted: the server holds ``--max-jobs`` jobs already.
+        """
+        request = _request(name, lengths, params, options)
+        if action == "walk_forward":
+            wf = _walk_forward(request, folds, select)
+            return self._submit(action, wf.body(), wf, timeout)
+        if folds is not None or select is not None:
+            raise InvalidRequest("folds= and select= belong to action='walk_forward'")
+        if action not in ("sweep", "trades", "equity"):
+            raise InvalidRequest(f"a job runs 'sweep', 'trades', 'equity' or 'walk_forward', got {action!r}")
+        return self._submit(action, request.body(), request, timeout)
+
+    def _submit(self, action: str, body: bytes, request: Any, timeout: float | None) -> Job:
+        with translated():
+            results = list(
+                self._flight.do_action(
+                    flight.Action("submit", _protocol.submit_body(action, body)), options=self._options(timeout)
+                )
+            )
+        status = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return Job(self, status["job"], action, request)
+
+    def job(self, job_id: str, *, timeout: float | None = None) -> Job:
+        """The job ``job_id`` (as :attr:`Job.id` gave it), from this or another process: its
+        result keeps until it is fetched plus the server's ``--job-ttl``.
+
+        Raises:
+            NotFound: no such job (never submitted, or forgotten after it ended).
+        """
+        status = Job(self, job_id, "sweep", None).status(timeout=timeout)
+        return Job(self, job_id, status.get("action", "sweep"), None)
+
+    @overload
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = ...,
+        as_arrow: Literal[False] = ...,
+        progress: bool | None = ...,
+        timeout: float | None = ...,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame: ...
+
+    @overload
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = ...,
+        as_arrow: Literal[True],
+        progress: bool | None = ...,
+        timeout: float | None = ...,
+        **options: Unpack[SweepOptions],
+    ) -> pa.Table: ...
+
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = "pnl",
+        as_arrow: bool = False,
+        progress: bool | None = None,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame | pa.Table:
+        """Walk-forward in one call: for each series and fold, every combo runs on the train
+        rows, the best by ``select`` (after ``where``; a null score is never chosen) is kept,
+        and that combo runs on the test rows; ``warmup`` applies to both runs::
+
+            wf = sf.walk_forward("eurusd", strategy="sma_cross", grid=grid,
+                                 folds={"train": 5000, "test": 1000}, select="sharpe")
+
+        ``folds``: ``{"train": N, "test": M, "step": P (default M), "anchored": False}`` (fold
+        k trains on rows ``[k*P, k*P + N)``, anchored ``[0, k*P + N)``, and tests on the next M
+        rows, while they fit in the series) or a list of ``(train_start, train_end, test_start,
+        test_end)``. ``select``: a result column (largest first), or ``{"by": column,
+        "descending": False}``. The other options are :class:`SweepOptions` (not ``rows``,
+        ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
+        chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
+        (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
+        Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
+        the test runs' equity.
+
+        Raises:
+            InvalidRequest: bad folds or select, a train range shorter than the grid's longest
+                window, or what :meth:`sweep` refuses.
+            NotFound: no such dataset or series.
+        """
+        request = _request(name, lengths, params, options)
+        wf = _walk_forward(request, folds, select)
+        table = self._submit("walk_forward", wf.body(), wf, timeout)._run(timeout, _bar(progress, "walk-forward"))
+        return table if as_arrow else _walk_forward_frame(table, wf)
+
+    def walk_forward_equity(self, result: pl.DataFrame, *, timeout: float | None = None) -> pl.DataFrame:
+        """The out-of-sample equity of a :meth:`walk_forward` result, stitched: each fold's
+        chosen combo run again on its test rows (the ``equity`` action), joined in order, each
+        fold starting where the last one ended. Rows: [``series``], ``fold``, ``row``,
+        ``equity`` (stitched, percentage points), ``fold_equity`` (within the fold). Folds with
+        no chosen combo add nothing (they are flat)."""
+        wf = getattr(result, "request", None)
+        if not isinstance(wf, WalkForward):
+            raise InvalidRequest("walk_forward_equity takes the frame walk_forward() returned (it keeps its request)")
+        names = [n for n, _ in _protocol.STRATEGIES[wf.request.strategy or _protocol.DEFAULT_STRATEGY]]
+        keyed = _protocol.SERIES_COLUMN in result.columns
+        parts: list[pl.DataFrame] = []
+        offset: dict[str | None, float] = {}
+        for row in result.iter_rows(named=True):
+            series = row[_protocol.SERIES_COLUMN] if keyed else None
+            base = offset.get(series, 0.0)
+            if row["combo"] is None:
+                continue
+            fields = {k: v for k, v in wf.request.fields().items() if k not in _NOT_FOR_THE_TEST_RUN}
+            fields.update(
+                lengths=None,
+                grid=None,
+                sample=None,
+                params=(tuple(row[n] for n in names),),
+                rows=(row["test_start"], row["test_end"]),
+                series=(series,) if keyed else None,
+            )
+            test = dataclasses.replace(wf.request, **fields)
+            curve = _frame(self._table_call("equity", test, timeout))
+            curve = curve.with_columns(
+                pl.lit(row["fold"]).alias("fold"),
+                pl.col("equity").alias("fold_equity"),
+                (pl.col("equity") + base).alias("equity"),
+            )
+            offset[series] = base + float(curve["fold_equity"][-1])
+            keep = ([_protocol.SERIES_COLUMN] if keyed else []) + ["fold", "row", "equity", "fold_equity"]
+            parts.append(curve.select(keep))
+        if not parts:
+            schema: dict[str, Any] = {_protocol.SERIES_COLUMN: pl.String} if keyed else {}
+            schema.update(fold=pl.Int64, row=pl.Int64, equity=pl.Float64, fold_equity=pl.Float64)
+            return pl.DataFrame(schema=schema)
+        return pl.concat(parts)
 
     def trades(
         self,
@@ -597,6 +789,191 @@ class Client:
         with translated():
             results = list(self._flight.do_action(flight.Action("echo", data), options=self._options(timeout)))
         return b"".join(r.body.to_pybytes() for r in results)
+
+
+#: A walk-forward's folds: ``{"train": N, "test": M, "step": P, "anchored": bool}`` or a
+#: list of ``(train_start, train_end, test_start, test_end)``.
+Folds = Mapping[str, Any] | Sequence[Sequence[int]]
+
+#: Options of a walk-forward's sweep that its test runs do not take (the folds choose the rows
+#: and the combo; the selection chose it).
+_NOT_FOR_THE_TEST_RUN = ("where", "order_by", "descending", "top", "blocks", "compression")
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkForward:
+    """What a walk-forward result was computed from (kept as its ``request`` attribute)."""
+
+    request: SweepRequest
+    folds: dict[str, Any] | tuple[tuple[int, int, int, int], ...]
+    by: str = "pnl"
+    descending: bool = True
+
+    def body(self) -> bytes:
+        """The ``walk_forward`` body on the wire."""
+        return _protocol.walk_forward_body(
+            self.request.dataset, self.folds, (self.by, self.descending), **self.request.fields()
+        )
+
+
+def _walk_forward(request: SweepRequest, folds: Folds | None, select: str | Mapping[str, Any] | None) -> WalkForward:
+    """A walk-forward request from a call's arguments, checked as far as the client can."""
+    for name in ("rows", "order_by", "descending", "top", "blocks"):
+        if getattr(request, name) is not None:
+            raise InvalidRequest(f"{name}= is not a walk-forward option: the folds choose the rows, select= the combo")
+    if folds is None:
+        raise InvalidRequest(
+            'walk_forward needs folds={"train": N, "test": M} or a list of'
+            " (train_start, train_end, test_start, test_end)"
+        )
+    spelled: dict[str, Any] | tuple[tuple[int, int, int, int], ...]
+    if isinstance(folds, Mapping):
+        unknown = sorted(set(folds) - {"train", "test", "step", "anchored"})
+        if unknown or "train" not in folds or "test" not in folds:
+            raise InvalidRequest(f'folds= takes {{"train", "test", "step"?, "anchored"?}}, got {dict(folds)!r}')
+        spelled = {
+            k: (bool(v) if k == "anchored" else _int(v, f"folds {k}")) for k, v in folds.items() if v is not None
+        }
+    else:
+        rows = [tuple(_int(x, "folds") for x in f) for f in folds]
+        if any(len(f) != 4 for f in rows):
+            raise InvalidRequest("each fold is (train_start, train_end, test_start, test_end)")
+        spelled = tuple((f[0], f[1], f[2], f[3]) for f in rows)
+    if select is None or isinstance(select, str):
+        by, descending = select or "pnl", True
+    elif isinstance(select, Mapping):
+        by, descending = str(select.get("by", "pnl")), bool(select.get("descending", True))
+    else:
+        raise InvalidRequest(f'select= is a result column or {{"by": column, "descending": bool}}, got {select!r}')
+    return WalkForward(request, spelled, by, descending)
+
+
+def _walk_forward_frame(table: pa.Table, wf: WalkForward) -> pl.DataFrame:
+    keyed = table.schema.names[:1] == [_protocol.SERIES_COLUMN]
+    try:
+        _protocol.check_schema(table.schema, _protocol.walk_forward_schema(keyed, wf.request.strategy or "hma_sar"))
+    except ValueError as e:
+        raise ServerError(f"unexpected walk-forward reply from the server: {e}") from None
+    frame = _frame(table)
+    frame.request = wf  # type: ignore[attr-defined]  # polars frames take attributes
+    return frame
+
+
+class Job:
+    """A job on the server (:meth:`Client.submit`): work the caller does not wait for.
+
+    ``status()`` answers ``{"job", "action", "state", "progress", "combos_done",
+    "combos_total", "error"?, "code"?}``; ``state`` is ``queued``, ``running``, ``done``,
+    ``failed`` or ``cancelled``. :meth:`result` waits (polling with a growing interval, a
+    progress bar if asked) and fetches the result; Ctrl-C while it waits cancels the job on the
+    server and raises ``KeyboardInterrupt``.
+    """
+
+    def __init__(self, client: Client, job_id: str, action: str, request: Any) -> None:
+        self._client, self.id, self.action, self._request = client, job_id, action, request
+
+    def __repr__(self) -> str:
+        return f"Job({self.id!r}, action={self.action!r})"
+
+    def _call(self, kind: str, timeout: float | None) -> dict[str, Any]:
+        c = self._client
+        with translated():
+            results = list(
+                c._flight.do_action(flight.Action(kind, _protocol.job_ref(self.id)), options=c._options(timeout))
+            )
+        answer: dict[str, Any] = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return answer
+
+    def status(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """The job's state and progress, as the server reports them.
+
+        Raises:
+            NotFound: the job is unknown or was forgotten (``--job-ttl`` after it ended).
+        """
+        return self._call("status", timeout)
+
+    @property
+    def progress(self) -> float:
+        """The share of its work done, 0 to 1 (from the kernel; never falls)."""
+        return float(self.status()["progress"])
+
+    @property
+    def state(self) -> str:
+        """``queued``, ``running``, ``done``, ``failed`` or ``cancelled``."""
+        return str(self.status()["state"])
+
+    def done(self) -> bool:
+        """True once the job has ended (done, failed or cancelled)."""
+        return self.state in ("done", "failed", "cancelled")
+
+    def cancel(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """Stops the job (or drops its result); answers once its memory is free on the server.
+        Its status after."""
+        return self._call("cancel", timeout)
+
+    def wait(self, *, timeout: float | None = None, progress: bool | None = None) -> dict[str, Any]:
+        """Waits until the job has ended; its last status. ``timeout`` (seconds) cancels it on
+        the server when it passes (then DeadlineExceeded); so does Ctrl-C (then
+        KeyboardInterrupt)."""
+        return self._wait(timeout, _bar(progress, f"{self.action} {self.id}"))
+
+    def _wait(self, timeout: float | None, moved: Callable[[float], None] | None) -> dict[str, Any]:
+        deadline = None if timeout is None else _clock() + timeout
+        started, delay = _clock(), 0.001
+        try:
+            while True:
+                left = None if deadline is None else deadline - _clock()
+                if left is not None and left <= 0:
+                    self.cancel(timeout=5.0)
+                    raise DeadlineExceeded(f"timeout of {timeout} s passed; job {self.id} cancelled")
+                status = self.status(timeout=left)
+                if moved is not None:
+                    moved(float(status["progress"]))
+                if status["state"] in ("done", "failed", "cancelled"):
+                    return status
+                # Polls a tenth of the time waited so far (1 ms .. 0.1 s): a short job costs a
+                # few polls, a long one ten a second.
+                delay = min(0.1, max(0.001, (_clock() - started) / 10))
+                time.sleep(delay if left is None else min(delay, left))
+        except KeyboardInterrupt:
+            # Stop the work on the server, then let the interrupt go on.
+            try:
+                self.cancel(timeout=5.0)
+            finally:
+                raise
+
+    def _run(self, timeout: float | None, moved: Callable[[float], None] | None) -> pa.Table:
+        """Waits, then fetches the result as Arrow (the job's error if it failed)."""
+        status = self._wait(timeout, moved)
+        if status["state"] == "failed":
+            raise from_status(status.get("code", "UNKNOWN"), status.get("error", "the job failed"))
+        if status["state"] == "cancelled":
+            raise from_status("CANCELLED", f"job {self.id} was cancelled")
+        c = self._client
+        with translated():
+            ticket = flight.Ticket(_protocol.job_ref(self.id))
+            return c._flight.do_get(ticket, options=c._options(timeout)).read_all()
+
+    def result(
+        self, *, as_arrow: bool = False, timeout: float | None = None, progress: bool | None = None
+    ) -> pl.DataFrame | pa.Table:
+        """Waits for the job (see :meth:`wait`) and fetches its result: what its action
+        returns (a sweep's rows keep their request when the job was submitted here).
+
+        Raises:
+            the error the job failed with (InvalidRequest, ResourceExhausted, ...); Cancelled if
+            it was cancelled; DeadlineExceeded past ``timeout``.
+        """
+        table = self._run(timeout, _bar(progress, f"{self.action} {self.id}"))
+        if self.action == "sweep":
+            _check(table.schema)
+            if isinstance(self._request, SweepRequest):
+                return _result(table, self._request, as_arrow)
+        elif self.action in ("trades", "equity") and not as_arrow:
+            return _reply(table, _protocol.trades_schema if self.action == "trades" else _protocol.equity_schema)
+        elif self.action == "walk_forward" and isinstance(self._request, WalkForward) and not as_arrow:
+            return _walk_forward_frame(table, self._request)
+        return table if as_arrow else _frame(table)
 
 
 class Session:
@@ -783,7 +1160,14 @@ def _request(
         descending=bool(options["descending"]) if options.get("descending") is not None else None,
         top=_int(options["top"], "top") if options.get("top") is not None else None,
         blocks=_int(options["blocks"], "blocks") if options.get("blocks") is not None else None,
+        compression=_compression(options.get("compression")),
     )
+
+
+def _compression(c: Any) -> str | None:
+    if c is None or c in ("zstd", "lz4"):
+        return None if c is None else str(c)
+    raise InvalidRequest(f"compression= is 'zstd' or 'lz4', got {c!r}")
 
 
 def _bounds(where: Mapping[str, Any]) -> dict[str, tuple[float | None, float | None]]:
@@ -987,8 +1371,38 @@ class _Progress:
         elif self._tty:
             print(f"\r{self._desc}: {self._done:,}/{self._total:,} combos", end="", file=sys.stderr, flush=True)
 
+    def to(self, done: int) -> None:
+        """Moves the bar to ``done`` combos (never back)."""
+        if done > self._done:
+            self.update(done - self._done)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
         elif self._tty:
             print(file=sys.stderr)
+
+
+class _Moved:
+    """Moves a bar over one chunk of combos (``start`` .. ``start + combos``) as a job on it
+    reports its share done."""
+
+    def __init__(self, bar: _Progress, start: int, combos: int) -> None:
+        self._bar, self._start, self._combos = bar, start, combos
+
+    def __call__(self, fraction: float) -> None:
+        self._bar.to(self._start + int(fraction * self._combos))
+
+
+def _bar(progress: bool | None, desc: str) -> Callable[[float], None] | None:
+    """A progress callback for one job (a bar of 100%) if ``progress`` is true."""
+    if not progress:
+        return None
+    bar = _Progress(100, desc)
+
+    def moved(fraction: float) -> None:
+        bar.to(int(fraction * 100))
+        if fraction >= 1.0:
+            bar.close()
+
+    return moved

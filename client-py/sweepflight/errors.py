@@ -87,6 +87,13 @@ class DeadlineExceeded(Cancelled, TimeoutError):
     code = "DEADLINE_EXCEEDED"
 
 
+class FailedPrecondition(SweepflightError):
+    """The call needs the server in another state: a job's result asked for before the job is
+    done, or after it was cancelled. Wait for it (:meth:`sweepflight.Job.result` does)."""
+
+    code = "FAILED_PRECONDITION"
+
+
 class ServerError(SweepflightError):
     """The server failed (INTERNAL, UNKNOWN): a bug or an environment failure on its side; the
     message says what. Not your request's fault."""
@@ -105,6 +112,7 @@ _BY_CODE: dict[str, type[SweepflightError]] = {
     "UNIMPLEMENTED": Unimplemented,
     "UNAVAILABLE": Unavailable,
     "CANCELLED": Cancelled,
+    "FAILED_PRECONDITION": FailedPrecondition,
     "DEADLINE_EXCEEDED": DeadlineExceeded,
     "INTERNAL": ServerError,
     "UNKNOWN": ServerError,
@@ -124,7 +132,12 @@ _BY_CLASS: tuple[tuple[type[BaseException], str], ...] = (
 )
 
 #: Arrow Flight's own names for some gRPC codes, as its messages spell them.
-_FLIGHT_NAMES = {"TIMEOUT": "DEADLINE_EXCEEDED", "UNAUTHORIZED": "PERMISSION_DENIED", "FAILED": "UNKNOWN"}
+_FLIGHT_NAMES = {
+    "TIMEOUT": "DEADLINE_EXCEEDED",
+    "UNAUTHORIZED": "PERMISSION_DENIED",
+    "FAILED": "UNKNOWN",
+    "PRECONDITION_FAILED": "FAILED_PRECONDITION",
+}
 
 _PREFIX = re.compile(
     r"(?:Flight|gRPC) returned ([a-z ]+?) error, with message: (.*?)(?:\. gRPC client debug context|$)", re.S
@@ -189,3 +202,8 @@ _TRANSLATED = _Translated()
 def translated() -> _Translated:
     """Re-raises Flight failures inside the ``with`` block as client errors."""
     return _TRANSLATED
+
+
+def from_status(code: str, message: str) -> SweepflightError:
+    """The client error for a gRPC status by name (as a failed job's status reports it)."""
+    return _BY_CODE.get(code, ServerError)(message, code)

@@ -4,7 +4,8 @@
 lengths, or explicit combos where one window varies), one line per series on a keyed dataset,
 and a heatmap of PnL over the two windows that vary in a two-parameter grid.
 :func:`plot_equity` draws the equity curves of :meth:`sweepflight.Client.equity` with their
-drawdowns, :func:`plot_trades` the trades of :meth:`sweepflight.Client.trades` on the price.
+drawdowns, :func:`plot_trades` the trades of :meth:`sweepflight.Client.trades` on the price,
+:func:`plot_walk_forward` a walk-forward's stitched out-of-sample equity.
 """
 
 from __future__ import annotations
@@ -162,6 +163,42 @@ def plot_trades(close: Any, trades: pl.DataFrame, path: str | None = None, title
     ax.set_ylabel("close (price)")
     ax.legend(fontsize="small", loc="upper left")
     ax.set_title(title or f"{trades.height:,} trades")
+    return _finish(fig, path)
+
+
+def plot_walk_forward(
+    stitched: pl.DataFrame,
+    path: str | None = None,
+    in_sample: pl.DataFrame | None = None,
+    title: str | None = None,
+) -> Any:
+    """The stitched out-of-sample equity of :meth:`sweepflight.Client.walk_forward_equity`
+    (one line per series, fold boundaries marked) beside, if given, the equity of the combo
+    that was best in-sample over the whole range (an :meth:`sweepflight.Client.equity` frame
+    of ``top=1``): the gap between the two is what choosing in-sample cost out of sample.
+    Returns the figure (saved to ``path`` if given)."""
+    plt = _pyplot(path)
+    if stitched.height == 0:
+        raise ValueError("nothing to plot: no fold chose a combo")
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    keyed = SERIES_COLUMN in stitched.columns
+    parts = stitched.group_by(SERIES_COLUMN, maintain_order=True) if keyed else [((None,), stitched)]
+    for (name, *_), part in parts:
+        label = "out of sample (walk-forward)" + (f" {name}" if name is not None else "")
+        (line,) = ax.plot(part["row"], part["equity"], linewidth=1.2, label=label)
+        starts = part.group_by("fold", maintain_order=True).agg(pl.col("row").first())["row"]
+        for x in starts.to_list()[1:]:
+            ax.axvline(x, color=line.get_color(), linewidth=0.4, alpha=0.4)
+    if in_sample is not None and in_sample.height:
+        first = in_sample.filter(pl.col("combo") == in_sample["combo"][0])
+        ax.plot(
+            first["row"], first["equity"], linewidth=1, linestyle="--", color="grey", label="best in-sample, all rows"
+        )
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.set_xlabel("row (bars)")
+    ax.set_ylabel("equity (percentage points)")
+    ax.legend(fontsize="small", loc="upper left")
+    ax.set_title(title or "Walk-forward: each fold's in-sample choice, run on the rows after it")
     return _finish(fig, path)
 
 

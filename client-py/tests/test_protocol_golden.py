@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from sweepflight import _protocol
-from sweepflight.client import _request
+from sweepflight.client import _request, _walk_forward
 
 
 def spelled(f: pa.Field) -> list[Any]:
@@ -85,3 +85,31 @@ def test_block_pnl_schema() -> None:
     assert [spelled(f) for f in schema] == GOLDEN["block_pnl_schema"]
     # The column follows the metrics: still a valid result.
     assert _protocol.check_result_schema(schema) is True
+
+
+@pytest.mark.parametrize("case", GOLDEN["walk_forward_bodies"], ids=lambda c: c["name"])
+def test_walk_forward_bodies(case: dict[str, Any]) -> None:
+    args = dict(case["args"])
+    dataset, folds, select = args.pop("dataset"), args.pop("folds"), args.pop("select", None)
+    request = _request(dataset, args.pop("lengths", None), args.pop("params", None), args)
+    assert json.loads(_walk_forward(request, folds, select).body()) == case["body"]
+
+
+def test_job_bodies_and_tickets() -> None:
+    jobs = GOLDEN["jobs"]
+    assert json.loads(_protocol.job_ref("0123abcd")) == jobs["job"] == jobs["ticket"]
+    sweep = _request("paper", [6, 8], None, {"compression": "zstd"})
+    assert json.loads(_protocol.submit_body("sweep", sweep.body())) == jobs["submit_sweep"]
+    trades = _request("eurusd", None, None, {"strategy": "sma_cross", "grid": {"fast": [5], "slow": [20]}})
+    assert json.loads(_protocol.submit_body("trades", trades.body())) == jobs["submit_trades"]
+    wf = _walk_forward(_request("paper", [20, 40], None, {}), {"train": 50000, "test": 25000}, "pnl")
+    assert json.loads(_protocol.submit_body("walk_forward", wf.body())) == jobs["submit_walk_forward"]
+    assert json.loads(_request("paper", [6], None, {"compression": "lz4"}).body()) == GOLDEN["compressed_sweep_body"]
+
+
+@pytest.mark.parametrize("strategy", sorted(_protocol.STRATEGIES))
+def test_walk_forward_schemas(strategy: str) -> None:
+    schema = _protocol.walk_forward_schema(False, strategy)
+    assert [spelled(f) for f in schema] == GOLDEN["walk_forward_schemas"][strategy]
+    keyed = _protocol.walk_forward_schema(True, "sma_cross")
+    assert [spelled(f) for f in keyed] == GOLDEN["walk_forward_keyed_schema"]
