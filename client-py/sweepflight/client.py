@@ -408,10 +408,12 @@ class Client:
         progress: bool | None = None,
         chunk_combos: int = DEFAULT_CHUNK_COMBOS,
         timeout: float | None = None,
+        job: bool | None = None,
     ) -> pl.DataFrame | pa.Table:
         """Runs a built :class:`SweepRequest` (what :meth:`sweep` does after checking its
         arguments; ``request_of(result)`` gives one back to run again). ``timeout`` bounds the
-        whole call, every chunk of it."""
+        whole call, every chunk of it. ``job``: run each chunk as a job (True), as one DoAction
+        (False), or as a job from :data:`JOB_MIN_RUNS` runs or when progress is shown (None)."""
         chunk_combos = max(1, int(chunk_combos))
         if request.sample is not None or request.selects:
             # A sample is drawn by the server; a selection ranks the whole grid: one call.
@@ -432,7 +434,7 @@ class Client:
                     raise DeadlineExceeded(f"timeout of {limit} s passed after {start:,} of {request.combos:,} combos")
                 chunk = request.chunk(start, start + chunk_combos)
                 moved = None if bar is None else _Moved(bar, start, chunk.combos)
-                table = self._sweep_call(chunk, left, moved)
+                table = self._sweep_call(chunk, left, moved, job)
                 if start:
                     i = table.schema.get_field_index("combo")
                     table = table.set_column(i, table.schema.field(i), pc.add(table["combo"], start))
@@ -464,14 +466,17 @@ class Client:
             )
 
     def _sweep_call(
-        self, request: SweepRequest, timeout: float | None, moved: Callable[[float], None] | None = None
+        self,
+        request: SweepRequest,
+        timeout: float | None,
+        moved: Callable[[float], None] | None = None,
+        job: bool | None = None,
     ) -> pa.Table:
         """One sweep call: a DoAction, or for a large one (or when progress is shown) a job
         (progress from the kernel; Ctrl-C and the timeout cancel it on the server)."""
         runs = request.combos * (len(request.series) if request.series is not None else 1)
-        if moved is not None or runs >= JOB_MIN_RUNS:
-            job = self._submit("sweep", request.body(), request, timeout)
-            table = job._run(timeout, moved)
+        if job if job is not None else (moved is not None or runs >= JOB_MIN_RUNS):
+            table = self._submit("sweep", request.body(), request, timeout)._run(timeout, moved)
         else:
             table = self._table_call("sweep", request, timeout)
         _check(table.schema)

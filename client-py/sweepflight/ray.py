@@ -36,7 +36,7 @@ import sysconfig
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -47,15 +47,19 @@ from . import _protocol
 from .client import (
     DEFAULT_CHUNK_COMBOS,
     Client,
+    Folds,
     Params,
     PutSummary,
     SweepOptions,
     SweepRequest,
+    WalkForward,
     _as_reader,
     _Progress,
     _request,
     _result,
     _series_major,
+    _walk_forward,
+    _walk_forward_frame,
     connect,
 )
 from .errors import Cancelled, InvalidRequest, NotFound, ServerError, SweepflightError, Unavailable
@@ -309,7 +313,8 @@ class Cluster:
         **options: Unpack[SweepOptions],
     ) -> pl.DataFrame | pa.Table:
         """Runs every combo on dataset ``name`` across the servers; the result equals one
-        server's (same rows, same order, same columns). The arguments are
+        server's (same rows, same order, same columns). :meth:`submit` runs it in the
+        background. The arguments are
         :meth:`sweepflight.Client.sweep`'s (:class:`sweepflight.client.SweepOptions`).
 
         The grid is cut into chunks that go to whichever server is free (a work queue); a
@@ -324,10 +329,13 @@ class Cluster:
             InvalidRequest, NotFound: the caller's errors, as from one server, not retried.
             ServerError: a server did not come back within the restart timeout.
         """
-        if name not in self._data:
-            raise NotFound(f"dataset `{name}` was not put through this cluster")
-        ds = self._data[name]
-        request = _request(name, lengths, params, options)
+        return self._sweep(_request(name, lengths, params, options), as_arrow, progress, None)
+
+    def _sweep(
+        self, request: SweepRequest, as_arrow: bool, progress: bool | None, stop: _Stop | None
+    ) -> pl.DataFrame | pa.Table:
+        name = request.dataset
+        ds = self._dataset(name)
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
         size = request.combos if request.sample is not None else self.chunk_combos
@@ -350,7 +358,7 @@ class Cluster:
         show = progress if progress is not None else len(tasks) > 4
         bar = _Progress(sum(chunk.combos for _, _, chunk in tasks), f"sweep {name}") if show else None
         try:
-            results = self._run(tasks, bar)
+            results = self._run(tasks, bar, stop=stop)
         finally:
             if bar is not None:
                 bar.close()
@@ -369,9 +377,141 @@ class Cluster:
             table = _series_major(table, pa.table({_protocol.SERIES_COLUMN: pa.array(order)}))
         return _result(table, request, as_arrow)
 
-    def _run(self, tasks: list[tuple[int | None, int, SweepRequest]], bar: Any) -> list[pa.Table]:
+    def _dataset(self, name: str) -> _Dataset:
+        if name not in self._data:
+            raise NotFound(f"dataset `{name}` was not put through this cluster")
+        return self._data[name]
+
+    def submit(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        action: str = "sweep",
+        folds: Folds | None = None,
+        select: str | Mapping[str, Any] | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> ClusterJob:
+        """:meth:`sweep` (or with ``action="walk_forward"``, :meth:`walk_forward`) in the
+        background: returns a :class:`ClusterJob` at once; ``job.progress``, ``job.result()``,
+        ``job.cancel()``."""
+        request = _request(name, lengths, params, options)
+        if action == "walk_forward":
+            wf = _walk_forward(request, folds, select)
+            return ClusterJob(lambda stop: self._walk_forward(wf, stop), len(self._walk_tasks(wf)))
+        if action != "sweep":
+            raise InvalidRequest(f"a cluster job runs 'sweep' or 'walk_forward', got {action!r}")
+        return ClusterJob(lambda stop: self._sweep(request, False, False, stop), request.combos)
+
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = "pnl",
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """:meth:`sweepflight.Client.walk_forward` across the servers, equal to one server's
+        answer: a universe's series (each server its own on a sharded one) or a single
+        series' folds are spread over the servers, each part one walk-forward job on one
+        server, and the driver joins the parts in series and fold order."""
+        wf = _walk_forward(_request(name, lengths, params, options), folds, select)
+        return self._walk_forward(wf, None)
+
+    def _walk_tasks(self, wf: WalkForward) -> list[tuple[int | None, int, WalkForward]]:
+        """The parts of a walk-forward: (server or any, fold offset, the part's request)."""
+        request = wf.request
+        ds = self._dataset(request.dataset)
+        servers = len(self._servers)
+        if ds.key is not None:
+            wanted = list(request.series) if request.series is not None else ds.series
+            unknown = [s for s in wanted if s not in ds.series]
+            if unknown:
+                raise NotFound(f"dataset `{request.dataset}` has no series {unknown[0]!r}")
+            if ds.shards is not None:
+                return [
+                    (i, 0, dataclasses.replace(wf, request=dataclasses.replace(request, series=tuple(mine))))
+                    for i, shard in ds.shards.items()
+                    if (mine := [s for s in wanted if s in shard])
+                ]
+            per = max(1, -(-len(wanted) // (2 * servers)))
+            return [
+                (
+                    None,
+                    0,
+                    dataclasses.replace(wf, request=dataclasses.replace(request, series=tuple(wanted[k : k + per]))),
+                )
+                for k in range(0, len(wanted), per)
+            ]
+        if request.series is not None:
+            raise InvalidRequest(
+                f"dataset `{request.dataset}` is not keyed: `series` applies to datasets put with a key"
+            )
+        # One series: its folds, as the server would cut them, in parts.
+        if isinstance(wf.folds, dict):
+            rows = self._servers[0].client.info(request.dataset).rows
+            train, test = int(wf.folds["train"]), int(wf.folds["test"])
+            step = int(wf.folds.get("step") or test)
+            anchored = bool(wf.folds.get("anchored"))
+            folds = []
+            k = 0
+            while k * step + train + test <= rows:
+                s = k * step
+                folds.append((0 if anchored else s, s + train, s + train, s + train + test))
+                k += 1
+        else:
+            folds = list(wf.folds)
+        if not folds:
+            # Let one server say why (no fold fits).
+            return [(None, 0, wf)]
+        per = max(1, -(-len(folds) // (2 * servers)))
+        return [(None, k, dataclasses.replace(wf, folds=tuple(folds[k : k + per]))) for k in range(0, len(folds), per)]
+
+    def _walk_forward(self, wf: WalkForward, stop: _Stop | None) -> pl.DataFrame:
+        tasks = self._walk_tasks(wf)
+
+        def call(client: Client, part: WalkForward) -> pa.Table:
+            return client._submit("walk_forward", part.body(), part, self.timeout)._run(self.timeout, None)
+
+        tables = self._run(tasks, None, call, weight=lambda _: 1, stop=stop)
+        fixed = []
+        for (_, offset, _), table in zip(tasks, tables, strict=True):
+            if offset:
+                i = table.schema.get_field_index("fold")
+                table = table.set_column(i, table.schema.field(i), pc.add(table["fold"], offset))
+            fixed.append(table)
+        table = pa.concat_tables(fixed)
+        ds = self._dataset(wf.request.dataset)
+        if ds.key is not None:
+            order = list(wf.request.series) if wf.request.series is not None else ds.series
+            rank = pc.index_in(table[_protocol.SERIES_COLUMN], value_set=pa.array(order))
+            table = table.append_column("__rank", rank).sort_by([("__rank", "ascending"), ("fold", "ascending")])
+            table = table.drop_columns(["__rank"])
+        return _walk_forward_frame(table, wf)
+
+    def _run(
+        self,
+        tasks: Sequence[tuple[int | None, int, Any]],
+        bar: Any,
+        call: Callable[[Client, Any], pa.Table] | None = None,
+        weight: Callable[[Any], int] = lambda chunk: int(chunk.combos),
+        stop: _Stop | None = None,
+    ) -> list[pa.Table]:
         """Runs the tasks on the servers: a shared queue for tasks any server can do, one per
-        server for the rest; a task whose server fails goes back in its queue."""
+        server for the rest; a task whose server fails goes back in its queue. A task is
+        ``call(client, payload)`` (by default a sweep chunk as one DoAction: a chunk is small,
+        and a job's polls would cost more than its share of the sweep); ``stop`` cancels the
+        remaining tasks and counts the work done."""
+        if call is None:
+
+            def call(client: Client, chunk: Any) -> pa.Table:
+                table = client.run(chunk, as_arrow=True, chunk_combos=max(1, chunk.combos), job=False)
+                assert isinstance(table, pa.Table)
+                return table
+
         shared: queue.Queue[int] = queue.Queue()
         own: list[queue.Queue[int]] = [queue.Queue() for _ in self._servers]
         for t, (server, _, _) in enumerate(tasks):
@@ -398,6 +538,9 @@ class Cluster:
         def worker(i: int) -> None:
             while True:
                 with done:
+                    if stop is not None and stop.cancelled and not failure:
+                        failure.append(Cancelled("the cluster job was cancelled"))
+                        done.notify_all()
                     if failure or left[0] == 0:
                         return
                 t = take(i)
@@ -409,9 +552,7 @@ class Cluster:
                     continue
                 server = tasks[t][0]
                 try:
-                    chunk = tasks[t][2]
-                    table = self._servers[i].client.run(chunk, as_arrow=True, chunk_combos=max(1, chunk.combos))
-                    assert isinstance(table, pa.Table)
+                    table = call(self._servers[i].client, tasks[t][2])
                 except _SERVER_GONE as e:
                     attempts[t] += 1
                     if attempts[t] >= MAX_ATTEMPTS:
@@ -435,9 +576,16 @@ class Cluster:
                     left[0] -= 1
                     done.notify_all()
                 if bar is not None:
-                    bar.update(tasks[t][2].combos)
+                    bar.update(weight(tasks[t][2]))
+                if stop is not None:
+                    stop.done(weight(tasks[t][2]))
 
-        _per_server_threads(len(self._servers), worker)
+        try:
+            _per_server_threads(len(self._servers), worker, stop)
+        except KeyboardInterrupt:
+            # Ctrl-C: the workers take no more tasks (each finishes the small one it runs).
+            fail(Cancelled("interrupted"))
+            raise
         if failure:
             raise failure[0]
         assert all(r is not None for r in results)
@@ -496,13 +644,74 @@ def merge_selected(table: pa.Table, request: SweepRequest, series: list[str] | N
     return _plain(df.to_arrow()).cast(table.schema)
 
 
-def _per_server_threads(n: int, target: Any) -> None:
-    """Runs ``target(i)`` for ``i`` in ``range(n)``, one thread each, and waits for all."""
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+def _per_server_threads(n: int, target: Any, stop: _Stop | None = None) -> None:
+    """Runs ``target(i)`` for ``i`` in ``range(n)``, one thread each, and waits for all (in
+    short waits, so Ctrl-C reaches the caller while they run)."""
+    threads = [threading.Thread(target=target, args=(i,), daemon=True) for i in range(n)]
     for th in threads:
         th.start()
     for th in threads:
-        th.join()
+        while th.is_alive():
+            th.join(0.1)
+
+
+class _Stop:
+    """A cluster job's cancel flag and the work done (in the tasks' weights)."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.work_done = 0
+        self._lock = threading.Lock()
+
+    def done(self, work: int) -> None:
+        with self._lock:
+            self.work_done += work
+
+
+class ClusterJob:
+    """A :meth:`Cluster.submit` in the driver: the sweep or walk-forward runs on a thread of
+    its own while the caller does other things; :attr:`progress`, :meth:`result`,
+    :meth:`cancel`. It lives in this driver process (the servers' own jobs do not span a
+    cluster): a driver that exits loses it."""
+
+    def __init__(self, run: Callable[[_Stop], Any], total: int) -> None:
+        self._stop, self._total = _Stop(), max(1, total)
+        self._result: list[Any] = []
+        self._error: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                self._result.append(run(self._stop))
+            except BaseException as e:
+                self._error.append(e)
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    @property
+    def progress(self) -> float:
+        """The share of the work done (by finished chunks, or folds of series)."""
+        return 1.0 if self.done() and not self._error else min(1.0, self._stop.work_done / self._total)
+
+    def done(self) -> bool:
+        """True once it has ended."""
+        return not self._thread.is_alive()
+
+    def cancel(self) -> None:
+        """Stops handing out work; the chunks running finish (they are small), then
+        :meth:`result` raises Cancelled."""
+        self._stop.cancelled = True
+        self._thread.join()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Waits (up to ``timeout`` seconds, then TimeoutError) and returns what the call
+        returns, or raises what it raised."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the cluster job is still running after {timeout} s")
+        if self._error:
+            raise self._error[0]
+        return self._result[0]
 
 
 def chunk_bounds(combos: int, size: int, servers: int) -> list[tuple[int, int]]:
@@ -534,6 +743,7 @@ __all__ = [
     "CLUSTER_CHUNK_COMBOS",
     "DEFAULT_CHUNK_COMBOS",
     "Cluster",
+    "ClusterJob",
     "SweepflightError",
     "chunk_bounds",
     "server_binary",

@@ -131,6 +131,47 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         assert cluster.sweep("u", **per_series).equals(want[7])  # type: ignore[arg-type]
 
 
+def test_walk_forward_and_background_jobs_equal_one_server(ray_cluster: RayCluster) -> None:
+    close, frame = walk(20_000, 2), universe()
+    sma = {"strategy": "sma_cross", "grid": {"fast": [3, 8, 15], "slow": [40, 90]}, "warmup": 100}
+    server = Server("--listen", "127.0.0.1:0")
+    try:
+        with sweepflight.connect(server.uri) as sf:
+            sf.put("w", close)
+            sf.put("u", frame, key="symbol")
+            want_rolling = sf.walk_forward("w", folds={"train": 3_000, "test": 1_000}, select="sharpe", **sma)  # type: ignore[arg-type]
+            want_explicit = sf.walk_forward("w", folds=[(0, 5_000, 5_000, 9_000), (100, 900, 2_000, 2_500)], **sma)  # type: ignore[arg-type]
+            want_universe = sf.walk_forward(
+                "u", folds={"train": 1_000, "test": 500, "anchored": True}, series=["S6", "S1", "S4"], **sma
+            )  # type: ignore[arg-type]
+            want_sweep = sf.sweep("w", **sma)  # type: ignore[arg-type]
+    finally:
+        server.stop()
+    with sfray.Cluster(threads_per_server=1, chunk_combos=2) as cluster:
+        cluster.put("w", close)
+        cluster.put("u", frame, key="symbol", shard=True)
+        got = cluster.walk_forward("w", folds={"train": 3_000, "test": 1_000}, select="sharpe", **sma)  # type: ignore[arg-type]
+        assert got.height == 17 and got.equals(want_rolling)
+        got = cluster.walk_forward("w", folds=[(0, 5_000, 5_000, 9_000), (100, 900, 2_000, 2_500)], **sma)  # type: ignore[arg-type]
+        assert got.equals(want_explicit)
+        job = cluster.submit(
+            "u",
+            action="walk_forward",
+            folds={"train": 1_000, "test": 500, "anchored": True},
+            series=["S6", "S1", "S4"],
+            **sma,
+        )  # type: ignore[arg-type]
+        assert job.result(timeout=120).equals(want_universe)
+        assert job.progress == 1.0 and job.done()
+        background = cluster.submit("w", **sma)  # type: ignore[arg-type]
+        assert background.result(timeout=120).equals(want_sweep)
+        # A cancelled cluster job takes no more chunks and raises Cancelled.
+        long = cluster.submit("w", strategy="sma_cross", grid={"fast": range(1, 60), "slow": range(2, 90)})
+        long.cancel()
+        with pytest.raises(sweepflight.Cancelled):
+            long.result(timeout=120)
+
+
 def test_a_caller_error_is_not_retried(ray_cluster: RayCluster) -> None:
     # One combo per chunk: every server's worker takes chunks.
     with sfray.Cluster(threads_per_server=1, chunk_combos=1) as cluster:

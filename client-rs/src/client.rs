@@ -10,7 +10,9 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
 use sweepflight_protocol::{
-    DROP, DatasetMeta, ECHO, EQUITY, PutSummary, PutTarget, SWEEP, Strategy, SweepRequest, TRADES,
+    CANCEL, DROP, DatasetMeta, ECHO, EQUITY, JobBody, JobRef, JobStatus, PutSummary, PutTarget,
+    STATUS, SUBMIT, SWEEP, Strategy, SweepRequest, TRADES, Ticket, WALK_FORWARD,
+    WalkForwardRequest,
 };
 
 use crate::connect::{ConnectOptions, channel};
@@ -154,12 +156,104 @@ impl Client {
         self.table(EQUITY, request).await
     }
 
+    /// Walk-forward in one call: per series and fold, the best combo in-sample (by the
+    /// request's `select`, after `where`) and its run on the test rows. One row per series and
+    /// fold: [`series`], `fold`, the train and test rows, `combo` and its parameters,
+    /// `train_score`, the test run's `pnl` .. `sqn` (null where no combo passed `where`).
+    ///
+    /// # Errors
+    /// As [`Client::sweep`]; INVALID_ARGUMENT for folds that fit no series or a train range
+    /// shorter than the grid's longest window.
+    pub async fn walk_forward(&mut self, request: &WalkForwardRequest) -> Result<RecordBatch> {
+        self.action_table(WALK_FORWARD, request.encode()).await
+    }
+
+    /// Starts a job (the `sweep`, `trades`, `equity` or `walk_forward` of `body`) and
+    /// returns its status at once (queued).
+    ///
+    /// # Errors
+    /// What the action would answer for a bad body, unknown dataset or series, at once;
+    /// RESOURCE_EXHAUSTED past the server's `--max-jobs`.
+    pub async fn submit(&mut self, body: &JobBody) -> Result<JobStatus> {
+        self.job_call(SUBMIT, body.encode()).await
+    }
+
+    /// A job's status.
+    ///
+    /// # Errors
+    /// NOT_FOUND for an unknown job or one forgotten after it ended.
+    pub async fn status(&mut self, job: &str) -> Result<JobStatus> {
+        self.job_call(STATUS, JobRef::new(job).encode()).await
+    }
+
+    /// Cancels a job (or drops its result); answers once its memory is free on the server.
+    ///
+    /// # Errors
+    /// As [`Client::status`].
+    pub async fn cancel(&mut self, job: &str) -> Result<JobStatus> {
+        self.job_call(CANCEL, JobRef::new(job).encode()).await
+    }
+
+    /// Polls a job until it ends (a growing interval, from 1 ms to 100 ms), telling
+    /// `progress` each status; the last status.
+    ///
+    /// # Errors
+    /// As [`Client::status`].
+    pub async fn wait(
+        &mut self,
+        job: &str,
+        mut progress: impl FnMut(&JobStatus),
+    ) -> Result<JobStatus> {
+        let started = std::time::Instant::now();
+        loop {
+            let status = self.status(job).await?;
+            progress(&status);
+            if status.state.is_final() {
+                return Ok(status);
+            }
+            let delay = (started.elapsed() / 10).clamp(
+                std::time::Duration::from_millis(1),
+                std::time::Duration::from_millis(100),
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// A done job's result (DoGet of its ticket).
+    ///
+    /// # Errors
+    /// FAILED_PRECONDITION while it runs or if it was cancelled; the job's own error if it
+    /// failed; NOT_FOUND for an unknown or expired job.
+    pub async fn fetch(&mut self, job: &str) -> Result<RecordBatch> {
+        let ticket = arrow_flight::Ticket::new(Ticket::job(job).encode());
+        let batches: Vec<RecordBatch> = self.flight.do_get(ticket).await?.try_collect().await?;
+        let schema = batches
+            .first()
+            .map(RecordBatch::schema)
+            .ok_or_else(|| Error::Protocol("a job's result without a schema".into()))?;
+        Ok(arrow_select::concat::concat_batches(&schema, &batches)?)
+    }
+
+    async fn job_call(&mut self, action: &str, body: Vec<u8>) -> Result<JobStatus> {
+        let bodies: Vec<Bytes> = self
+            .flight
+            .do_action(Action::new(action, body))
+            .await?
+            .try_collect()
+            .await?;
+        JobStatus::decode(&bodies.concat()).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
     /// An action whose reply is one Arrow IPC stream split over its Result bodies, as one
     /// batch.
     async fn table(&mut self, action: &str, request: &SweepRequest) -> Result<RecordBatch> {
+        self.action_table(action, request.encode()).await
+    }
+
+    async fn action_table(&mut self, action: &str, body: Vec<u8>) -> Result<RecordBatch> {
         let bodies: Vec<Bytes> = self
             .flight
-            .do_action(Action::new(action, request.encode()))
+            .do_action(Action::new(action, body))
             .await?
             .try_collect()
             .await?;

@@ -42,6 +42,7 @@ pub use connect::ConnectOptions;
 pub use error::{Error, Result};
 pub use session::Session;
 pub use sweepflight_protocol::{
-    Execution, Grid, PutSummary, PutTarget, RowRange, Sample, Side, Strategy, SweepRequest,
+    Compression, Execution, Folds, Grid, JobBody, JobState, JobStatus, PutSummary, PutTarget,
+    RowRange, Sample, Side, Strategy, SweepRequest, WalkForwardRequest,
 };
 pub use types::{ComboRow, DatasetInfo, SweepResult, params_of};

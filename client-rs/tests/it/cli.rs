@@ -496,3 +496,99 @@ fn strategies_grids_sides_and_stops_from_the_command_line() {
     assert_eq!(c, 4, "{err}");
     assert!(err.contains("lower"), "{err}");
 }
+
+#[test]
+fn jobs_and_walk_forward_from_the_command_line() {
+    let s = Served::start();
+    ok(cli(
+        s.uri(),
+        &["put", "paper", paper_arrow().to_str().unwrap()],
+    ));
+    let sweep = [
+        "sweep",
+        "paper",
+        "--lengths",
+        "6..200:40",
+        "--output",
+        "csv",
+    ];
+    let direct = ok(cli(s.uri(), &sweep));
+    // The same sweep as a job: submit prints the ID, fetch waits and prints the rows.
+    let id = ok(cli(
+        s.uri(),
+        &[
+            "submit",
+            "paper",
+            "--lengths",
+            "6..200:40",
+            "--compression",
+            "zstd",
+        ],
+    ));
+    let id = id.trim();
+    assert!(!id.is_empty() && !id.contains(' '), "{id}");
+    let fetched = ok(cli(s.uri(), &["fetch", id, "--output", "csv"]));
+    assert_eq!(fetched, direct);
+    let status = ok(cli(s.uri(), &["status", id]));
+    assert!(
+        status.contains(" sweep done 100.0% (40/40 combos)"),
+        "{status}"
+    );
+    // Walk-forward, now and as a job: the same rows.
+    let wf = [
+        "paper",
+        "--strategy",
+        "sma_cross",
+        "--grid",
+        "fast=5,10",
+        "slow=50,100",
+        "--train",
+        "40000",
+        "--test",
+        "20000",
+        "--select",
+        "sharpe",
+    ];
+    let now = ok(cli(
+        s.uri(),
+        &[&["walk-forward"][..], &wf, &["--output", "csv"]].concat(),
+    ));
+    let lines: Vec<&str> = now.lines().collect();
+    assert!(
+        lines[0].starts_with(
+            "fold,train_start,train_end,test_start,test_end,combo,fast,slow,train_score,pnl"
+        ),
+        "{now}"
+    );
+    assert_eq!(lines.len(), 1 + 5, "{now}");
+    let id = ok(cli(
+        s.uri(),
+        &[&["submit"][..], &wf, &["--action", "walk-forward"]].concat(),
+    ));
+    assert_eq!(
+        ok(cli(s.uri(), &["fetch", id.trim(), "--output", "csv"])),
+        now
+    );
+    // A long job cancelled: status says so, fetch fails with its own exit code.
+    let id = ok(cli(
+        s.uri(),
+        &[
+            "submit",
+            "paper",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=1..200",
+            "slow=2..300",
+        ],
+    ));
+    let cancelled = ok(cli(s.uri(), &["cancel", id.trim()]));
+    assert!(cancelled.contains(" cancelled "), "{cancelled}");
+    let (exit, err) = code(cli(s.uri(), &["fetch", id.trim()]));
+    assert_eq!(exit, 8, "{err}");
+    assert!(err.contains("cancelled"), "{err}");
+    let (exit, err) = code(cli(s.uri(), &["status", "nope"]));
+    assert_eq!(exit, 3, "{err}");
+    let (exit, err) = code(cli(s.uri(), &["walk-forward", "paper", "--lengths", "6"]));
+    assert_eq!(exit, 4, "{err}");
+}

@@ -1,7 +1,9 @@
-//! `sweepflight`: the command-line client. Push files, run sweeps, list and drop datasets.
+//! `sweepflight`: the command-line client. Push files, run sweeps and walk-forwards (now or
+//! as jobs), list and drop datasets.
 //!
 //! Exit codes: 0 success, 1 other failure, 2 bad command line, 3 not found, 4 invalid request
-//! or input file, 5 unauthenticated, 6 resource exhausted, 7 server unreachable.
+//! or input file, 5 unauthenticated, 6 resource exhausted, 7 server unreachable, 8 a job not
+//! done (cancelled, or fetched while running).
 
 mod grid;
 mod input;
@@ -18,8 +20,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use sweepflight_client::{
-    Client, ConnectOptions, Error, Execution, Grid, PutTarget, RowRange, Side, Strategy,
-    SweepRequest,
+    Client, Compression, ConnectOptions, Error, Execution, Folds, Grid, JobBody, JobState,
+    JobStatus, PutTarget, RowRange, Side, Strategy, SweepRequest, WalkForwardRequest,
 };
 
 use crate::output::Format;
@@ -84,6 +86,46 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Walk forward: per series and fold, the best combo in-sample (by --select, after
+    /// --where) run on the test rows after it. One row per series and fold.
+    WalkForward {
+        #[command(flatten)]
+        args: SweepArgs,
+        #[command(flatten)]
+        folds: FoldArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Start a job on the server (a sweep, or with --action trades, equity or walk-forward)
+    /// and print its ID; `status`, `fetch` and `cancel` take it.
+    Submit {
+        #[command(flatten)]
+        args: SweepArgs,
+        /// What the job runs.
+        #[arg(long, value_enum, default_value_t = JobAction::Sweep)]
+        action: JobAction,
+        #[command(flatten)]
+        folds: FoldArgs,
+    },
+    /// Print a job's status (state, progress, combos done).
+    Status {
+        /// The job's ID.
+        job: String,
+    },
+    /// Wait for a job (a progress bar on a terminal) and print its result.
+    Fetch {
+        /// The job's ID.
+        job: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Cancel a job (or drop its result); prints its status once its memory is free.
+    Cancel {
+        /// The job's ID.
+        job: String,
+    },
     /// List the stored datasets.
     Ls {
         /// Output format.
@@ -102,7 +144,67 @@ enum Command {
     },
 }
 
-/// What chooses and runs the combos: shared by `sweep` and `trades`.
+/// What a job runs.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum JobAction {
+    /// The sweep's rows.
+    Sweep,
+    /// The chosen combos' trades.
+    Trades,
+    /// The chosen combos' equity curves.
+    Equity,
+    /// A walk-forward (needs --train and --test, or --fold).
+    WalkForward,
+}
+
+/// A walk-forward's folds and selection.
+#[derive(Debug, clap::Args)]
+struct FoldArgs {
+    /// Rolling folds: train rows per fold.
+    #[arg(long, requires = "test", conflicts_with = "fold")]
+    train: Option<u64>,
+    /// Rolling folds: test rows per fold (the rows after each train range).
+    #[arg(long, requires = "train")]
+    test: Option<u64>,
+    /// Rolling folds: rows from one fold to the next (default: --test).
+    #[arg(long, requires = "train")]
+    step: Option<u64>,
+    /// Rolling folds: every train range starts at row 0.
+    #[arg(long, requires = "train")]
+    anchored: bool,
+    /// An explicit fold `TRAIN_START:TRAIN_END:TEST_START:TEST_END` (repeatable).
+    #[arg(long, value_parser = parse_fold)]
+    fold: Vec<[u64; 4]>,
+    /// The result column the in-sample best is chosen by (largest first).
+    #[arg(long, default_value = "pnl")]
+    select: String,
+    /// With --select: smallest first (a drawdown, say).
+    #[arg(long)]
+    select_ascending: bool,
+}
+
+impl FoldArgs {
+    fn request(self, sweep: SweepRequest) -> anyhow::Result<WalkForwardRequest> {
+        let folds = match (self.train, self.test) {
+            (Some(train), Some(test)) => Folds::Rolling {
+                train,
+                test,
+                step: self.step.unwrap_or(test),
+                anchored: self.anchored,
+            },
+            _ if !self.fold.is_empty() => Folds::Explicit(self.fold),
+            _ => anyhow::bail!(Error::InvalidRequest(
+                "a walk-forward needs --train N --test M, or --fold A:B:C:D".into()
+            )),
+        };
+        Ok(
+            WalkForwardRequest::new(sweep, folds, &self.select, !self.select_ascending)
+                .map_err(|e| Error::InvalidRequest(e.to_string()))?,
+        )
+    }
+}
+
+/// What chooses and runs the combos: shared by `sweep`, `trades`, `walk-forward` and `submit`.
 #[derive(Debug, clap::Args)]
 struct SweepArgs {
     /// Dataset name.
@@ -166,6 +268,9 @@ struct SweepArgs {
     /// (2 to 64), for overfitting diagnostics.
     #[arg(long)]
     blocks: Option<u8>,
+    /// Ask the server to compress the reply: zstd or lz4 (pays on slow links).
+    #[arg(long, value_parser = parse_compression)]
+    compression: Option<Compression>,
 }
 
 impl SweepArgs {
@@ -192,6 +297,7 @@ impl SweepArgs {
         request.fee = self.fee;
         request.series = self.series;
         request.rows = self.rows;
+        request.compression = self.compression;
         Ok(request)
     }
 }
@@ -272,6 +378,47 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             output::write(&[table], output)?;
         }
+        Command::WalkForward {
+            args,
+            folds,
+            output,
+        } => {
+            let request = folds.request(args.request()?)?;
+            output::write(&[client.walk_forward(&request).await?], output)?;
+        }
+        Command::Submit {
+            args,
+            action,
+            folds,
+        } => {
+            let request = args.request()?;
+            let body = match action {
+                JobAction::Sweep => JobBody::Sweep(request),
+                JobAction::Trades => JobBody::Trades(request),
+                JobAction::Equity => JobBody::Equity(request),
+                JobAction::WalkForward => JobBody::WalkForward(folds.request(request)?),
+            };
+            let status = client.submit(&body).await?;
+            println!("{}", status.job);
+        }
+        Command::Status { job } => print_status(&client.status(&job).await?),
+        Command::Fetch { job, output } => {
+            let bar = progress(None, "combos");
+            let status = client
+                .wait(&job, |s| {
+                    bar.set_length(s.combos_total);
+                    bar.set_position(s.combos_done);
+                })
+                .await?;
+            bar.finish_and_clear();
+            if status.state == JobState::Done {
+                output::write(&[client.fetch(&job).await?], output)?;
+            } else {
+                // The job's own error (failed) or FAILED_PRECONDITION (cancelled).
+                client.fetch(&job).await?;
+            }
+        }
+        Command::Cancel { job } => print_status(&client.cancel(&job).await?),
         Command::Ls { output } => {
             output::write(&[output::datasets(&client.list().await?)?], output)?
         }
@@ -308,7 +455,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `START:END` as a row range.
+fn print_status(s: &JobStatus) {
+    let state = serde_json::to_value(s.state).unwrap_or_default();
+    println!(
+        "{} {} {} {:.1}% ({}/{} combos){}",
+        s.job,
+        s.action,
+        state.as_str().unwrap_or("?"),
+        s.progress * 100.0,
+        s.combos_done,
+        s.combos_total,
+        s.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
+    );
+}
+
+fn parse_compression(text: &str) -> Result<Compression, String> {
+    Compression::from_name(text).map_err(|e| e.to_string())
+}
+
+/// `A:B:C:D` as a fold.
+fn parse_fold(text: &str) -> Result<[u64; 4], String> {
+    let parts: Vec<u64> = text
+        .split(':')
+        .map(|p| p.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("{text:?}: expected TRAIN_START:TRAIN_END:TEST_START:TEST_END"))?;
+    <[u64; 4]>::try_from(parts).map_err(|_| format!("{text:?}: expected four row numbers, A:B:C:D"))
+}
+
 fn parse_strategy(text: &str) -> Result<Strategy, String> {
     Strategy::from_name(text).map_err(|e| e.to_string())
 }
@@ -350,6 +524,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             Code::Unauthenticated | Code::PermissionDenied => 5,
             Code::ResourceExhausted => 6,
             Code::Unavailable => 7,
+            Code::FailedPrecondition | Code::Cancelled => 8,
             _ => 1,
         },
         Some(Error::Connect { .. }) => 7,
