@@ -123,3 +123,39 @@ def test_tls(tls_server) -> None:
     # Without trusting the CA the connection fails.
     with pytest.raises(sweepflight.SweepflightError):
         sweepflight.connect(server.uri, token="s3cret").datasets()
+
+
+def test_the_operations_recipe_works_from_python_and_the_cli(tmp_path: pathlib.Path) -> None:
+    """docs/operations.md's TLS recipe, run as written (the openssl lines), then a server on
+    its files and both clients trusting ca.pem."""
+    import os
+    import re
+
+    from .conftest import ROOT
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    block = re.search(r"## Auth and TLS\n\n```sh\n(.*?)```", text, flags=re.S)
+    assert block is not None
+    script = "\n".join(line for line in block.group(1).splitlines() if not line.startswith("sweepflight-server"))
+    subprocess.run(["bash", "-euc", script], cwd=tmp_path, check=True, capture_output=True)
+    server = Server(
+        "--listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem")
+    )
+    try:
+        uri = server.uri.replace("grpc://", "grpc+tls://").replace("127.0.0.1", "localhost")
+        with sweepflight.connect(uri, tls_root_certs=str(tmp_path / "ca.pem")) as sf:
+            sf.put("x", np.linspace(100, 110, 500))
+            assert sf.sweep("x", lengths=[6]).height == 1
+        cli = ROOT / "target" / "debug" / "sweepflight"
+        if not cli.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "sweepflight-client"], cwd=ROOT, check=True)
+        out = subprocess.run(
+            [str(cli), "--uri", uri, "--tls-ca", str(tmp_path / "ca.pem"), "ls"],
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "SWEEPFLIGHT_TOKEN"},
+        )
+        assert out.returncode == 0, out.stderr
+        assert "x" in out.stdout
+    finally:
+        server.stop()

@@ -76,6 +76,10 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert str(ns["blocked"].schema.field("block_pnl").type) == "fixed_size_list<item: double not null>[8]"
     assert ns["curves"].num_rows == 3 * 150_000
     assert ns["booked"].column_names[:3] == ["combo", "trade", "side"] and ns["booked"].num_rows > 0
+    assert ns["squeezed"].num_rows == 3
+    assert ns["walked"].num_rows == 5 and ns["walked"].column_names[:2] == ["fold", "train_start"]
+    assert ns["state"]["state"] == "done" and ns["state"]["combos_done"] == 2204
+    assert ns["fetched"].num_rows == 2204 and ns["stopped"]["state"] == "cancelled"
 
 
 #: Per file with runnable blocks: what its blocks must have computed.
