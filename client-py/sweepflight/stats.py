@@ -96,7 +96,7 @@ def pbo_matrix(
     blocks, combos = m.shape
     if blocks < 2 or blocks % 2:
         raise ValueError(f"PBO splits the blocks in halves: give an even number of blocks, got {blocks}")
-    logits = np.array([_logit(m, half, metric) for half in _splits(blocks, max_splits, seed)])
+    logits = _logits(m, _splits(blocks, max_splits, seed), metric)
     return PBO(
         pbo=float(np.mean(logits < 0.0)),
         logits=logits,
@@ -157,28 +157,43 @@ def _splits(blocks: int, max_splits: int, seed: int) -> Sequence[tuple[int, ...]
     return sorted(drawn)
 
 
-def _logit(m: np.ndarray, half: tuple[int, ...], metric: str) -> float:
-    inside = np.zeros(m.shape[0], dtype=bool)
-    inside[list(half)] = True
-    train, test = _score(m[inside], metric), _score(m[~inside], metric)
-    # The in-sample best (the first on a tie), ranked out of sample among all combos (ties share
-    # their mean rank), as a relative rank in (0, 1).
-    best = int(np.argmax(train))
-    below = float(np.sum(test < test[best]))
-    equal = float(np.sum(test == test[best]))
-    rank = below + (equal + 1.0) / 2.0
-    w = rank / (m.shape[1] + 1.0)
-    return math.log(w / (1.0 - w))
+#: Values of the gathered (splits x blocks x combos) arrays held at once while scoring splits.
+_BATCH_VALUES = 4_000_000
+
+
+def _logits(m: np.ndarray, halves: Sequence[tuple[int, ...]], metric: str) -> np.ndarray:
+    """Each split's logit: the in-sample best (the first on a tie) ranked out of sample among
+    all combos (ties share their mean rank), as a relative rank ``w`` in (0, 1), and
+    ``ln(w / (1 - w))``. Splits are scored in batches (numpy over a gathered array, not a
+    Python loop per split: 12,870 splits of 16 blocks took seconds that way)."""
+    blocks, combos = m.shape
+    inside = np.asarray(halves, dtype=np.intp).reshape(len(halves), -1)
+    mask = np.zeros((len(inside), blocks), dtype=bool)
+    mask[np.arange(len(inside))[:, None], inside] = True
+    outside = np.nonzero(~mask)[1].reshape(len(inside), -1)
+    logits = np.empty(len(inside))
+    step = max(1, _BATCH_VALUES // (blocks * combos))
+    for a in range(0, len(inside), step):
+        train = _score(m[inside[a : a + step]], metric)
+        test = _score(m[outside[a : a + step]], metric)
+        best = np.argmax(train, axis=1)
+        at_best = test[np.arange(len(best)), best][:, None]
+        below = np.sum(test < at_best, axis=1)
+        equal = np.sum(test == at_best, axis=1)
+        w = (below + (equal + 1.0) / 2.0) / (combos + 1.0)
+        logits[a : a + step] = np.log(w / (1.0 - w))
+    return logits
 
 
 def _score(rows: np.ndarray, metric: str) -> np.ndarray:
-    """Each combo's performance over some blocks (rows)."""
+    """Each combo's performance over some blocks: ``rows[split, block, combo]`` ->
+    ``[split, combo]``."""
     if metric == "sum":
-        total: np.ndarray = rows.sum(axis=0)
+        total: np.ndarray = rows.sum(axis=1)
         return total
     if metric == "sharpe":
-        spread = rows.std(axis=0, ddof=1)
-        mean = rows.mean(axis=0)
+        spread = rows.std(axis=1, ddof=1)
+        mean = rows.mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             # No spread: no measurable risk-adjusted performance, never the best.
             ratio: np.ndarray = np.where(spread > 0.0, mean / spread, -np.inf)

@@ -52,6 +52,7 @@ def check_readme(ns: dict[str, Any]) -> None:
     assert ns["best"]["full"] == 172
     assert ns["sma"].height == 45 * 36 and ns["sma"].columns[1:3] == ["fast", "slow"]
     assert ns["trades"]["combo"].n_unique() == 3 and ns["curves"].height == 3 * 150_000
+    assert ns["wf"].height == 12 and 0.0 <= ns["stats"].pbo(ns["swept"]).pbo <= 1.0
 
 
 def check_protocol(ns: dict[str, Any]) -> None:

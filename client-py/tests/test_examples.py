@@ -31,3 +31,16 @@ def test_universe_example(server) -> None:
     assert "put 160,000 bars of 8 symbols as one dataset" in out
     assert "symbols kept a positive PnL out of sample" in out
     assert "SYM7" in out
+
+
+def test_walk_forward_example(server) -> None:
+    out = run("walk_forward.py", "--uri", server.uri)
+    assert "put 240,000 bars of 20 symbols" in out
+    assert "walk-forward: 180 folds x 126 combos in one call" in out
+    # The planted trends show: lower PBO and better out-of-sample PnL than the random walks.
+    trend = next(line for line in out.splitlines() if line.startswith("trending symbols"))
+    noise = next(line for line in out.splitlines() if line.startswith("random walks"))
+    pbo = lambda line: float(line.split("mean PBO ")[1].split(",")[0])  # noqa: E731
+    pnl = lambda line: float(line.split("PnL ")[1].split(" ")[0])  # noqa: E731
+    assert pbo(trend) < pbo(noise) and pnl(trend) > pnl(noise), out
+    assert "deflated Sharpe > 0.95 on" in out
