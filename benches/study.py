@@ -866,6 +866,250 @@ def exp_judging(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+def exp_walk_forward(ctx: Ctx) -> dict[str, Any]:
+    """Walk-forward in one call against the same work as separate `sweep` calls per fold (the
+    in-sample sweep of the universe with `rows` and `top: 1`, then each series' chosen combo on
+    its test rows), answers checked equal; and `sweepflight.stats.pbo` on a sweep's 16 blocks."""
+    from sweepflight import stats
+
+    series, folds = ctx.n(4, 20), 10
+    train, test = ctx.n(1_000, 5_000), ctx.n(200, 1_000)
+    bars = train + folds * test
+    fast, slow = list(range(2, 42, 4)), list(range(20, 20 + 3 * ctx.n(20, 100), 3))
+    combos = len(fast) * len(slow)
+    frames = [pa.table({"sym": [f"S{k:02d}"] * bars, "close": closes(bars, seed=100 + k)}) for k in range(series)]
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "u", pa.concat_tables(frames), key="sym")
+    base = {"dataset": "u", "strategy": "sma_cross", "grid": {"fast": fast, "slow": slow}}
+    names = [f"S{k:02d}" for k in range(series)]
+    got: dict[str, list[tuple[str, int, int | None, float | None]]] = {}
+
+    def one_call() -> None:
+        t = action_table(c, "walk_forward", {**base, "folds": {"train": train, "test": test}, "select": {"by": "pnl"}})
+        got["one call"] = list(
+            zip(
+                t["series"].to_pylist(),
+                t["fold"].to_pylist(),
+                t["combo"].to_pylist(),
+                t["pnl"].to_pylist(),
+                strict=True,
+            )
+        )
+
+    def by_hand() -> None:
+        rows = []
+        for k in range(folds):
+            a, b = k * test, k * test + train
+            best = sweep(c, {**base, "rows": [a, b], "order_by": "pnl", "top": 1})
+            for name, combo in zip(best["series"].to_pylist(), best["combo"].to_pylist(), strict=True):
+                pair = [fast[combo // len(slow)], slow[combo % len(slow)]]
+                out = sweep(
+                    c,
+                    {
+                        "dataset": "u",
+                        "strategy": "sma_cross",
+                        "params": [pair],
+                        "series": [name],
+                        "rows": [b, b + test],
+                    },
+                )
+                rows.append((name, k, combo, out["pnl"][0].as_py()))
+        got["by hand"] = sorted(rows, key=lambda r: (names.index(r[0]), r[1]))
+
+    runs = interleaved(ctx.n(1, 5), {"one walk_forward call": one_call, "sweep calls per fold": by_hand})
+    if got["one call"] != got["by hand"]:
+        raise CheckFailed("walk_forward differs from its folds run by hand through sweep")
+    # PBO of a real sweep: 1,000 combos x 16 blocks.
+    blocked = sweep(c, {**base, "series": ["S00"], "blocks": 16})
+    import polars as pl
+
+    frame = pl.from_arrow(blocked)
+    assert isinstance(frame, pl.DataFrame)
+    pbo_runs = interleaved(ctx.n(1, 5), {"pbo, 1,000 combos x 16 blocks": lambda: stats.pbo(frame) and None})
+    return {
+        "series": series,
+        "folds": folds,
+        "train": train,
+        "test": test,
+        "combos": combos,
+        "calls_by_hand": folds * (1 + series),
+        "runs": runs,
+        "pbo_combos": blocked.num_rows,
+        "pbo": pbo_runs,
+    }
+
+
+def fx_series(rows: int, seed: int = 5) -> np.ndarray:
+    """A price series as an FX feed writes it: a random walk around 1.1, to 5 decimals."""
+    walk = 1.1 * np.exp(np.cumsum(np.random.default_rng(seed).normal(0, 1e-4, rows)))
+    return np.round(walk, 5)
+
+
+#: The client of the shaped-link put: runs in the client's network namespace, puts the series
+#: uncompressed and compressed in alternating rounds, prints the seconds of each as JSON.
+LINK_CLIENT = """
+import json, random, sys, time
+import numpy as np, pyarrow as pa, pyarrow.flight as flight
+uri, rows, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+walk = 1.1 * np.exp(np.cumsum(np.random.default_rng(5).normal(0, 1e-4, rows)))
+table = pa.table({"close": np.round(walk, 5)})
+c = flight.connect(uri)
+out = {k: [] for k in ("none", "lz4", "zstd")}
+order = list(out)
+for r in range(rounds + 1):
+    random.Random(r).shuffle(order)
+    for k in order:
+        opts = flight.FlightCallOptions(write_options=pa.ipc.IpcWriteOptions(compression=None if k == "none" else k))
+        t0 = time.perf_counter()
+        w, rd = c.do_put(flight.FlightDescriptor.for_path("fx"), table.schema, options=opts)
+        w.write_table(table, max_chunksize=1 << 20)
+        w.done_writing(); rd.read(); w.close()
+        if r:
+            out[k].append(time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+def shaped_link(ctx: Ctx, rows: int, rounds: int) -> dict[str, Any]:
+    """Puts over a veth pair between two network namespaces, each end shaped to 1 Gbit/s by
+    `tc` (token bucket): the server in one namespace, a pyarrow client in the other. What the
+    machine does not allow (no root, no `ip netns`) is recorded as the reason."""
+    ns, (a, b) = ("sfsrv", "sfcli"), ("veth-sfs", "veth-sfc")
+    sh = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True)  # noqa: E731
+    try:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+            sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        sh("ip", "link", "set", a, "netns", ns[0])
+        sh("ip", "link", "set", b, "netns", ns[1])
+        for n, dev, addr in ((ns[0], a, "10.77.0.1/24"), (ns[1], b, "10.77.0.2/24")):
+            sh("ip", "netns", "exec", n, "ip", "addr", "add", addr, "dev", dev)
+            sh("ip", "netns", "exec", n, "ip", "link", "set", dev, "up")
+            sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                "1gbit",
+                "burst",
+                "512kb",
+                "latency",
+                "50ms",
+            )
+    except (OSError, subprocess.CalledProcessError) as e:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        err = e.stderr.decode().strip() if isinstance(e, subprocess.CalledProcessError) and e.stderr else str(e)
+        return {"possible": False, "why": err or "ip netns failed"}
+    try:
+        srv = ctx.spawn(
+            "ip", "netns", "exec", ns[0], ctx.bin("sweepflight-server"), "--in-memory", "--listen", "10.77.0.1:0"
+        )
+        out = subprocess.run(
+            ["ip", "netns", "exec", ns[1], sys.executable, "-c", LINK_CLIENT, srv.addr, str(rows), str(rounds)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        secs = json.loads(out)
+        return {"possible": True, "rows": rows, "puts": {k: Samples(v).summary() for k, v in secs.items()}}
+    finally:
+        ctx.close()
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def exp_jobs(ctx: Ctx) -> dict[str, Any]:
+    """Jobs and compression: a job's `status` call against the 1-combo params-only call; how
+    long `cancel` of a running sweep takes to answer (its memory back, checked); puts of an FX
+    price series compressed (LZ4, ZSTD) and not, on a Unix socket and over a link shaped to
+    1 Gbit/s."""
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "paper", pa.table({"close": paper.series()}))
+
+    def act(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        results = c.do_action(flight.Action(kind, json.dumps(body).encode()))
+        answer: dict[str, Any] = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return answer
+
+    done = act("submit", {"dataset": "paper", "lengths": [20]})["job"]
+    while act("status", {"job": done})["state"] != "done":
+        time.sleep(0.001)
+    one = {"dataset": "paper", "lengths": [20]}
+    calls = interleaved(
+        ctx.n(50, 2_000),
+        {
+            "status of a job": lambda: act("status", {"job": done}) and None,
+            "1-combo sweep call": lambda: sweep(c, one) and None,
+        },
+        warmup=20,
+    )
+    # Cancel: a long sweep running, cancelled; the reply means its memory is back.
+    long = {
+        "dataset": "paper",
+        "strategy": "sma_cross",
+        "grid": {"fast": list(range(1, 200)), "slow": list(range(2, 300))},
+    }
+    cancels = Samples()
+    for _ in range(ctx.n(1, 5)):
+        job = act("submit", long)["job"]
+        while act("status", {"job": job})["combos_done"] == 0:
+            time.sleep(0.005)
+        t0 = time.perf_counter()
+        status = act("cancel", {"job": job})
+        cancels.xs.append(time.perf_counter() - t0)
+        stats = act("stats", {})
+        if status["state"] != "cancelled" or stats["sweep_reserved_bytes"] != 0:
+            raise CheckFailed(f"cancel answered {status['state']} with {stats['sweep_reserved_bytes']} bytes reserved")
+    # Compressed puts on the Unix socket: every byte stored checked once.
+    rows = ctx.n(1_000_000, 10_000_000)
+    fx = pa.table({"close": fx_series(rows)})
+
+    def put_with(codec: str | None) -> Op:
+        def op() -> None:
+            opts = flight.FlightCallOptions(write_options=pa.ipc.IpcWriteOptions(compression=codec))
+            w, rd = c.do_put(flight.FlightDescriptor.for_path("fx"), fx.schema, options=opts)
+            w.write_table(fx, max_chunksize=1 << 20)
+            w.done_writing()
+            rd.read()
+            w.close()
+
+        return op
+
+    puts = interleaved(ctx.n(1, 5), {"uncompressed": put_with(None), "lz4": put_with("lz4"), "zstd": put_with("zstd")})
+    stored = c.do_get(ticket(c, "fx")).read_all()
+    if not stored["close"].equals(fx["close"]):
+        raise CheckFailed("a compressed put stored other values")
+    sizes = {}
+    for codec in ("lz4", "zstd"):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, fx.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as w:
+            w.write_table(fx, max_chunksize=1 << 20)
+        sizes[codec] = sink.getvalue().size
+    link = {"possible": False, "why": "not run in --quick"} if ctx.quick else shaped_link(ctx, rows, 5)
+    return {
+        "calls": calls,
+        "cancel": cancels.summary() | {"max": max(cancels.xs)},
+        "rows": rows,
+        "bytes": rows * 8,
+        "compressed_bytes": sizes,
+        "puts": puts,
+        "link": link,
+    }
+
+
 def exp_overload(ctx: Ctx) -> dict[str, Any]:
     """Many concurrent sweeps on distinct long series under a small sweep memory budget: peak
     and settled resident memory, time against the same sweeps one after another, results."""
@@ -1006,6 +1250,8 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "universe": exp_universe,
     "strategies": exp_strategies,
     "judging": exp_judging,
+    "walk_forward": exp_walk_forward,
+    "jobs": exp_jobs,
     "overload": exp_overload,
     "ray": exp_ray,
 }
@@ -1520,6 +1766,100 @@ class Report:
             "",
             *table_md(SAMPLE_HEAD, sample_rows(d)),
         ]
+
+    def section_walk_forward(self, w: dict[str, Any]) -> list[str]:
+        r = w["runs"]
+        ratio = r["one walk_forward call"]["median"] / r["sweep calls per fold"]["median"]
+        self.target(
+            "#28",
+            f"{w['folds']} rolling folds x {w['combos']:,} combos x {w['series']} series in one call: "
+            "<= 0.8x separate sweep calls per fold",
+            f"{ratio:.2f}x",
+            ratio <= 0.8,
+        )
+        pbo = w["pbo"]["pbo, 1,000 combos x 16 blocks"]["median"]
+        self.target(
+            "#28", f"`pbo` on a {w['pbo_combos']:,}-combo x 16-block result in the client: < 2 s", fmt_s(pbo), pbo < 2.0
+        )
+        return [
+            "## Walk-forward in one call",
+            "",
+            f"A universe of {w['series']} series of {w['train'] + w['folds'] * w['test']:,} bars, an sma_cross grid of",
+            f"{w['combos']:,} combos, {w['folds']} rolling folds (train {w['train']:,}, test {w['test']:,} bars): one",
+            f"`walk_forward` call against the same work by hand ({w['calls_by_hand']} `sweep` calls: per fold, the",
+            "universe's in-sample sweep with `rows` and `top: 1`, then each series' chosen combo on its test rows).",
+            "Both answers are checked equal, fold by fold. Below, `sweepflight.stats.pbo` on a sweep's",
+            f"`block_pnl` ({w['pbo_combos']:,} combos, 16 blocks: all 12,870 splits), in the client.",
+            "",
+            *table_md([*SAMPLE_HEAD, "vs by hand"], sample_rows(r, "sweep calls per fold")),
+            *table_md(SAMPLE_HEAD, sample_rows(w["pbo"])),
+        ]
+
+    def section_jobs(self, j: dict[str, Any]) -> list[str]:
+        calls = j["calls"]
+        st = calls["status of a job"]["median"] / calls["1-combo sweep call"]["median"]
+        self.target("#29", "a job's status call <= 2x the 1-combo params-only call", f"{st:.2f}x", st <= 2.0)
+        cancel = j["cancel"]["max"]
+        self.target(
+            "#29",
+            "cancel frees a running sweep's reserved memory within 1 s",
+            f"{fmt_s(cancel)} (slowest of {j['cancel']['n']})",
+            cancel <= 1.0,
+        )
+        puts = j["puts"]
+        base = puts["uncompressed"]["median"]
+        worst = max(puts["lz4"]["median"], puts["zstd"]["median"]) / base
+        self.target(
+            "#29",
+            f"compressed {j['bytes'] / MB:.0f} MB put (LZ4, ZSTD) on a Unix socket: <= 1.5x uncompressed",
+            f"{worst:.2f}x",
+            worst <= 1.5,
+        )
+        link = j["link"]
+        if link["possible"]:
+            lp = link["puts"]
+            gain = lp["zstd"]["median"] / lp["none"]["median"]
+            self.target(
+                "#29",
+                "over a link shaped to 1 Gbit/s: a ZSTD put of a price series beats the uncompressed one",
+                f"{gain:.2f}x its time",
+                gain < 1.0,
+            )
+        else:
+            self.target(
+                "#29",
+                "over a link shaped to 1 Gbit/s: a ZSTD put beats the uncompressed one",
+                f"not measured: {link['why']}",
+                False,
+            )
+        ratio = {k: j["bytes"] / v for k, v in j["compressed_bytes"].items()}
+        out = [
+            "## Jobs and compression",
+            "",
+            "A job's `status` call against the 1-combo params-only `sweep` call (pyarrow client, Unix socket,",
+            "interleaved):",
+            "",
+            *table_md([*SAMPLE_HEAD, "vs the sweep call"], sample_rows(calls, "1-combo sweep call")),
+            "`cancel` of a running sma_cross job of 59,302 combos on the paper series, once it reports",
+            "progress: the reply comes once its memory is back (checked: `sweep_reserved_bytes` 0); median",
+            f"{fmt_s(j['cancel']['median'])}, slowest {fmt_s(cancel)} of {j['cancel']['n']}.",
+            "",
+            f"Puts of an FX-like price series ({j['rows']:,} closes to 5 decimals, {j['bytes'] / MB:.0f} MB)",
+            f"from pyarrow, its IPC bodies compressed (LZ4 to {ratio['lz4']:.2f}x smaller, ZSTD",
+            f"{ratio['zstd']:.2f}x) or not; the stored values checked equal:",
+            "",
+            *table_md([*SAMPLE_HEAD, "vs uncompressed"], sample_rows(puts, "uncompressed")),
+        ]
+        if link["possible"]:
+            out += [
+                "The same puts between two network namespaces joined by a veth pair, each end shaped to 1 Gbit/s",
+                "by `tc` (token bucket), the server in one, the pyarrow client in the other:",
+                "",
+                *table_md([*SAMPLE_HEAD, "vs uncompressed"], sample_rows(link["puts"], "none")),
+            ]
+        else:
+            out += [f"The shaped-link puts were not measured here: {link['why']}.", ""]
+        return out
 
     def section_overload(self, o: dict[str, Any]) -> list[str]:
         bound = o["datasets"] + o["cache"] + o["budget"] + 300 * MB

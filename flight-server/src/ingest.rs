@@ -329,28 +329,26 @@ impl Decoder {
         };
         let rows = usize::try_from(header.length())
             .map_err(|_| Error::invalid("invalid Flight stream: a negative row count"))?;
-        if let Some(values) = self.fast_close(msg, &header, rows) {
+        if let Some(close) = self.fast_close(msg, &header, rows) {
             let others = decode(Some(&self.others))?;
             return self
                 .builder
-                .push_part(rows, others.columns().to_vec(), Close::Bytes(values));
+                .push_part(rows, others.columns().to_vec(), close);
         }
         let batch = decode(None)?;
         self.builder.push(batch)
     }
 
-    /// The close values' bytes of one message, if the fast path applies to it: a known layout,
-    /// no nulls, a values buffer of exactly the batch's length, and an uncompressed body (a
-    /// compressed one is decoded by arrow-ipc, which decompresses each buffer it reads).
+    /// The close values of one message, if the fast path applies to it: a known layout, no
+    /// nulls, a values buffer of exactly the batch's length; its bytes as they are, or for a
+    /// compressed body (LZ4_FRAME, ZSTD) the compressed buffer, which the column decompresses
+    /// into its own memory (no buffer of its own, no second copy).
     fn fast_close<'m>(
         &self,
         msg: &'m FlightData,
         header: &arrow_ipc::RecordBatch<'_>,
         rows: usize,
-    ) -> Option<&'m [u8]> {
-        if header.compression().is_some() {
-            return None;
-        }
+    ) -> Option<Close<'m>> {
         let (node, buffer) = self.close_layout?;
         let node = header.nodes()?.get(node);
         if node.null_count() != 0 || usize::try_from(node.length()).ok()? != rows {
@@ -362,8 +360,23 @@ impl Decoder {
             usize::try_from(b.offset()).ok()?,
             usize::try_from(b.length()).ok()?,
         );
-        (len >= rows * size_of::<f64>())
-            .then(|| &msg.data_body[offset..offset + rows * size_of::<f64>()])
+        let bytes = &msg.data_body[offset..offset + len];
+        let want = rows * size_of::<f64>();
+        let Some(compression) = header.compression() else {
+            return (len >= want).then(|| Close::Bytes(&bytes[..want]));
+        };
+        // Arrow's compressed buffer: the uncompressed length (i64, -1: not compressed), then
+        // the bytes. Anything else goes to arrow-ipc's decoder, which says what is wrong.
+        let (head, rest) = bytes.split_first_chunk::<8>()?;
+        match i64::from_le_bytes(*head) {
+            -1 => (rest.len() >= want).then(|| Close::Bytes(&rest[..want])),
+            n if usize::try_from(n).ok() == Some(want) => Some(Close::Compressed {
+                codec: compression.codec(),
+                bytes: rest,
+                rows,
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -520,6 +533,10 @@ impl SeriesBuilder {
                 bad
             }
             Close::Bytes(bytes) => first_bad_value(self.closes.push_bytes(bytes)?),
+            Close::Compressed { codec, bytes, rows } => first_bad_value(
+                self.closes
+                    .push_with(rows, |dst| decompress(codec, bytes, dst))?,
+            ),
         };
         if let Some((row, problem)) = bad {
             let upload_row = self.rows + row;
@@ -701,6 +718,47 @@ impl CloseColumn {
         Ok(self.tail(n))
     }
 
+    /// Appends `n` values that `fill` writes as little-endian bytes, at the end of the column
+    /// (in a mapping from the second message on, as [`Closes::push_bytes`]); the values just
+    /// appended.
+    fn push_with(
+        &mut self,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<&[f64]> {
+        let storage = std::mem::replace(&mut self.storage, Storage::Empty);
+        self.storage = match storage {
+            Storage::Empty => {
+                let mut v = vec![0.0f64; n];
+                // SAFETY: the bytes of `n` initialised f64s; any bit pattern is an f64.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        v.as_mut_ptr().cast::<u8>(),
+                        n * size_of::<f64>(),
+                    )
+                };
+                fill(bytes)?;
+                Storage::Heap(v)
+            }
+            Storage::Mapped(mut m, len) => {
+                let end = m.append_with(len, n, fill)?;
+                Storage::Mapped(m, end)
+            }
+            Storage::Single(_) | Storage::Heap(_) => {
+                let prefix: &[f64] = match &storage {
+                    Storage::Single(a) => a.values(),
+                    Storage::Heap(v) => v,
+                    _ => unreachable!("matched above"),
+                };
+                let mut m = Mapping::reserve(self.max_bytes)?;
+                let len = m.append(0, prefix)?;
+                let end = m.append_with(len, n, fill)?;
+                Storage::Mapped(m, end)
+            }
+        };
+        Ok(self.tail(n))
+    }
+
     /// The last `n` values.
     fn tail(&self, n: usize) -> &[f64] {
         let all: &[f64] = match &self.storage {
@@ -745,10 +803,57 @@ fn extend_from_bytes(v: &mut Vec<f64>, bytes: &[u8]) {
     );
 }
 
-/// A batch's closes: decoded, or the raw bytes of a message's values buffer.
+/// A batch's closes: decoded, the raw bytes of a message's values buffer, or that buffer
+/// compressed.
 enum Close<'a> {
     Array(Float64Array),
     Bytes(&'a [u8]),
+    Compressed {
+        codec: arrow_ipc::CompressionType,
+        bytes: &'a [u8],
+        rows: usize,
+    },
+}
+
+/// Decompresses one IPC buffer body (`src`, after its length prefix) into `dst`, which must
+/// come out exactly full.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a body that does not decode to `dst.len()` bytes, or a
+/// codec the server cannot read (the client's data, not a server fault).
+fn decompress(codec: arrow_ipc::CompressionType, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    use std::io::Read;
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::invalid(format!(
+            "invalid Arrow data: the close column's {} body does not decode: {e}",
+            codec.variant_name().unwrap_or("compressed")
+        ))
+    };
+    match codec {
+        arrow_ipc::CompressionType::LZ4_FRAME => {
+            let mut frames = lz4_flex::frame::FrameDecoder::new(src);
+            frames.read_exact(dst).map_err(|e| bad(&e))?;
+            // Nothing may follow the values (a longer frame is a broken header).
+            let mut more = [0u8; 1];
+            if frames.read(&mut more).map_err(|e| bad(&e))? != 0 {
+                return Err(bad(&"more bytes than the batch's rows"));
+            }
+        }
+        arrow_ipc::CompressionType::ZSTD => {
+            let n = zstd::bulk::Decompressor::new()
+                .and_then(|mut d| d.decompress_to_buffer(src, dst))
+                .map_err(|e| bad(&e))?;
+            if n != dst.len() {
+                return Err(bad(&format!("{n} bytes for {} expected", dst.len())));
+            }
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "IPC body compression {other:?} is not supported: send LZ4_FRAME, ZSTD or none"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A key value, as hashed for grouping.

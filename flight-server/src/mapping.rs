@@ -155,6 +155,33 @@ impl Mapping {
     }
 
     /// Appends `values` after the first `len`; the new length.
+    /// Appends `n` values that `fill` writes as little-endian bytes after the first `len`
+    /// (a compressed message decompresses straight into the column); the new length.
+    pub(crate) fn append_with(
+        &mut self,
+        len: usize,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<usize> {
+        let end = len + n;
+        if end > self.capacity {
+            return Err(Error::ResourceExhausted(format!(
+                "the upload's close column outgrew its reservation of {} values",
+                self.capacity
+            )));
+        }
+        // SAFETY: len..end is inside the mapping, which nothing else references yet; its pages
+        // read as zeros until written, so the slice is initialised memory.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr.as_ptr().add(len).cast::<u8>(),
+                n * size_of::<f64>(),
+            )
+        };
+        fill(dst)?;
+        Ok(end)
+    }
+
     pub(crate) fn append(&mut self, len: usize, values: &[f64]) -> Result<usize> {
         self.append_bytes(len, values.to_byte_slice())
     }
