@@ -101,9 +101,33 @@ pub struct CacheView<'a> {
     offer: bool,
 }
 
+impl CacheView<'_> {
+    /// A row range's array cut from the same array over the whole series, where that is exact
+    /// ([`ArrayKey::of_range`]: the lines whose values are fresh sums over their own windows).
+    /// The folds of a walk-forward, or any sweep with `rows` after one of the whole series,
+    /// read their lines this way instead of computing them.
+    fn cut_from_whole(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+        let (from, to) = self.input.rows?;
+        let whole = InputKey {
+            rows: None,
+            ..self.input
+        };
+        let base = self.cache.arrays.get(&(whole, key))?;
+        key.of_range(
+            &base,
+            usize::try_from(from).ok()?,
+            usize::try_from(to).ok()?,
+        )
+    }
+}
+
 impl ArrayCache for CacheView<'_> {
     fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
-        let hit = self.cache.arrays.get(&(self.input, key));
+        let hit = self
+            .cache
+            .arrays
+            .get(&(self.input, key))
+            .or_else(|| self.cut_from_whole(key));
         match hit {
             Some(_) => self.metrics.cache_hits.inc(),
             None => self.metrics.cache_misses.inc(),
@@ -157,5 +181,49 @@ mod tests {
         // A cache of 0 bytes keeps nothing whatever the sweep offers.
         let none = KernelCache::new(0);
         assert!(!none.view(input, &metrics, true).keeps());
+    }
+
+    #[test]
+    fn a_range_reads_lines_cut_from_the_whole_series() {
+        let cache = KernelCache::new(1 << 20);
+        let metrics = Metrics::default();
+        let whole = InputKey {
+            dataset: 7,
+            series: 2,
+            rows: None,
+        };
+        let line: Arc<[f64]> = (0..100).map(f64::from).collect();
+        cache
+            .view(whole, &metrics, true)
+            .insert(ArrayKey::Sma(5), Arc::clone(&line));
+        cache
+            .view(whole, &metrics, true)
+            .insert(ArrayKey::Ema(5), Arc::clone(&line));
+        let range = cache.view(
+            InputKey {
+                rows: Some((10, 30)),
+                ..whole
+            },
+            &metrics,
+            false,
+        );
+        let cut = range
+            .get(ArrayKey::Sma(5))
+            .expect("cut from the whole line");
+        assert_eq!(cut.len(), 20);
+        assert!(cut[..4].iter().all(|v| v.is_nan()));
+        assert_eq!(cut[4..], line[14..30]);
+        // An EMA starts fresh at the range: never cut; another series or version: no line.
+        assert!(range.get(ArrayKey::Ema(5)).is_none());
+        let other = cache.view(
+            InputKey {
+                series: 3,
+                rows: Some((10, 30)),
+                ..whole
+            },
+            &metrics,
+            false,
+        );
+        assert!(other.get(ArrayKey::Sma(5)).is_none());
     }
 }

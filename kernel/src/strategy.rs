@@ -202,6 +202,24 @@ impl Params {
         }
     }
 
+    /// The lines of this combo that a sweep over a row range can cut from the same lines over
+    /// the whole series ([`crate::ArrayKey::of_range`]): the HMA and HMA3 lines, the SMAs.
+    /// A sweep of combos that between them have every such line of a grid, on the whole
+    /// series, leaves them in a cache for every range of it.
+    pub fn cuttable_lines(&self) -> Vec<crate::ArrayKey> {
+        use crate::ArrayKey;
+        let keys = match *self {
+            Self::HmaSar(c) => vec![
+                ArrayKey::Hma([c.half(), c.full(), c.sqrt()]),
+                ArrayKey::Hma3([c.p3(), c.p2(), c.p()]),
+            ],
+            Self::SmaCross { fast, slow } => vec![ArrayKey::Sma(fast), ArrayKey::Sma(slow)],
+            Self::EmaCross { .. } | Self::Donchian { .. } | Self::RsiRevert { .. } => Vec::new(),
+        };
+        debug_assert!(keys.iter().all(|k| k.of_range(&[], 0, 0).is_some()));
+        keys
+    }
+
     /// Parameter `k` in wire order, as f64 (windows are exact).
     pub fn value(&self, k: usize) -> f64 {
         match *self {

@@ -63,6 +63,45 @@ pub enum ArrayKey {
     Rsi(u32),
 }
 
+impl ArrayKey {
+    /// Leading bars of a line computed fresh over a range that are NaN: its value at bar `i`
+    /// of the range reads the closes of bars `i - warm ..= i` only. `None` for arrays whose
+    /// values depend on where the range starts (EMA and RSI recurrences, the moves' sums).
+    fn warm_up(self) -> Option<usize> {
+        let w = |n: u32| n as usize;
+        Some(match self {
+            Self::Wma(n) | Self::Sma(n) => w(n).saturating_sub(1),
+            // WMA(sqrt) of a difference of WMAs: defined once the longer WMA is, then `sqrt` of
+            // those (strategies.md; kernel.md).
+            Self::Hma([half, full, sqrt]) => {
+                w(half.max(full)).saturating_sub(1) + w(sqrt).saturating_sub(1)
+            }
+            Self::Hma3([p3, p2, p]) => {
+                w(p3.max(p2).max(p)).saturating_sub(1) + w(p).saturating_sub(1)
+            }
+            Self::Moves | Self::Ema(_) | Self::Rsi(_) => return None,
+        })
+    }
+
+    /// The array a sweep over the computed range `from..to` of a series would compute, made
+    /// from the same array over the whole series (`whole`): its values at those bars, with the
+    /// range's own warm-up NaN. Bit for bit the fresh computation, because every value of these
+    /// lines is a fresh sum over its own window (no running state): the folds of a walk-forward
+    /// share one computation of their lines this way. `None` for arrays that depend on where
+    /// the range starts ([`ArrayKey::Ema`], [`ArrayKey::Rsi`], [`ArrayKey::Moves`]) or a range
+    /// past `whole`.
+    pub fn of_range(self, whole: &[f64], from: usize, to: usize) -> Option<Arc<[f64]>> {
+        let warm = self.warm_up()?;
+        let values = whole.get(from..to)?;
+        let cut = warm.min(values.len());
+        Some(
+            std::iter::repeat_n(f64::NAN, cut)
+                .chain(values[cut..].iter().copied())
+                .collect(),
+        )
+    }
+}
+
 /// A cache of arrays over one close series, shared by sweeps over it.
 ///
 /// The sweep asks for each array it needs and offers back each one it computed; the cache

@@ -201,6 +201,41 @@ proptest! {
     }
 
     #[test]
+    fn lines_of_a_range_cut_from_the_whole_series_are_the_fresh_ones(
+        close in series(5_000),
+        combos in prop::collection::vec(params(), 1..10),
+        cut in (0.0f64..1.0, 0.0f64..1.0),
+        tile_bars in prop_oneof![Just(None), Just(Some(0)), Just(Some(300))],
+    ) {
+        let n = close.len();
+        let (a, b) = ((cut.0 * n as f64) as usize, (cut.1 * n as f64) as usize);
+        let (from, to) = (a.min(b), a.max(b).max(a.min(b) + 1).min(n));
+        prop_assume!(from < to);
+        let exec = Execution::default();
+        let (whole, fresh) = (Lines::default(), Lines::default());
+        fast(&close, (0, n, 0), &combos, &exec, &SweepControl { cache: &whole, tile_bars, ..SweepControl::default() });
+        let want = fast(&close, (from, to, 0), &combos, &exec, &SweepControl { cache: &fresh, tile_bars, ..SweepControl::default() });
+        let whole = whole.0.into_inner().unwrap();
+        let mut derived = Lines::default();
+        for (key, line) in fresh.0.into_inner().unwrap() {
+            let Some(base) = whole.get(&key) else { continue };
+            match key.of_range(base, from, to) {
+                None => prop_assert!(matches!(key, ArrayKey::Ema(_) | ArrayKey::Rsi(_) | ArrayKey::Moves), "{:?}", key),
+                Some(cut) => {
+                    prop_assert_eq!(cut.len(), line.len());
+                    for (i, (x, y)) in cut.iter().zip(line.iter()).enumerate() {
+                        prop_assert!(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()), "{:?} bar {}: {} vs {}", key, i, x, y);
+                    }
+                    derived.0.get_mut().unwrap().insert(key, cut);
+                }
+            }
+        }
+        // A sweep of the range reading the cut lines gives the fresh answer.
+        let reading = SweepControl { cache: &derived, tile_bars, ..SweepControl::default() };
+        prop_assert_eq!(fast(&close, (from, to, 0), &combos, &exec, &reading), want);
+    }
+
+    #[test]
     fn threads_budgets_and_grouping_do_not_change_the_answer(
         close in series(6_000),
         combos in prop::collection::vec(params(), 1..16),

@@ -6,9 +6,14 @@
 //! and queue, cancelled the same way.
 //!
 //! Sharing across folds: each run's indicator lines start fresh at its own computed range
-//! (strategies.md, "The range a strategy sees"), so lines of one fold are not those of another
-//! unless the ranges match; the kernel cache keeps what does match (a test range that is a
-//! later fold's train range, with the same warm-up).
+//! (strategies.md, "The range a strategy sees"). For lines whose every value is a fresh sum
+//! over its own window (SMAs, the HMA and HMA3 lines) that is the same line over the whole
+//! series, cut to the range with the range's own warm-up NaN, bit for bit
+//! ([`sweepflight_kernel::ArrayKey::of_range`]). So before a series' folds, a sweep of the few
+//! combos that between them have every such line of the grid runs on the whole series and
+//! leaves the lines in the kernel cache; each fold's runs then cut them instead of computing
+//! them (the cache view does the cutting). EMA and RSI lines depend on where the range starts
+//! and are computed per fold.
 
 use std::sync::Arc;
 
@@ -175,8 +180,28 @@ pub(super) async fn run(
     }
     let keyed = dataset.universe().is_some();
     let schema = walk_forward_schema(request.sweep.strategy, keyed);
+    let covering = if state.store.cache().capacity() > 0 {
+        covering_combos(&request.sweep)?
+    } else {
+        Vec::new()
+    };
     let mut rows = Rows::default();
-    for (_, name, folds) in &plan {
+    for (index, name, folds) in &plan {
+        let len = dataset.closes(*index).len() as u64;
+        if !covering.is_empty() && covered(folds, request.sweep.execution.warmup) * 2 >= len {
+            let prime = SweepRequest {
+                grid: grid_of(request.sweep.strategy, covering.clone()),
+                rows: None,
+                series: name.clone().map(|n| vec![n]),
+                selection: Selection::default(),
+                compression: None,
+                ..request.sweep.clone()
+            };
+            if let Some(p) = progress {
+                p.add_total(covering.len() as u64);
+            }
+            run_on(state, &prime, Arc::clone(&dataset), progress).await?;
+        }
         for fold in folds {
             let on = |rows: (u64, u64), grid: Grid, selection: Selection| SweepRequest {
                 grid,
@@ -214,6 +239,74 @@ pub(super) async fn run(
     rows.finish(&schema, request.sweep.strategy)
 }
 
+/// The first combos of the grid, in order, that between them have every line of the grid a
+/// range can cut from the whole series ([`sweepflight_kernel::Params::cuttable_lines`]): a few
+/// per window, not the whole grid. Empty when the strategy has no such lines.
+fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
+    let strategy = request.strategy;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    // In steps, so a grid of millions is never expanded whole.
+    const STEP: usize = 100_000;
+    for start in (0..request.len()).step_by(STEP) {
+        let end = (start + STEP).min(request.len());
+        for (i, p) in crate::compute::params_in(strategy, &request.grid, start..end)?
+            .iter()
+            .enumerate()
+        {
+            let lines = p.cuttable_lines();
+            if lines.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut new = false;
+            for key in lines {
+                new |= seen.insert(key);
+            }
+            if new {
+                let k = start + i;
+                out.push(match request.grid.values(strategy, k)? {
+                    Some(v) => v,
+                    None => (0..strategy.params().len()).map(|j| p.value(j)).collect(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Combos (values in parameter order) as a request grid.
+fn grid_of(strategy: Strategy, combos: Vec<Vec<f64>>) -> Grid {
+    match strategy {
+        Strategy::HmaSar => Grid::Params(
+            combos
+                .iter()
+                .map(|v| std::array::from_fn(|k| v[k] as u32))
+                .collect(),
+        ),
+        _ => Grid::Tuples(combos),
+    }
+}
+
+/// Rows of a series the folds' runs compute lines on (their train and test rows with the
+/// warm-up before each), counted once.
+fn covered(folds: &[Fold], warmup: u64) -> u64 {
+    let mut ranges: Vec<(u64, u64)> = folds
+        .iter()
+        .flat_map(|f| [f.train, f.test])
+        .map(|(a, b)| (a.saturating_sub(warmup), b))
+        .collect();
+    ranges.sort_unstable();
+    let (mut total, mut reach) = (0u64, 0u64);
+    for (a, b) in ranges {
+        let a = a.max(reach);
+        if b > a {
+            total += b - a;
+            reach = b;
+        }
+    }
+    total
+}
+
 /// The combo an in-sample run kept (its parameters as a one-combo grid) and its score: none if
 /// no combo passed `where` or the best score is null (a null score is never chosen).
 fn chosen(best: &RecordBatch, request: &WalkForwardRequest) -> Result<Option<(Grid, f64)>> {
@@ -231,16 +324,7 @@ fn chosen(best: &RecordBatch, request: &WalkForwardRequest) -> Result<Option<(Gr
             number(best, name)?.ok_or_else(|| Error::Internal(format!("parameter {name} is null")))
         })
         .collect::<Result<Vec<f64>>>()?;
-    let grid = match strategy {
-        Strategy::HmaSar => {
-            let mut t = [0u32; 6];
-            for (slot, v) in t.iter_mut().zip(&values) {
-                *slot = *v as u32;
-            }
-            Grid::Params(vec![t])
-        }
-        _ => Grid::Tuples(vec![values]),
-    };
+    let grid = grid_of(strategy, vec![values]);
     Ok(Some((grid, score)))
 }
 
@@ -340,5 +424,56 @@ impl Rows {
         }
         RecordBatch::try_new(Arc::clone(schema), columns)
             .map_err(|e| Error::internal("build the walk-forward table", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fold(train: (u64, u64), test: (u64, u64)) -> Fold {
+        Fold {
+            index: 0,
+            train,
+            test,
+        }
+    }
+
+    #[test]
+    fn covered_rows_count_each_row_once() {
+        let folds = [fold((0, 100), (100, 120)), fold((20, 120), (120, 140))];
+        assert_eq!(covered(&folds, 0), 140);
+        // The warm-up before each range: from 0 (clipped) and from 90.
+        assert_eq!(covered(&folds, 10), 140);
+        let apart = [fold((0, 10), (50, 60)), fold((100, 110), (200, 210))];
+        assert_eq!(covered(&apart, 0), 40);
+        assert_eq!(covered(&apart, 5), 55);
+    }
+
+    #[test]
+    fn a_few_combos_cover_every_cuttable_line_of_a_grid() {
+        let sma = SweepRequest::strategy(
+            "s",
+            Strategy::SmaCross,
+            Grid::Product(vec![
+                (1..=10).map(f64::from).collect(),
+                (20..=119).map(f64::from).collect(),
+            ]),
+        );
+        let cover = covering_combos(&sma).unwrap();
+        // Every fast and every slow window, in far fewer combos than the grid's 1,000.
+        assert!(cover.len() <= 110, "{}", cover.len());
+        for w in (1..=10).chain(20..=119) {
+            let w = f64::from(w);
+            assert!(cover.iter().any(|c| c.contains(&w)), "window {w}");
+        }
+        let ema = SweepRequest::strategy(
+            "s",
+            Strategy::EmaCross,
+            Grid::Product(vec![vec![5.0], vec![20.0]]),
+        );
+        assert!(covering_combos(&ema).unwrap().is_empty());
+        let hma = SweepRequest::lengths("s", [10, 20, 30]);
+        assert_eq!(covering_combos(&hma).unwrap().len(), 3);
     }
 }
