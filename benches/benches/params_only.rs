@@ -2,7 +2,7 @@
 //! stored 64-bar dataset (the params-only floor of docs/benchmarks.md), stage by stage.
 //!
 //! Inside the timer: decoding the JSON body, the store lookup and the sweep with a warm kernel
-//! cache (`Compute::run`, which runs a sweep this small inline), building the result table,
+//! cache (the `sweep` use case through [`Engine`], which runs a sweep this small inline), building the result table,
 //! and encoding it for each reply shape (the `sweep` action's IPC stream, a `session`
 //! message). Outside: the store and dataset, made once. Everything but the network and
 //! gRPC: what the server adds to an echo. The session reply is checked against the action's
@@ -15,14 +15,13 @@ use arrow_array::{Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use criterion::{Criterion, criterion_group, criterion_main};
 use sweepflight_protocol::SweepRequest;
-use sweepflight_server::compute::{Compute, Job, Limits};
-use sweepflight_server::ingest::assemble;
-use sweepflight_server::results::{MAX_RESULT_BODY, SessionEncoder, ipc_stream_bodies, to_batch};
-use sweepflight_server::store::DatasetStore;
+use sweepflight_server::{
+    Engine, MAX_RESULT_BODY, ServerConfig, SessionEncoder, ipc_stream_bodies,
+};
 
 const BODY: &[u8] = br#"{"dataset": "tiny", "lengths": [6]}"#;
 
-fn store(rt: &tokio::runtime::Runtime) -> Arc<DatasetStore> {
+fn engine(rt: &tokio::runtime::Runtime) -> Engine {
     let close: Float64Array = (0..64).map(|i| 100.0 + f64::from(i).sin()).collect();
     let schema = Arc::new(Schema::new(vec![Field::new(
         "close",
@@ -30,27 +29,22 @@ fn store(rt: &tokio::runtime::Runtime) -> Arc<DatasetStore> {
         false,
     )]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
-    let store = Arc::new(DatasetStore::new(1 << 30));
-    let new = assemble(&schema, vec![batch], None).expect("valid series");
-    rt.block_on(store.put("tiny", new, None)).expect("stored");
-    store
+    let engine = Engine::in_memory(ServerConfig::default()).expect("an engine");
+    rt.block_on(engine.put("tiny", &schema, vec![batch], None))
+        .expect("stored");
+    engine
 }
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let store = store(&rt);
-    let compute = Arc::new(
-        Compute::new(None, 1 << 30, 64, Arc::clone(store.cache()), Arc::default()).expect("a pool"),
-    );
+    let engine = engine(&rt);
+    // The server's own path from a body to a table: the action's use case (the handler adds
+    // only the decoding).
     let sweep = |body: &[u8]| -> RecordBatch {
         let req = SweepRequest::decode(body).expect("valid body");
-        let dataset = store.get(&req.dataset).expect("stored");
-        // The server's own path from a body to a job (the handler adds only the lookup).
-        let job = Job::stored(&req, dataset, &Limits::NONE).expect("a job");
-        let results = rt.block_on(compute.run(job.clone())).expect("sweep");
-        to_batch(&job, &results).expect("table")
+        rt.block_on(engine.sweep(&req)).expect("sweep")
     };
     let batch = sweep(BODY);
     let mut session = SessionEncoder::default();

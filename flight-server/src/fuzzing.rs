@@ -10,7 +10,7 @@ use sweepflight_protocol::{
     ExchangeCommand, PutTarget, SweepRequest, Ticket, dataset_path, validate_name,
 };
 
-use crate::ingest::{UploadLimits, check_ipc_bounds, read_upload};
+use crate::datasets::ingest::{UploadLimits, check_ipc_bounds, read_upload};
 
 /// Everything that decodes a small request: `sweep` bodies, DoExchange commands, DoPut
 /// descriptors, tickets, dataset names and PATH descriptors.

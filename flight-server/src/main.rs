@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use sweepflight_server::config::parse_bytes;
-use sweepflight_server::{Listen, Server, ServerConfig, TlsFiles};
+use sweepflight_server::{Listen, Server, ServerConfig, TlsFiles, parse_bytes};
 use tracing_subscriber::EnvFilter;
 
 // A pooled allocator: uploads and sweeps allocate and free large arrays at a high rate, and

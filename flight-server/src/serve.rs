@@ -20,16 +20,15 @@ use futures::stream::BoxStream;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::transport::{Identity, ServerTlsConfig};
 
-use crate::auth::{Auth, AuthLayer};
-use crate::compute::Compute;
-use crate::config::Listen;
-use crate::conn::ReadWake;
-use crate::jobs::Jobs;
-use crate::metrics::{Metrics, MetricsLayer};
-use crate::net::{Io, Limits};
+use crate::datasets::store::DatasetStore;
+use crate::ops::auth::{Auth, AuthLayer};
+use crate::ops::config::Listen;
+use crate::ops::metrics::{Metrics, MetricsLayer};
 use crate::service::{State, SweepFlightService};
-use crate::store::DatasetStore;
-use crate::uds::AuthorityFix;
+use crate::sweep::engine::Engine;
+use crate::transport::conn::ReadWake;
+use crate::transport::net::{Guarded, Io, Limits};
+use crate::transport::uds::AuthorityFix;
 use crate::{Error, Result, ServerConfig};
 
 /// A bound listener: TCP or a Unix domain socket.
@@ -40,6 +39,15 @@ enum Listener {
     /// path is removed only if it is still this socket (another server may have replaced it).
     Unix(tokio::net::UnixListener, std::path::PathBuf, (u64, u64)),
 }
+
+/// A bound Unix socket's path and its (device, inode), removed on the way out if still ours.
+type UnixSocket = (std::path::PathBuf, (u64, u64));
+
+/// The layers in front of every service: metrics outermost, then auth.
+type Layers = tower::layer::util::Stack<
+    AuthLayer,
+    tower::layer::util::Stack<MetricsLayer, tower::layer::util::Identity>,
+>;
 
 /// A path's (device, inode).
 fn socket_id(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
@@ -116,7 +124,7 @@ impl Server {
         };
         let metrics_listener = match config.metrics_listen {
             Some(addr) => Some(
-                crate::metrics::bind(addr)
+                crate::ops::metrics::bind(addr)
                     .await
                     .map_err(|e| Error::Transport(format!("bind --metrics-listen {addr}: {e}")))?,
             ),
@@ -160,6 +168,11 @@ impl Server {
     /// Serves until `shutdown` resolves, then lets calls in flight finish for up to the
     /// configured grace period and returns. A Unix socket file is removed on the way out.
     ///
+    /// The steps: [`state`] (the engine and what the wire adds), [`spawn_background`] (idle
+    /// trim, metrics endpoint), [`router`] (tonic, TLS, the layers, the Flight and health
+    /// services), [`incoming`] (accepted connections within the caps), then serving until the
+    /// shutdown future and the grace period.
+    ///
     /// # Errors
     /// [`Error::Transport`] if the transport fails.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
@@ -171,13 +184,6 @@ impl Server {
             uri,
         } = self;
         let metrics = Arc::new(Metrics::default());
-        let compute = Arc::new(Compute::new(
-            config.threads,
-            config.sweep_memory_bytes,
-            config.max_queued_sweeps,
-            Arc::clone(store.cache()),
-            Arc::clone(&metrics),
-        )?);
         let limits = Limits {
             open: Arc::default(),
             max: config.max_connections,
@@ -186,43 +192,14 @@ impl Server {
             metrics: Arc::clone(&metrics),
         };
         let (down_tx, down_rx) = tokio::sync::watch::channel(false);
-        let auth = Arc::new(config.token.as_deref().map_or_else(Auth::open, Auth::token));
-        let state = Arc::new(State {
-            config: config.clone(),
-            store,
-            compute,
-            jobs: Arc::new(Jobs::new(config.max_jobs, config.job_ttl)),
-            auth: Arc::clone(&auth),
-            metrics: Arc::clone(&metrics),
-            connections: Arc::clone(&limits.open),
-            shutdown: down_rx.clone(),
-        });
+        let state = state(&config, store, &metrics, &limits, down_rx.clone())?;
         tracing::info!(
             %uri,
-            threads = state.compute.threads(),
+            threads = state.engine.compute.threads(),
             ?config,
             "serving"
         );
-        tokio::spawn(crate::trim::trim_when_idle(
-            Arc::clone(&state.compute),
-            Arc::clone(&metrics),
-            state.shutting_down(),
-        ));
-        if let Some(listener) = metrics_listener {
-            let render_state = Arc::clone(&state);
-            let render = Arc::new(move || render_state.metrics.render(render_state.levels()));
-            let mut down = down_rx.clone();
-            tokio::spawn(crate::metrics::serve_metrics(
-                listener,
-                render,
-                async move {
-                    let _ = down.wait_for(|&d| d).await;
-                },
-            ));
-        }
-        let svc = FlightServiceServer::new(SweepFlightService::new(Arc::clone(&state)))
-            .max_decoding_message_size(config.max_message_bytes)
-            .max_encoding_message_size(config.max_message_bytes);
+        spawn_background(&state, metrics_listener, down_rx.clone());
         // grpc.health.v1 for the whole server (service name ""): SERVING from here on (every
         // dataset is loaded before `serve`), NOT_SERVING from the shutdown signal, so a load
         // balancer stops sending new calls while the open ones finish.
@@ -230,32 +207,10 @@ impl Server {
         health
             .set_service_status("", tonic_health::ServingStatus::Serving)
             .await;
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = &config.tls {
-            let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-            builder = builder
-                .tls_config(ServerTlsConfig::new().identity(identity))
-                .map_err(|e| Error::Transport(format!("TLS: {e}")))?;
-        }
-        let router = builder
-            // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
-            // wait on WINDOW_UPDATE round trips.
-            .initial_stream_window_size(Some(8 << 20))
-            .initial_connection_window_size(Some(16 << 20))
-            // Uploads arrive as multi-megabyte messages; 16 KiB frames (the HTTP/2 default) cost
-            // a frame header and a parser pass each.
-            .max_frame_size(Some(1 << 20))
-            // Idle connections are pinged more often than the idle timeout, so a live peer
-            // always answers in time (see `net`).
-            .http2_keepalive_interval(Some(keepalive_interval(config.idle_timeout)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-            .layer(MetricsLayer(Arc::clone(&metrics)))
-            .layer(AuthLayer::new(auth, Arc::clone(&metrics)))
-            .add_service(svc)
-            .add_service(health_service);
+        let router = router(&state, &config, health_service)?;
         let grace = config.shutdown_grace;
         let mut signalled = down_rx;
-        let jobs = Arc::clone(&state.jobs);
+        let jobs = Arc::clone(&state.engine.jobs);
         let shutdown = async move {
             shutdown.await;
             tracing::info!("shutdown requested");
@@ -272,42 +227,7 @@ impl Server {
             let _ = signalled.wait_for(|&s| s).await;
             tokio::time::sleep(grace).await;
         };
-        let (read_wake, fix) = (config.read_wake, config.unix_authority_fix);
-        let (accepted, socket): (BoxStream<'static, std::io::Result<Box<dyn Io>>>, _) =
-            match listener {
-                Listener::Tcp(l) => {
-                    let conns = TcpListenerStream::new(l).map(move |conn| {
-                        let s = conn?;
-                        // Small request/response pairs must not wait for Nagle's delayed-ACK
-                        // dance.
-                        let _ = s.set_nodelay(true);
-                        Ok(if read_wake {
-                            Box::new(ReadWake::new(s)?) as Box<dyn Io>
-                        } else {
-                            Box::new(s)
-                        })
-                    });
-                    (conns.boxed(), None)
-                }
-                Listener::Unix(l, path, id) => {
-                    let conns = UnixListenerStream::new(l).map(move |conn| {
-                        let s = conn?;
-                        let io: Box<dyn Io> = match (read_wake, fix) {
-                            (true, true) => Box::new(AuthorityFix::new(ReadWake::new(s)?)),
-                            (true, false) => Box::new(ReadWake::new(s)?),
-                            (false, true) => Box::new(AuthorityFix::new(s)),
-                            (false, false) => Box::new(s),
-                        };
-                        Ok(io)
-                    });
-                    (conns.boxed(), Some((path, id)))
-                }
-            };
-        // Connections past the cap are closed here (dropped), never handed to hyper.
-        let incoming = accepted.filter_map(move |conn| {
-            let admitted = conn.map(|io| limits.admit(io)).transpose();
-            futures::future::ready(admitted)
-        });
+        let (incoming, socket) = incoming(listener, limits, &config);
         let served = tokio::select! {
             r = router.serve_with_incoming_shutdown(incoming, shutdown) => r,
             () = deadline => {
@@ -325,7 +245,137 @@ impl Server {
     }
 }
 
-/// A third of the idle timeout (at least a second): two pings can go unanswered.
+/// What every call shares: the engine (store, compute pool and budget, jobs) built in one
+/// place, who may call, the open connections, and the shutdown watch.
+fn state(
+    config: &ServerConfig,
+    store: Arc<DatasetStore>,
+    metrics: &Arc<Metrics>,
+    limits: &Limits,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<Arc<State>> {
+    let engine = Engine::new(config.clone(), store, Arc::clone(metrics))?;
+    Ok(Arc::new(State {
+        engine: Arc::new(engine),
+        auth: Arc::new(config.token.as_deref().map_or_else(Auth::open, Auth::token)),
+        connections: Arc::clone(&limits.open),
+        shutdown,
+    }))
+}
+
+/// The tasks that live as long as the server: the idle trim, and the metrics endpoint if one
+/// is bound; both end with the shutdown watch.
+fn spawn_background(
+    state: &Arc<State>,
+    metrics_listener: Option<tokio::net::TcpListener>,
+    mut down: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(crate::compute::trim::trim_when_idle(
+        Arc::clone(&state.engine.compute),
+        Arc::clone(&state.engine.metrics),
+        state.shutting_down(),
+    ));
+    if let Some(listener) = metrics_listener {
+        let render_state = Arc::clone(state);
+        let render = Arc::new(move || render_state.engine.metrics.render(render_state.levels()));
+        tokio::spawn(crate::ops::metrics::serve_metrics(
+            listener,
+            render,
+            async move {
+                let _ = down.wait_for(|&d| d).await;
+            },
+        ));
+    }
+}
+
+/// tonic's router: HTTP/2 settings for bulk uploads and small calls alike, TLS if configured,
+/// the metrics and auth layers in front of every service (so a refused call costs no body
+/// read), the Flight service and the health service.
+fn router(
+    state: &Arc<State>,
+    config: &ServerConfig,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+) -> Result<tonic::transport::server::Router<Layers>> {
+    let svc = FlightServiceServer::new(SweepFlightService::new(Arc::clone(state)))
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+        builder = builder
+            .tls_config(ServerTlsConfig::new().identity(identity))
+            .map_err(|e| Error::Transport(format!("TLS: {e}")))?;
+    }
+    let metrics = Arc::clone(&state.engine.metrics);
+    Ok(builder
+        // Params-only calls are tiny; the defaults' 64 KiB windows would make big uploads
+        // wait on WINDOW_UPDATE round trips.
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(16 << 20))
+        // Uploads arrive as multi-megabyte messages; 16 KiB frames (the HTTP/2 default) cost
+        // a frame header and a parser pass each.
+        .max_frame_size(Some(1 << 20))
+        // Idle connections are pinged more often than the idle timeout, so a live peer
+        // always answers in time (see `transport::net`).
+        .http2_keepalive_interval(Some(keepalive_interval(config.idle_timeout)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(MetricsLayer(Arc::clone(&metrics)))
+        .layer(AuthLayer::new(Arc::clone(&state.auth), metrics))
+        .add_service(svc)
+        .add_service(health))
+}
+
+/// The listener's accepted connections, tuned (no Nagle; opt-in read wake-ups; the Unix
+/// authority fix), past `--max-connections` closed at once (never handed to hyper); and the
+/// Unix socket to remove on the way out.
+fn incoming(
+    listener: Listener,
+    limits: Limits,
+    config: &ServerConfig,
+) -> (
+    BoxStream<'static, std::io::Result<Guarded>>,
+    Option<UnixSocket>,
+) {
+    let (read_wake, fix) = (config.read_wake, config.unix_authority_fix);
+    let (accepted, socket): (BoxStream<'static, std::io::Result<Box<dyn Io>>>, _) = match listener {
+        Listener::Tcp(l) => {
+            let conns = TcpListenerStream::new(l).map(move |conn| {
+                let s = conn?;
+                // Small request/response pairs must not wait for Nagle's delayed-ACK dance.
+                let _ = s.set_nodelay(true);
+                Ok(if read_wake {
+                    Box::new(ReadWake::new(s)?) as Box<dyn Io>
+                } else {
+                    Box::new(s)
+                })
+            });
+            (conns.boxed(), None)
+        }
+        Listener::Unix(l, path, id) => {
+            let conns = UnixListenerStream::new(l).map(move |conn| {
+                let s = conn?;
+                let io: Box<dyn Io> = match (read_wake, fix) {
+                    (true, true) => Box::new(AuthorityFix::new(ReadWake::new(s)?)),
+                    (true, false) => Box::new(ReadWake::new(s)?),
+                    (false, true) => Box::new(AuthorityFix::new(s)),
+                    (false, false) => Box::new(s),
+                };
+                Ok(io)
+            });
+            (conns.boxed(), Some((path, id)))
+        }
+    };
+    let admitted = accepted
+        .filter_map(move |conn| {
+            let admitted = conn.map(|io| limits.admit(io)).transpose();
+            futures::future::ready(admitted)
+        })
+        .boxed();
+    (admitted, socket)
+}
+
 fn keepalive_interval(idle: Duration) -> Duration {
     (idle / 3).max(Duration::from_secs(1))
 }

@@ -2,13 +2,16 @@
 //! stream on stdin (a `close` column; the sweep request as JSON in the schema metadata key
 //! `sweepflight.sweep`, e.g. `{"lengths": [6, 8]}`), runs the sweep, writes the result table as
 //! an Arrow IPC stream on stdout, and exits.
+//!
+//! The sweep is the server's own use case ([`Engine`]): the series stored in memory as a put
+//! would store it, then swept as the `sweep` action would; what this process adds is its
+//! start, the pipes and the exit.
 
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use sweepflight_protocol::ExchangeCommand;
-use sweepflight_server::compute::{Job, Keep, Runs, execution, params};
-use sweepflight_server::results::to_batch;
+use sweepflight_protocol::{ExchangeCommand, SweepRequest};
+use sweepflight_server::{Engine, ServerConfig};
 
 fn main() -> anyhow::Result<()> {
     let mut input = Vec::new();
@@ -25,28 +28,24 @@ fn main() -> anyhow::Result<()> {
     let ExchangeCommand::Sweep(spec) = ExchangeCommand::decode(cmd.to_string().as_bytes())? else {
         anyhow::bail!("not a sweep");
     };
-    anyhow::ensure!(
-        spec.execution.blocks.is_none(),
-        "sweep-stdio does not compute `blocks`"
-    );
-    let job = Job {
-        inputs: Vec::new(),
-        names: None,
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    let request = SweepRequest {
         strategy: spec.strategy,
-        params: params(spec.strategy, &spec.grid)?,
-        exec: execution(spec.fee(), &spec.execution),
-        periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
-        keep: Keep::NOTHING,
-        progress: None,
+        execution: spec.execution,
+        fee: spec.fee,
+        rows: spec.rows,
+        selection: spec.selection,
+        ..SweepRequest::new("stdin", spec.grid)
     };
-    let close = sweepflight_benches::closes(reader)?;
-    let control = sweepflight_kernel::SweepControl::default();
-    let results = sweepflight_kernel::sweep_params(&close, &job.params, &job.exec, &control)?;
-    let runs = Runs {
-        results: vec![results],
-        records: Vec::new(),
-    };
-    let out = to_batch(&job, &runs)?;
+    let engine = Engine::in_memory(ServerConfig {
+        cache_bytes: 0,
+        ..ServerConfig::default()
+    })?;
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let out = rt.block_on(async {
+        engine.put("stdin", &schema, batches, None).await?;
+        engine.sweep(&request).await
+    })?;
     let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), out.schema_ref())?;
     writer.write(&out)?;
     writer.finish()?;

@@ -12,8 +12,8 @@ use sweepflight_protocol::{
 };
 
 use super::State;
-use super::sweep::Detail;
-use crate::results::{MAX_RESULT_BODY, ipc_stream_bodies};
+use crate::sweep::Detail;
+use crate::sweep::results::{MAX_RESULT_BODY, ipc_stream_bodies};
 use crate::{Error, Result};
 
 /// Every action type with its description.
@@ -39,13 +39,7 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
         TRADES => sweep(state, body, Some(Detail::Trades)).await?,
         EQUITY => sweep(state, body, Some(Detail::Equity)).await?,
         WALK_FORWARD => walk_forward(state, body).await?,
-        SUBMIT => vec![
-            super::jobs::submit(state, body)
-                .await?
-                .status()
-                .encode()
-                .into(),
-        ],
+        SUBMIT => vec![super::jobs::submit(state, body)?.status().encode().into()],
         STATUS => vec![super::jobs::status(state, body)?],
         CANCEL => vec![super::jobs::cancel(state, body).await?],
         CANCEL_FLIGHT_INFO => vec![super::jobs::cancel_flight_info(state, body).await?],
@@ -62,8 +56,8 @@ async fn sweep(state: &State, body: &[u8], detail: Option<Detail>) -> Result<Vec
     span.record("dataset", request.dataset.as_str());
     span.record("combos", request.len());
     let batch = match detail {
-        None => super::sweep::run(state, &request, None, None).await?,
-        Some(d) => super::sweep::detail(state, &request, None, d, None).await?,
+        None => crate::sweep::run(&state.engine, &request, None, None).await?,
+        Some(d) => crate::sweep::detail(&state.engine, &request, None, d, None).await?,
     };
     ipc_stream_bodies(&batch, MAX_RESULT_BODY, request.compression)
 }
@@ -74,7 +68,7 @@ async fn walk_forward(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
     let span = tracing::Span::current();
     span.record("dataset", request.sweep.dataset.as_str());
     span.record("combos", request.sweep.len());
-    let batch = super::walk_forward::run(state, &request, None, None).await?;
+    let batch = crate::sweep::walk_forward::run(&state.engine, &request, None, None).await?;
     ipc_stream_bodies(&batch, MAX_RESULT_BODY, request.sweep.compression)
 }
 
@@ -82,7 +76,7 @@ async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
     let name = std::str::from_utf8(body)
         .map_err(|_| Error::invalid("drop body must be a UTF-8 dataset name"))?;
     validate_name(name)?;
-    let old = state.store.remove(name).await?;
+    let old = state.engine.store.remove(name).await?;
     tracing::info!(dataset = name, version = old.version, "dropped");
     Ok(serde_json::json!({"dataset": name, "version": old.version})
         .to_string()
@@ -91,8 +85,9 @@ async fn drop(state: &State, body: &[u8]) -> Result<Bytes> {
 
 fn stats(state: &State) -> Bytes {
     let levels = state.levels();
-    let m = &state.metrics;
+    let m = &state.engine.metrics;
     let jobs: Vec<serde_json::Value> = state
+        .engine
         .jobs
         .list()
         .iter()
@@ -104,21 +99,21 @@ fn stats(state: &State) -> Bytes {
         "jobs_running": levels.jobs_running,
         "jobs_done": levels.jobs_done,
         "job_result_bytes": levels.job_result_bytes,
-        "max_jobs": state.config.max_jobs,
+        "max_jobs": state.engine.config.max_jobs,
         "datasets": levels.datasets,
         "dataset_bytes": levels.dataset_bytes,
-        "persistent": state.config.data_dir.is_some(),
+        "persistent": state.engine.config.data_dir.is_some(),
         "cache_bytes": levels.cache_bytes,
-        "threads": state.compute.threads(),
-        "max_combos": state.config.max_combos,
-        "max_grid_combos": state.config.max_grid_combos,
-        "max_trade_combos": state.config.max_trade_combos,
+        "threads": state.engine.compute.threads(),
+        "max_combos": state.engine.config.max_combos,
+        "max_grid_combos": state.engine.config.max_grid_combos,
+        "max_trade_combos": state.engine.config.max_trade_combos,
         "sweeps_running": levels.sweeps_running,
         "sweeps_queued": levels.sweeps_queued,
         "sweeps_completed": m.sweeps_completed.get(),
         "sweeps_cancelled": m.sweeps_cancelled.get(),
         "sweeps_refused": m.sweeps_refused.get(),
-        "sweep_memory_bytes": state.compute.budget().total(),
+        "sweep_memory_bytes": state.engine.compute.budget().total(),
         "sweep_reserved_bytes": levels.sweep_reserved_bytes,
         "connections": levels.connections,
         "connections_refused": m.connections_refused.get(),

@@ -9,22 +9,28 @@ use futures::Stream;
 use sweepflight_protocol::{DatasetMeta, Ticket, dataset_path};
 
 use super::State;
-use crate::dataset::Dataset;
+use crate::datasets::Dataset;
 use crate::{Error, Result};
 
 /// One FlightInfo per dataset, by name.
 pub(super) fn list(state: &State) -> Result<Vec<FlightInfo>> {
-    state.store.list().iter().map(|d| flight_info(d)).collect()
+    state
+        .engine
+        .store
+        .list()
+        .iter()
+        .map(|d| flight_info(d))
+        .collect()
 }
 
 /// The FlightInfo of the dataset a PATH descriptor names.
 pub(super) fn info(state: &State, descriptor: &FlightDescriptor) -> Result<FlightInfo> {
-    flight_info(&*state.store.get(&dataset_path(descriptor)?)?)
+    flight_info(&*state.engine.store.get(&dataset_path(descriptor)?)?)
 }
 
 /// The schema of the dataset a PATH descriptor names.
 pub(super) fn schema(state: &State, descriptor: &FlightDescriptor) -> Result<SchemaResult> {
-    let d = state.store.get(&dataset_path(descriptor)?)?;
+    let d = state.engine.store.get(&dataset_path(descriptor)?)?;
     SchemaAsIpc::new(d.schema(), &IpcWriteOptions::default())
         .try_into()
         .map_err(|e| Error::internal("encode the schema", e))
@@ -36,14 +42,14 @@ pub(super) fn rows(
     state: &State,
     ticket: &[u8],
 ) -> Result<impl Stream<Item = Result<FlightData>> + Send + 'static> {
-    let default = state.config.reply_compression;
+    let default = state.engine.config.reply_compression;
     let data = match Ticket::decode(ticket)? {
         Ticket::Dataset { name, .. } => {
-            let d = state.store.get(&name)?;
+            let d = state.engine.store.get(&name)?;
             super::download::encode(d.schema(), d.data.batches.clone(), default)?
         }
         Ticket::Job(job) => {
-            let reply = state.jobs.get(&job.job)?.fetch()?;
+            let reply = state.engine.jobs.get(&job.job)?.fetch()?;
             let batch = RecordBatch::clone(&reply.result);
             super::download::encode(&batch.schema(), vec![batch], reply.compression.or(default))?
         }

@@ -39,7 +39,7 @@ pub(super) fn encode(
     // 8-byte alignment: a buffer of whole values needs no padding, so a body of one buffer
     // is that buffer alone (when not compressed).
     let options = IpcWriteOptions::try_new(8, false, arrow_ipc::MetadataVersion::V5)
-        .and_then(|o| o.try_with_compression(crate::results::codec(compression)))
+        .and_then(|o| o.try_with_compression(crate::sweep::results::codec(compression)))
         .map_err(|e| Error::internal("IPC options", e))?;
     let encoder = StreamEncoder::try_new_with_options(&sent, options)
         .map_err(|e| Error::internal("encode the schema", e))?;

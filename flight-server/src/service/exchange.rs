@@ -17,11 +17,10 @@ use sweepflight_protocol::{
 use tracing::Instrument;
 
 use super::put::upload_limits;
-use super::sweep::Detail;
 use super::{Inbound, State};
-use crate::compute::{Input, Job, Keep, execution, params};
-use crate::ingest::read_upload;
-use crate::results::{SessionEncoder, select_results, to_batch_rows};
+use crate::datasets::ingest::read_upload;
+use crate::sweep::Detail;
+use crate::sweep::results::SessionEncoder;
 use crate::{Error, Result};
 
 /// Answers an exchange whose first message carried `descriptor`.
@@ -48,64 +47,19 @@ pub(super) async fn exchange(
     }
 }
 
-/// The stateless sweep: read the streamed series (grouped by `key` if given), sweep, answer.
+/// The stateless sweep: read the streamed series (grouped by `key` if given), then the sweep
+/// use case on them; the reply is its table as Flight data.
 async fn transient(
     state: &State,
     sweep: ExchangeSweep,
     data: Inbound,
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
-    let limits = super::sweep::limits(state);
-    let keep = Keep {
-        trades: false,
-        blocks: sweep.execution.blocks,
-    };
-    limits.check(&sweep.selection, keep, 1, sweep.grid.len())?;
+    // Refused before the upload is read: a grid past the limits costs no transfer.
+    crate::sweep::check_exchange(&state.engine, &sweep)?;
     let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
-    let close = Arc::new(upload.close.clone());
-    let params = params(sweep.strategy, &sweep.grid)?;
-    let warmup = sweep.execution.warmup;
-    let (inputs, names) = match &upload.universe {
-        None => (
-            vec![Input::transient(
-                close,
-                0..upload.rows(),
-                None,
-                sweep.rows,
-                warmup,
-            )?],
-            None,
-        ),
-        Some(u) => {
-            let picked = u.select("the upload", sweep.series.as_deref())?;
-            limits.check(&sweep.selection, keep, picked.len(), params.len())?;
-            let inputs = picked
-                .iter()
-                .map(|&i| {
-                    let range = u.offsets[i]..u.offsets[i + 1];
-                    let name = Some(u.names[i].as_str());
-                    Input::transient(Arc::clone(&close), range, name, sweep.rows, warmup)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let names: Vec<String> = picked.iter().map(|&i| u.names[i].clone()).collect();
-            (inputs, Some(names))
-        }
-    };
-    let job = Job {
-        inputs,
-        names,
-        strategy: sweep.strategy,
-        params,
-        exec: execution(sweep.fee(), &sweep.execution),
-        periods_per_year: sweep.execution.periods_per_year.unwrap_or(1.0),
-        keep,
-        progress: None,
-    };
-    job.check_blocks()?;
-    let runs = state.compute.run(job.clone()).await?;
-    let rows = select_results(&job, &runs, &sweep.selection)?;
-    let batch = to_batch_rows(&job, &runs, &rows)?;
+    let batch = crate::sweep::transient(&state.engine, &sweep, &upload).await?;
     let out = FlightDataEncoderBuilder::new()
-        .with_options(crate::results::write_options(sweep.compression)?)
+        .with_options(crate::sweep::results::write_options(sweep.compression)?)
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))
         .map_err(|e| Error::internal("encode the result", e));
@@ -165,12 +119,12 @@ fn session(
                         "a session's replies share one schema and `blocks` adds a column: ask for blocks with the `sweep` action",
                     ));
                 }
-                SessionReply::Sweep => super::sweep::run(&state, &request, keyed, None).await?,
+                SessionReply::Sweep => crate::sweep::run(&state.engine, &request, keyed, None).await?,
                 SessionReply::Trades => {
-                    super::sweep::detail(&state, &request, keyed, Detail::Trades, None).await?
+                    crate::sweep::detail(&state.engine, &request, keyed, Detail::Trades, None).await?
                 }
                 SessionReply::Equity => {
-                    super::sweep::detail(&state, &request, keyed, Detail::Equity, None).await?
+                    crate::sweep::detail(&state.engine, &request, keyed, Detail::Equity, None).await?
                 }
             };
             let mut reply = encoder

@@ -1,77 +1,36 @@
 //! The job verbs: the `submit`, `status` and `cancel` actions, Flight's PollFlightInfo and
 //! CancelFlightInfo, and DoGet of a job's result. A job runs the same use case its action
-//! runs ([`super::sweep`], [`super::walk_forward`]), on a task of its own; [`crate::jobs`]
+//! runs ([`super::sweep`], [`super::walk_forward`]), on a task of its own; [`crate::sweep::jobs`]
 //! keeps its record.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use arrow_array::RecordBatch;
 use arrow_flight::flight_descriptor::DescriptorType;
 use arrow_flight::{
     CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightDescriptor,
     FlightEndpoint, FlightInfo, PollInfo,
 };
 use bytes::Bytes;
-use futures::FutureExt;
 use prost::Message;
 use sweepflight_protocol::{JobBody, JobRef, JobState, JobStatus, Ticket};
 
 use super::State;
-use super::sweep::Detail;
-use crate::compute::Progress;
-use crate::jobs::Job;
+use crate::sweep::jobs::Job;
 use crate::{Error, Result};
 
 /// How long `cancel` waits for a running job's kernel to stop before it answers (a kernel
 /// checks its flag every few milliseconds; this bounds a pathological task).
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// Starts the job a `submit` body describes; its status (queued). The body is checked first
-/// as its action would check it (unknown dataset, bad series or rows, limits), so a bad one is
-/// refused here rather than becoming a failed job.
-pub(super) async fn submit(state: &Arc<State>, body: &[u8]) -> Result<Arc<Job>> {
-    let body = JobBody::decode(body)?;
-    match &body {
-        JobBody::Sweep(r) | JobBody::Trades(r) | JobBody::Equity(r) => {
-            super::sweep::check(state, r, None)?;
-        }
-        JobBody::WalkForward(w) => {
-            super::walk_forward::check(state, w)?;
-        }
-    }
-    let job = state.jobs.create(body.action())?;
-    tracing::info!(job = %job.id, action = body.action(), dataset = body.dataset(), "job submitted");
-    let (task_state, task_job) = (Arc::clone(state), Arc::clone(&job));
-    tokio::spawn(async move {
-        let progress = Arc::clone(&task_job.progress);
-        // A panic in the use case must still end the job (as INTERNAL), not leave it running.
-        let outcome = std::panic::AssertUnwindSafe(run(&task_state, &body, &progress))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(Error::Internal("job task panicked".into())));
-        if let Err(e) = &outcome {
-            tracing::info!(job = %task_job.id, error = %e, "job ended without a result");
-        }
-        task_job.finish(outcome, body.compression());
-    });
-    Ok(job)
-}
-
-/// What a job runs: exactly its action's use case.
-async fn run(state: &State, body: &JobBody, progress: &Arc<Progress>) -> Result<RecordBatch> {
-    let p = Some(progress);
-    match body {
-        JobBody::Sweep(r) => super::sweep::run(state, r, None, p).await,
-        JobBody::Trades(r) => super::sweep::detail(state, r, None, Detail::Trades, p).await,
-        JobBody::Equity(r) => super::sweep::detail(state, r, None, Detail::Equity, p).await,
-        JobBody::WalkForward(w) => super::walk_forward::run(state, w, None, p).await,
-    }
+/// Starts the job a `submit` body describes ([`crate::sweep::jobs::submit`]).
+pub(super) fn submit(state: &State, body: &[u8]) -> Result<Arc<Job>> {
+    crate::sweep::jobs::submit(&state.engine, JobBody::decode(body)?)
 }
 
 /// The job a `{"job": ID}` body names.
 pub(super) fn named(state: &State, body: &[u8]) -> Result<Arc<Job>> {
-    state.jobs.get(&JobRef::decode(body)?.job)
+    state.engine.jobs.get(&JobRef::decode(body)?.job)
 }
 
 /// The `status` action.
@@ -114,7 +73,7 @@ pub(super) async fn cancel_flight_info(state: &State, body: &[u8]) -> Result<Byt
                 "this FlightInfo names no job: cancel the FlightInfo a PollFlightInfo returned",
             )
         })?;
-    let job = state.jobs.get(&id)?;
+    let job = state.engine.jobs.get(&id)?;
     let status = if job.status().state == JobState::Failed {
         CancelStatus::NotCancellable
     } else {
@@ -128,18 +87,18 @@ pub(super) async fn cancel_flight_info(state: &State, body: &[u8]) -> Result<Byt
 /// bytes are `{"job": ID}` (the descriptor every answer returns until the job ends) polls it.
 /// A done job's answer has no next descriptor and a FlightInfo whose ticket fetches the result;
 /// a failed job answers with its error, a cancelled one CANCELLED.
-pub(super) async fn poll(state: &Arc<State>, descriptor: &FlightDescriptor) -> Result<PollInfo> {
+pub(super) async fn poll(state: &State, descriptor: &FlightDescriptor) -> Result<PollInfo> {
     if descriptor.r#type() != DescriptorType::Cmd {
         return Err(Error::invalid(
             "PollFlightInfo takes a CMD descriptor: a submit body, or {\"job\": ID} to poll",
         ));
     }
     let job = match JobRef::decode(&descriptor.cmd) {
-        Ok(r) => state.jobs.get(&r.job)?,
-        Err(_) => submit(state, &descriptor.cmd).await?,
+        Ok(r) => state.engine.jobs.get(&r.job)?,
+        Err(_) => submit(state, &descriptor.cmd)?,
     };
     let status = job.status();
-    let expires = job.expiration(state.jobs.ttl());
+    let expires = job.expiration(state.engine.jobs.ttl());
     let next = FlightDescriptor::new_cmd(JobRef::new(&job.id).encode());
     let info = match status.state {
         JobState::Queued | JobState::Running => None,
@@ -187,7 +146,7 @@ fn code_of(status: &JobStatus) -> tonic::Code {
     status
         .code
         .as_deref()
-        .and_then(crate::jobs::code_of_name)
+        .and_then(crate::sweep::jobs::code_of_name)
         .unwrap_or(tonic::Code::Unknown)
 }
 

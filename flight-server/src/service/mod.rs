@@ -7,7 +7,6 @@
 //! - `actions`: ListActions and DoAction (`sweep`, `trades`, `equity`, `walk_forward`,
 //!   `echo`, `drop`, `stats`, `strategies` and the job actions).
 //! - `exchange`: DoExchange (`echo`, stateless `sweep`, `session`).
-//! - `sweep` and `walk_forward`: the use cases the actions, sessions and jobs run.
 //! - `jobs`: `submit`, `status`, `cancel`, PollFlightInfo, CancelFlightInfo and a job's DoGet.
 
 mod actions;
@@ -16,8 +15,6 @@ mod download;
 mod exchange;
 mod jobs;
 mod put;
-mod sweep;
-mod walk_forward;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -33,29 +30,20 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::instrument;
 
-use crate::auth::Auth;
-use crate::compute::Compute;
-use crate::ingest::check_ipc_bounds;
-use crate::jobs::Jobs;
-use crate::metrics::{Levels, Metrics};
-use crate::store::DatasetStore;
-use crate::{Error, ServerConfig};
+use crate::Error;
+use crate::datasets::ingest::check_ipc_bounds;
+use crate::ops::auth::Auth;
+use crate::ops::metrics::Levels;
+use crate::sweep::engine::Engine;
 
-/// Shared by every call: configuration, datasets, the sweep runner, and who may call.
+/// Shared by every call: the engine (configuration, datasets, the sweep runner, jobs), and
+/// what the wire adds (who may call, open connections, shutdown).
 #[derive(Debug)]
-pub struct State {
-    /// The configuration the server started with.
-    pub config: ServerConfig,
-    /// The datasets.
-    pub store: Arc<DatasetStore>,
-    /// Runs sweeps within the memory budget.
-    pub compute: Arc<Compute>,
-    /// Background jobs.
-    pub jobs: Arc<Jobs>,
-    /// Who may call (checked by [`crate::auth::AuthLayer`]; Handshake uses it directly).
+pub(crate) struct State {
+    /// The datasets, the sweep runner and the jobs.
+    pub engine: Arc<Engine>,
+    /// Who may call (checked by [`crate::ops::auth::AuthLayer`]; Handshake uses it directly).
     pub auth: Arc<Auth>,
-    /// The server's metrics.
-    pub metrics: Arc<Metrics>,
     /// Open client connections.
     pub connections: Arc<AtomicUsize>,
     /// Turns true when the server starts shutting down; long-lived streams end on it.
@@ -64,7 +52,7 @@ pub struct State {
 
 impl State {
     /// Resolves once shutdown has begun (never, if the server outlives the sender).
-    pub fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub(crate) fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut rx = self.shutdown.clone();
         async move {
             let _ = rx.wait_for(|&down| down).await;
@@ -72,47 +60,30 @@ impl State {
     }
 
     /// The levels metrics and `stats` report.
-    pub fn levels(&self) -> Levels {
-        let budget = self.compute.budget();
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let jobs = self.jobs.counts();
+    pub(crate) fn levels(&self) -> Levels {
         Levels {
-            jobs_queued: jobs.queued as i64,
-            jobs_running: jobs.running as i64,
-            jobs_done: jobs.done as i64,
-            job_result_bytes: jobs.result_bytes as i64,
-            datasets: self.store.list().len() as i64,
-            dataset_bytes: int(self.store.total_bytes()),
-            cache_bytes: int(self.store.cache().bytes()),
-            sweeps_running: self.compute.running() as i64,
-            sweeps_queued: budget.queued() as i64,
-            sweep_reserved_bytes: int(budget.reserved()),
             connections: self.connections.load(std::sync::atomic::Ordering::SeqCst) as i64,
+            ..self.engine.levels()
         }
     }
 
     /// The status for `e`, counted.
     fn status(&self, e: Error) -> Status {
-        self.metrics.error(e.code());
+        self.engine.metrics.error(e.code());
         e.into()
     }
 }
 
 /// The sweepflight Flight service.
 #[derive(Debug, Clone)]
-pub struct SweepFlightService {
+pub(crate) struct SweepFlightService {
     state: Arc<State>,
 }
 
 impl SweepFlightService {
     /// The service over `state`.
-    pub fn new(state: Arc<State>) -> Self {
+    pub(crate) fn new(state: Arc<State>) -> Self {
         Self { state }
-    }
-
-    /// The shared state (for embedding and tests).
-    pub fn state(&self) -> &Arc<State> {
-        &self.state
     }
 
     fn fail(&self, e: Error) -> Status {

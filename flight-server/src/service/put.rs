@@ -4,7 +4,7 @@ use arrow_flight::{FlightDescriptor, PutResult};
 use sweepflight_protocol::{PutSummary, PutTarget};
 
 use super::{Inbound, State};
-use crate::ingest::{UploadLimits, read_upload};
+use crate::datasets::ingest::{UploadLimits, read_upload};
 use crate::{Error, Result};
 
 /// Reads the upload; stores it only once the stream has ended and every row passed.
@@ -21,10 +21,14 @@ pub(super) async fn put(
     let target = PutTarget::from_descriptor(descriptor)?;
     let started = std::time::Instant::now();
     // A durable put writes its file while the stream arrives; only the commit is left after.
-    let disk = state.store.data_dir().cloned();
+    let disk = state.engine.store.data_dir().cloned();
     let (upload, staged) =
         read_upload(data, upload_limits(state), target.key.as_deref(), disk).await?;
-    let d = state.store.put(&target.dataset, upload, staged).await?;
+    let d = state
+        .engine
+        .store
+        .put(&target.dataset, upload, staged)
+        .await?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(dataset = %d.name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
     let summary = PutSummary {
@@ -44,6 +48,6 @@ pub(super) async fn put(
 /// What an upload (DoPut, or DoExchange's series) is checked against.
 pub(super) fn upload_limits(state: &State) -> UploadLimits {
     UploadLimits {
-        max_bytes: state.config.max_dataset_bytes,
+        max_bytes: state.engine.config.max_dataset_bytes,
     }
 }

@@ -239,7 +239,7 @@ async fn the_budget_holds_overload_is_refused_and_leavers_leave_the_queue() {
     );
     assert!(peak <= bound, "peak RSS {peak} over the bound {bound}");
 
-    // Once the server is quiet, the burst's memory goes back to the OS (crate::trim): resident
+    // Once the server is quiet, the burst's memory goes back to the OS (crate::compute::trim): resident
     // memory falls back to what it was before the sweeps plus the cache they filled, with no
     // call to make it happen.
     let settled_bound = base + CACHE + SLACK;

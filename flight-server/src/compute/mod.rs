@@ -15,6 +15,10 @@
 //! A sweep over several series (a universe) runs them one after another, each with the whole
 //! pool: every series' work is balanced over the workers the same way a single series' is.
 
+pub(crate) mod budget;
+pub(crate) mod cache;
+pub(crate) mod trim;
+
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -26,13 +30,13 @@ use sweepflight_kernel::{
     ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Record, Records,
     Side, SweepControl, sweep_params,
 };
-use sweepflight_protocol::{Grid, RowRange, Selection, Strategy, SweepRequest};
+use sweepflight_protocol::{ExchangeSweep, Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
 
-use crate::budget::{Reservation, SweepBudget};
-use crate::cache::{InputKey, KernelCache};
-use crate::dataset::Dataset;
-use crate::metrics::Metrics;
+use crate::compute::budget::{Reservation, SweepBudget};
+use crate::compute::cache::{InputKey, KernelCache};
+use crate::datasets::{Dataset, NewDataset};
+use crate::ops::metrics::Metrics;
 use crate::{Error, Result};
 
 /// The kernel's combos of `strategy` for a request grid (whose values were type- and
@@ -41,7 +45,8 @@ use crate::{Error, Result};
 /// # Errors
 /// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
 /// kernel refuses (`lower >= upper` in a `grid`, say).
-pub fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
+#[cfg(test)]
+fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
     params_in(strategy, grid, 0..grid.len())
 }
 
@@ -50,7 +55,11 @@ pub fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
 ///
 /// # Errors
 /// As [`params`].
-pub fn params_in(strategy: Strategy, grid: &Grid, range: Range<usize>) -> Result<Vec<Params>> {
+pub(crate) fn params_in(
+    strategy: Strategy,
+    grid: &Grid,
+    range: Range<usize>,
+) -> Result<Vec<Params>> {
     let kind = kernel_strategy(strategy)?;
     if let Grid::Lengths(lengths) = grid {
         return Ok(lengths[range]
@@ -74,7 +83,7 @@ fn kernel_strategy(s: Strategy) -> Result<sweepflight_kernel::Strategy> {
 }
 
 /// The kernel's execution options for a request's (the evaluated range is each input's).
-pub fn execution(fee: f64, e: &sweepflight_protocol::Execution) -> Execution {
+pub(crate) fn execution(fee: f64, e: &sweepflight_protocol::Execution) -> Execution {
     Execution {
         fee,
         side: match e.side {
@@ -101,7 +110,7 @@ enum Closes {
 /// evaluated rows and their warm-up, strategies.md "The range a strategy sees"), where the
 /// evaluated rows start within them, and its cache key.
 #[derive(Debug, Clone)]
-pub struct Input {
+pub(crate) struct Input {
     closes: Closes,
     rows: Range<usize>,
     start: usize,
@@ -122,7 +131,7 @@ impl Input {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `rows` starts at or past the series' end.
-    pub fn stored(
+    pub(crate) fn stored(
         dataset: Arc<Dataset>,
         series: usize,
         rows: Option<RowRange>,
@@ -149,7 +158,7 @@ impl Input {
     ///
     /// # Errors
     /// As [`Input::stored`].
-    pub fn transient(
+    pub(crate) fn transient(
         close: Arc<Float64Array>,
         range: Range<usize>,
         name: Option<&str>,
@@ -167,22 +176,22 @@ impl Input {
 
     /// The row of the series (of the upload, for a transient input) that row `r` of the
     /// kernel's closes is.
-    pub fn series_row(&self, r: usize) -> usize {
+    pub(crate) fn series_row(&self, r: usize) -> usize {
         self.rows.start + r
     }
 
     /// Where the evaluated rows start within the kernel's closes.
-    pub fn start(&self) -> usize {
+    pub(crate) fn start(&self) -> usize {
         self.start
     }
 
     /// Rows evaluated (after the warm-up).
-    pub fn evaluated(&self) -> usize {
+    pub(crate) fn evaluated(&self) -> usize {
         self.rows.len() - self.start
     }
 
     /// The kernel's closes: the computed range.
-    pub fn closes(&self) -> &[f64] {
+    pub(crate) fn closes(&self) -> &[f64] {
         let all = match &self.closes {
             Closes::Stored(d, series) => d.closes(*series),
             Closes::Transient(c) => c.values(),
@@ -205,9 +214,65 @@ fn clip(rows: Option<RowRange>, len: usize, series: Option<&str>) -> Result<Rang
     Ok(start..end)
 }
 
+/// The fields of a request a job is made of, whichever body carried them (a `sweep` body,
+/// a session message, an exchange command).
+struct Spec<'a> {
+    strategy: Strategy,
+    grid: &'a Grid,
+    execution: &'a sweepflight_protocol::Execution,
+    fee: f64,
+    series: Option<&'a [String]>,
+    rows: Option<RowRange>,
+    selection: &'a Selection,
+}
+
+impl<'a> Spec<'a> {
+    fn of(request: &'a SweepRequest) -> Self {
+        Self {
+            strategy: request.strategy,
+            grid: &request.grid,
+            execution: &request.execution,
+            fee: request.fee(),
+            series: request.series.as_deref(),
+            rows: request.rows,
+            selection: &request.selection,
+        }
+    }
+}
+
+/// Where a job's series come from.
+enum Source<'a> {
+    /// A stored dataset (its name, for messages).
+    Stored(&'a str, Arc<Dataset>),
+    /// Series streamed for this call only (DoExchange).
+    Upload(&'a NewDataset),
+}
+
+impl Source<'_> {
+    /// Series `i` (named `name` in a universe) as an input, `rows` of it with `warmup`.
+    fn input(
+        &self,
+        i: usize,
+        name: Option<&str>,
+        rows: Option<RowRange>,
+        warmup: u64,
+    ) -> Result<Input> {
+        match self {
+            Self::Stored(_, d) => Input::stored(Arc::clone(d), i, rows, warmup),
+            Self::Upload(u) => {
+                let range = u
+                    .universe
+                    .as_ref()
+                    .map_or(0..u.rows(), |u| u.offsets[i]..u.offsets[i + 1]);
+                Input::transient(Arc::new(u.close.clone()), range, name, rows, warmup)
+            }
+        }
+    }
+}
+
 /// What to run: the combos on every input, under one execution.
 #[derive(Debug, Clone)]
-pub struct Job {
+pub(crate) struct Job {
     /// The series, in result order.
     pub inputs: Vec<Input>,
     /// Their key values on a keyed dataset (the result's `series` column).
@@ -234,7 +299,7 @@ pub struct Job {
 /// Combos are counted in millionths so that a kernel's reports (combo-bars, from any worker)
 /// become a share of each series' combos that never falls and is exact once the series ends.
 #[derive(Debug, Default)]
-pub struct Progress {
+pub(crate) struct Progress {
     done_micros: AtomicU64,
     total: AtomicU64,
     started: AtomicBool,
@@ -246,26 +311,26 @@ const MICROS: u128 = 1_000_000;
 
 impl Progress {
     /// Adds `combos` (series x combos) to the work the job will do.
-    pub fn add_total(&self, combos: u64) {
+    pub(crate) fn add_total(&self, combos: u64) {
         self.total.fetch_add(combos, Ordering::Relaxed);
     }
 
     /// Counts `combos` as done whole (work the kernel does not report: a combo chosen in a
     /// step it skipped, say).
-    pub fn add_done(&self, combos: u64) {
+    pub(crate) fn add_done(&self, combos: u64) {
         self.done_micros
             .fetch_add(combos.saturating_mul(MICROS as u64), Ordering::Relaxed);
     }
 
     /// Combos done (whole ones) and combos in all.
-    pub fn combos(&self) -> (u64, u64) {
+    pub(crate) fn combos(&self) -> (u64, u64) {
         let total = self.total.load(Ordering::Relaxed);
         let done = self.done_micros.load(Ordering::Relaxed) / MICROS as u64;
         (done.min(total), total)
     }
 
     /// The share done, 0 to 1 (in millionths of a combo, so a long series moves it too).
-    pub fn fraction(&self) -> f64 {
+    pub(crate) fn fraction(&self) -> f64 {
         let total = self.total.load(Ordering::Relaxed);
         if total == 0 {
             return 0.0;
@@ -280,19 +345,19 @@ impl Progress {
     }
 
     /// True once a kernel run of the job has its memory (it is no longer queued).
-    pub fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.started.load(Ordering::Relaxed)
     }
 
     /// Asks the job to stop: kernel runs end at their next check, a run waiting for memory
     /// leaves the queue, and no new run starts.
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
         self.cancel.notify_waiters();
     }
 
     /// True once [`Progress::cancel`] was called.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Relaxed)
     }
 
@@ -323,7 +388,7 @@ impl Progress {
 
 /// What a job keeps per combo besides its result ([`sweepflight_kernel::Records`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Keep {
+pub(crate) struct Keep {
     /// The booked trades (the `trades` and `equity` actions).
     pub trades: bool,
     /// The `block_pnl` column's blocks.
@@ -332,7 +397,7 @@ pub struct Keep {
 
 impl Keep {
     /// Nothing beyond the results.
-    pub const NOTHING: Self = Self {
+    pub(crate) const NOTHING: Self = Self {
         trades: false,
         blocks: None,
     };
@@ -350,7 +415,7 @@ impl Keep {
 /// A job's output, per input in job order: every combo's result, and what it kept (empty lists
 /// when the job keeps nothing).
 #[derive(Debug, Clone, Default)]
-pub struct Runs {
+pub(crate) struct Runs {
     /// `results[i][c]`: input `i`, combo `c`.
     pub results: Vec<Vec<ComboResult>>,
     /// `records[i][c]`, if the job keeps anything; else empty.
@@ -359,7 +424,7 @@ pub struct Runs {
 
 /// What one call may ask of the server.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// `--max-combos`: combos evaluated (rows returned with `top`), series x combos.
     pub max_combos: usize,
     /// `--max-grid-combos`: combos evaluated with `top`.
@@ -370,19 +435,12 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// No limit (benchmarks and tools in-process).
-    pub const NONE: Self = Self {
-        max_combos: usize::MAX,
-        max_grid_combos: usize::MAX,
-        result_bytes: u64::MAX,
-    };
-
     /// Checks `combos` per series over `series` series.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] past a flag; [`Error::ResourceExhausted`] for results that do
     /// not fit the memory budget.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         selection: &Selection,
         keep: Keep,
@@ -412,7 +470,11 @@ impl Job {
     /// [`Error::InvalidArgument`] for `series` on an unkeyed dataset, a combo the kernel refuses,
     /// rows past a series' end, more runs than `limits` allow; [`Error::SeriesNotFound`];
     /// [`Error::ResourceExhausted`] for results past the memory budget.
-    pub fn stored(request: &SweepRequest, dataset: Arc<Dataset>, limits: &Limits) -> Result<Self> {
+    pub(crate) fn stored(
+        request: &SweepRequest,
+        dataset: Arc<Dataset>,
+        limits: &Limits,
+    ) -> Result<Self> {
         Self::stored_range(request, dataset, limits, 0..request.len())
     }
 
@@ -421,43 +483,86 @@ impl Job {
     ///
     /// # Errors
     /// As [`Job::stored`].
-    pub fn stored_range(
+    pub(crate) fn stored_range(
         request: &SweepRequest,
         dataset: Arc<Dataset>,
         limits: &Limits,
         range: Range<usize>,
     ) -> Result<Self> {
-        let series = dataset.universe().map_or(1, |u| {
-            request.series.as_ref().map_or(u.names.len(), Vec::len)
-        });
+        Self::build(
+            &Spec::of(request),
+            Source::Stored(&request.dataset, dataset),
+            limits,
+            range,
+        )
+    }
+
+    /// The job of the stateless exchange sweep `sweep` on the series streamed with it
+    /// (`upload`, a universe if the command gave a `key`): the same rules as [`Job::stored`].
+    ///
+    /// # Errors
+    /// As [`Job::stored`], naming "the upload" for an unknown series.
+    pub(crate) fn uploaded(
+        sweep: &ExchangeSweep,
+        upload: &NewDataset,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let spec = Spec {
+            strategy: sweep.strategy,
+            grid: &sweep.grid,
+            execution: &sweep.execution,
+            fee: sweep.fee(),
+            series: sweep.series.as_deref(),
+            rows: sweep.rows,
+            selection: &sweep.selection,
+        };
+        Self::build(&spec, Source::Upload(upload), limits, 0..sweep.grid.len())
+    }
+
+    /// The one place a request becomes work: the limits (before the grid is expanded, so a
+    /// grid past them costs nothing), the combos `range`, the series it names (all of a keyed
+    /// dataset's by default) with their rows and warm-up, the execution.
+    fn build(
+        spec: &Spec<'_>,
+        source: Source<'_>,
+        limits: &Limits,
+        range: Range<usize>,
+    ) -> Result<Self> {
         let keep = Keep {
             trades: false,
-            blocks: request.execution.blocks,
+            blocks: spec.execution.blocks,
         };
-        // Before the grid is expanded: a grid past the limits costs nothing.
-        limits.check(&request.selection, keep, series, range.len())?;
-        let params = params_in(request.strategy, &request.grid, range)?;
-        let warmup = request.execution.warmup;
-        let (inputs, names) = match dataset.universe() {
+        let universe = match &source {
+            Source::Stored(_, d) => d.universe(),
+            Source::Upload(u) => u.universe.as_ref(),
+        };
+        let series = universe.map_or(1, |u| spec.series.map_or(u.names.len(), <[String]>::len));
+        limits.check(spec.selection, keep, series, range.len())?;
+        let params = params_in(spec.strategy, spec.grid, range)?;
+        let warmup = spec.execution.warmup;
+        let (inputs, names) = match universe {
             None => {
-                if request.series.is_some() {
+                if spec.series.is_some() {
+                    let what = match &source {
+                        Source::Stored(name, _) => format!("dataset `{name}` is not keyed"),
+                        Source::Upload(_) => "the upload is not keyed".to_owned(),
+                    };
                     return Err(Error::invalid(format!(
-                        "dataset `{}` is not keyed: `series` applies to datasets put with a key",
-                        request.dataset
+                        "{what}: `series` applies to datasets put with a key"
                     )));
                 }
-                (vec![Input::stored(dataset, 0, request.rows, warmup)?], None)
+                (vec![source.input(0, None, spec.rows, warmup)?], None)
             }
-            Some(universe) => {
-                let picked = universe.select(&request.dataset, request.series.as_deref())?;
-                limits.check(&request.selection, keep, picked.len(), params.len())?;
-                let names: Vec<String> =
-                    picked.iter().map(|&i| universe.names[i].clone()).collect();
+            Some(u) => {
+                let label = match &source {
+                    Source::Stored(name, _) => *name,
+                    Source::Upload(_) => "the upload",
+                };
+                let picked = u.select(label, spec.series)?;
+                let names: Vec<String> = picked.iter().map(|&i| u.names[i].clone()).collect();
                 let inputs = picked
                     .iter()
-                    .map(|&i| {
-                        Input::stored(std::sync::Arc::clone(&dataset), i, request.rows, warmup)
-                    })
+                    .map(|&i| source.input(i, Some(u.names[i].as_str()), spec.rows, warmup))
                     .collect::<Result<Vec<_>>>()?;
                 (inputs, Some(names))
             }
@@ -465,10 +570,10 @@ impl Job {
         let job = Self {
             inputs,
             names,
-            strategy: request.strategy,
+            strategy: spec.strategy,
             params,
-            exec: execution(request.fee(), &request.execution),
-            periods_per_year: request.execution.periods_per_year.unwrap_or(1.0),
+            exec: execution(spec.fee, spec.execution),
+            periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
             keep,
             progress: None,
         };
@@ -480,7 +585,7 @@ impl Job {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the series.
-    pub fn check_blocks(&self) -> Result<()> {
+    pub(crate) fn check_blocks(&self) -> Result<()> {
         let Some(blocks) = self.keep.blocks else {
             return Ok(());
         };
@@ -502,7 +607,7 @@ impl Job {
 
 /// The server's sweep runner.
 #[derive(Debug)]
-pub struct Compute {
+pub(crate) struct Compute {
     pool: rayon::ThreadPool,
     budget: SweepBudget,
     cache: Arc<KernelCache>,
@@ -516,7 +621,7 @@ impl Compute {
     ///
     /// # Errors
     /// [`Error::Internal`] if the thread pool cannot be started.
-    pub fn new(
+    pub(crate) fn new(
         threads: Option<usize>,
         memory_bytes: u64,
         max_queued: usize,
@@ -538,28 +643,29 @@ impl Compute {
     }
 
     /// Worker threads.
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.pool.current_num_threads()
     }
 
     /// The memory budget.
-    pub fn budget(&self) -> &SweepBudget {
+    pub(crate) fn budget(&self) -> &SweepBudget {
         &self.budget
     }
 
     /// Sweeps running now.
-    pub fn running(&self) -> usize {
+    pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
 
     /// Hands every worker's empty pages back to the allocator and purges its free memory
-    /// ([`crate::trim`]), and unmaps the pooled columns ([`crate::mapping`]). Blocks until each
+    /// ([`crate::compute::trim`]), and unmaps the pooled columns ([`crate::datasets::mapping`]). Blocks until each
     /// worker has done it: call it off the async runtime.
-    pub fn release_free_memory(&self) {
-        self.pool.broadcast(|_| crate::trim::collect_here());
-        crate::trim::collect_here();
-        // Columns kept for the next large upload go too (see `crate::mapping`).
-        crate::mapping::release_pool();
+    pub(crate) fn release_free_memory(&self) {
+        self.pool
+            .broadcast(|_| crate::compute::trim::collect_here());
+        crate::compute::trim::collect_here();
+        // Columns kept for the next large upload go too (see `crate::datasets::mapping`).
+        crate::datasets::mapping::release_pool();
     }
 
     /// Runs `job`: reserves its memory (waiting in line if need be), then runs every input in
@@ -568,7 +674,7 @@ impl Compute {
     /// # Errors
     /// [`Error::ResourceExhausted`] if the queue is full or one series needs more memory than
     /// the whole budget; kernel errors; [`Error::Internal`] if a worker panicked.
-    pub async fn run(self: &Arc<Self>, job: Job) -> Result<Runs> {
+    pub(crate) async fn run(self: &Arc<Self>, job: Job) -> Result<Runs> {
         let total_work: u64 = job
             .inputs
             .iter()

@@ -8,7 +8,7 @@
 //! version before; the pool keeps such columns mapped (up to [`POOL_SLOTS`] of them, within
 //! [`pool_cap`]) and the next large upload writes over one instead of faulting in fresh pages,
 //! as a general-purpose allocator reuses freed memory. A pooled column is resident memory that
-//! no dataset uses: the idle trim ([`crate::trim`]) hands the pool back to the operating system
+//! no dataset uses: the idle trim ([`crate::compute::trim`]) hands the pool back to the operating system
 //! once the server is quiet, with the allocator's free memory.
 
 use std::ptr::NonNull;
@@ -20,10 +20,10 @@ use arrow_buffer::ToByteSlice;
 use crate::{Error, Result};
 
 /// Released columns kept at most.
-pub const POOL_SLOTS: usize = 2;
+pub(crate) const POOL_SLOTS: usize = 2;
 
 /// Bytes of released columns kept at most: an eighth of the machine's memory.
-pub fn pool_cap() -> usize {
+pub(crate) fn pool_cap() -> usize {
     usize::try_from(physical_memory() / 8).unwrap_or(usize::MAX)
 }
 
@@ -31,12 +31,13 @@ pub fn pool_cap() -> usize {
 static POOL: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// Bytes held by the pool now.
-pub fn pooled_bytes() -> usize {
+#[cfg(test)]
+fn pooled_bytes() -> usize {
     lock_pool().iter().map(|&(_, bytes)| bytes).sum()
 }
 
 /// Unmaps every pooled column (the idle trim calls this).
-pub fn release_pool() {
+pub(crate) fn release_pool() {
     let pooled = std::mem::take(&mut *lock_pool());
     for (ptr, bytes) in pooled {
         // SAFETY: a pooled column is a mapping nothing references (see `Unmap::drop`).

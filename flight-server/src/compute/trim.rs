@@ -17,16 +17,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::compute::Compute;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 
 /// How long the server must be quiet before its free memory is handed back.
-pub const QUIET: Duration = Duration::from_secs(2);
+pub(crate) const QUIET: Duration = Duration::from_secs(2);
 
 /// How often quietness is checked.
 const TICK: Duration = Duration::from_millis(500);
 
 /// Runs until `stop` resolves: trims once after each busy spell (see the module docs).
-pub async fn trim_when_idle(
+pub(crate) async fn trim_when_idle(
     compute: Arc<Compute>,
     metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()>,
@@ -63,7 +63,7 @@ pub async fn trim_when_idle(
 
 /// Hands the calling thread's empty pages back to the allocator and purges the allocator's
 /// free memory (process-wide), without waiting for its purge delay.
-pub fn collect_here() {
+pub(crate) fn collect_here() {
     // SAFETY: mi_collect has no preconditions; it only frees memory no block lives in.
     unsafe { libmimalloc_sys::mi_collect(true) };
 }

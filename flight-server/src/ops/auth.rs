@@ -23,19 +23,19 @@ use tonic::body::Body;
 use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::{Error, Result};
 
 /// The one path that passes the layer without a bearer token.
-pub const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
+pub(crate) const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
 
 /// The gRPC health service's path prefix: probes (Kubernetes, load balancers) carry no token,
 /// and the answer says only whether the server is up.
-pub const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+pub(crate) const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
 /// The server's secret, if one is configured.
 #[derive(Clone, Default)]
-pub struct Auth {
+pub(crate) struct Auth {
     bearer: Option<String>,
 }
 
@@ -52,27 +52,22 @@ impl std::fmt::Debug for Auth {
 
 impl Auth {
     /// No authentication: every call is allowed.
-    pub fn open() -> Self {
+    pub(crate) fn open() -> Self {
         Self::default()
     }
 
     /// Calls must present `token`.
-    pub fn token(token: &str) -> Self {
+    pub(crate) fn token(token: &str) -> Self {
         Self {
             bearer: Some(format!("Bearer {token}")),
         }
-    }
-
-    /// Whether a token is required.
-    pub fn enabled(&self) -> bool {
-        self.bearer.is_some()
     }
 
     /// Checks a call's `authorization` header value.
     ///
     /// # Errors
     /// [`Error::Unauthenticated`] when a token is configured and the header does not carry it.
-    pub fn check(&self, authorization: Option<&[u8]>) -> Result<()> {
+    pub(crate) fn check(&self, authorization: Option<&[u8]>) -> Result<()> {
         let Some(bearer) = &self.bearer else {
             return Ok(());
         };
@@ -93,7 +88,7 @@ impl Auth {
     ///
     /// # Errors
     /// [`Error::Unauthenticated`] for missing or wrong credentials.
-    pub fn handshake(&self, metadata: &MetadataMap) -> Result<Option<String>> {
+    pub(crate) fn handshake(&self, metadata: &MetadataMap) -> Result<Option<String>> {
         let Some(bearer) = &self.bearer else {
             return Ok(None);
         };
@@ -127,14 +122,14 @@ impl Auth {
 
 /// The tower layer that puts [`Auth`] in front of a service.
 #[derive(Debug, Clone)]
-pub struct AuthLayer {
+pub(crate) struct AuthLayer {
     auth: Arc<Auth>,
     metrics: Arc<Metrics>,
 }
 
 impl AuthLayer {
     /// Checks every request but Handshake against `auth`; refusals are counted in `metrics`.
-    pub fn new(auth: Arc<Auth>, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(auth: Arc<Auth>, metrics: Arc<Metrics>) -> Self {
         Self { auth, metrics }
     }
 }
@@ -152,7 +147,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 
 /// [`AuthLayer`]'s service.
 #[derive(Debug, Clone)]
-pub struct AuthService<S> {
+pub(crate) struct AuthService<S> {
     inner: S,
     layer: AuthLayer,
 }

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::cache::KernelCache;
-use crate::dataset::{Dataset, NewDataset};
-use crate::persist::{DataDir, Staged};
+use crate::compute::cache::KernelCache;
+use crate::datasets::persist::{DataDir, Staged};
+use crate::datasets::{Dataset, NewDataset};
 use crate::{Error, Result, ServerConfig};
 
 /// The named datasets and the kernel cache over them.

@@ -17,15 +17,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::{Error, Result};
 
 /// Granularity of reservations: 64 KiB.
-pub const UNIT: u64 = 64 << 10;
+pub(crate) const UNIT: u64 = 64 << 10;
 
 /// The budget shared by every sweep of one server.
 #[derive(Debug)]
-pub struct SweepBudget {
+pub(crate) struct SweepBudget {
     semaphore: Arc<Semaphore>,
     total: u64,
     max_queued: usize,
@@ -37,7 +37,7 @@ pub struct SweepBudget {
 impl SweepBudget {
     /// A budget of `bytes` (rounded down to whole units, at least one) with at most
     /// `max_queued` sweeps waiting.
-    pub fn new(bytes: u64, max_queued: usize, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(bytes: u64, max_queued: usize, metrics: Arc<Metrics>) -> Self {
         let units = (bytes / UNIT).clamp(1, u64::from(u32::MAX));
         Self {
             semaphore: Arc::new(Semaphore::new(units as usize)),
@@ -50,17 +50,17 @@ impl SweepBudget {
     }
 
     /// The whole budget in bytes; the most one sweep can reserve.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.total
     }
 
     /// Sweeps waiting now.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::SeqCst)
     }
 
     /// Bytes reserved now.
-    pub fn reserved(&self) -> u64 {
+    pub(crate) fn reserved(&self) -> u64 {
         self.reserved.load(Ordering::SeqCst)
     }
 
@@ -70,7 +70,7 @@ impl SweepBudget {
     ///
     /// # Errors
     /// [`Error::ResourceExhausted`] if the sweep would have to wait and the queue is full.
-    pub async fn reserve(&self, bytes: u64) -> Result<Reservation> {
+    pub(crate) async fn reserve(&self, bytes: u64) -> Result<Reservation> {
         let units = bytes.clamp(1, self.total).div_ceil(UNIT) as u32;
         // Nobody waiting and room now: no queue to join. (With others waiting, joining the
         // line keeps the order fair.)
@@ -118,7 +118,7 @@ impl Drop for Queued<'_> {
 
 /// Memory held by one running sweep; returned to the budget when dropped.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     _permit: OwnedSemaphorePermit,
     bytes: u64,
     reserved: Arc<AtomicU64>,
@@ -126,7 +126,7 @@ pub struct Reservation {
 
 impl Reservation {
     /// Bytes held.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 }

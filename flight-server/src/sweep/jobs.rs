@@ -24,10 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use sweepflight_protocol::{Compression, JobState, JobStatus};
+use futures::FutureExt;
+use sweepflight_protocol::{Compression, JobBody, JobState, JobStatus};
 use tokio::sync::watch;
 
 use crate::compute::Progress;
+use crate::sweep::Detail;
+use crate::sweep::engine::Engine;
 use crate::{Error, Result};
 
 /// How a job ended.
@@ -53,7 +56,7 @@ enum Phase {
 
 /// One job.
 #[derive(Debug)]
-pub struct Job {
+pub(crate) struct Job {
     /// Its opaque ID.
     pub id: String,
     /// The action it runs.
@@ -70,7 +73,7 @@ pub struct Job {
 
 /// A job's result, as DoGet sends it.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The table.
     pub result: Arc<RecordBatch>,
     /// The compression the job's body asked for.
@@ -85,7 +88,7 @@ impl Job {
     }
 
     /// The job's status.
-    pub fn status(&self) -> JobStatus {
+    pub(crate) fn status(&self) -> JobStatus {
         let (done, total) = self.progress.combos();
         let mut status = JobStatus {
             job: self.id.clone(),
@@ -121,7 +124,7 @@ impl Job {
 
     /// Records how the job's task ended (unless it was cancelled meanwhile: a cancelled job
     /// keeps nothing).
-    pub fn finish(&self, outcome: Result<RecordBatch>, compression: Option<Compression>) {
+    pub(crate) fn finish(&self, outcome: Result<RecordBatch>, compression: Option<Compression>) {
         let mut phase = self.phase();
         if matches!(*phase, Phase::Pending) {
             *phase = match outcome {
@@ -144,7 +147,7 @@ impl Job {
 
     /// Cancels the job (dropping its result if it has one) and waits up to `wait` for its
     /// task to end; its status after.
-    pub async fn cancel(&self, wait: Duration) -> JobStatus {
+    pub(crate) async fn cancel(&self, wait: Duration) -> JobStatus {
         self.progress.cancel();
         {
             let mut phase = self.phase();
@@ -167,7 +170,7 @@ impl Job {
     /// # Errors
     /// [`Error::FailedPrecondition`] while it is queued or running, or if it was cancelled;
     /// the job's own error if it failed.
-    pub fn fetch(&self) -> Result<Reply> {
+    pub(crate) fn fetch(&self) -> Result<Reply> {
         let mut phase = self.phase();
         match &mut *phase {
             Phase::Done {
@@ -202,7 +205,7 @@ impl Job {
     ///
     /// # Errors
     /// As [`Job::fetch`].
-    pub fn peek(&self) -> Result<Arc<RecordBatch>> {
+    pub(crate) fn peek(&self) -> Result<Arc<RecordBatch>> {
         match &*self.phase() {
             Phase::Done { result, .. } => Ok(Arc::clone(result)),
             _ => Err(Error::FailedPrecondition(format!(
@@ -226,7 +229,7 @@ impl Job {
 
     /// When the job's record may be dropped at the earliest: now plus the time to live while
     /// it runs or waits to be fetched (it is kept until fetched), its expiry once set.
-    pub fn expiration(&self, ttl: Duration) -> Instant {
+    pub(crate) fn expiration(&self, ttl: Duration) -> Instant {
         self.expires(ttl).unwrap_or_else(|| Instant::now() + ttl)
     }
 
@@ -246,7 +249,7 @@ impl Job {
 
 /// Jobs by state, and the bytes their results hold (for `stats` and /metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobCounts {
+pub(crate) struct JobCounts {
     /// Waiting for sweep memory.
     pub queued: usize,
     /// Running.
@@ -263,7 +266,7 @@ pub struct JobCounts {
 
 /// Every job of the server.
 #[derive(Debug)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     jobs: Mutex<HashMap<String, Arc<Job>>>,
     max_jobs: usize,
     ttl: Duration,
@@ -276,7 +279,7 @@ pub struct Jobs {
 impl Jobs {
     /// A registry holding at most `max_jobs` live jobs, forgetting ended ones `ttl` after they
     /// end (done ones after they are fetched).
-    pub fn new(max_jobs: usize, ttl: Duration) -> Self {
+    pub(crate) fn new(max_jobs: usize, ttl: Duration) -> Self {
         Self {
             jobs: Mutex::default(),
             max_jobs,
@@ -287,7 +290,7 @@ impl Jobs {
     }
 
     /// How long ended jobs are kept.
-    pub fn ttl(&self) -> Duration {
+    pub(crate) fn ttl(&self) -> Duration {
         self.ttl
     }
 
@@ -302,7 +305,7 @@ impl Jobs {
     ///
     /// # Errors
     /// [`Error::ResourceExhausted`] if `--max-jobs` jobs already hold work or results.
-    pub fn create(&self, action: &'static str) -> Result<Arc<Job>> {
+    pub(crate) fn create(&self, action: &'static str) -> Result<Arc<Job>> {
         let mut map = self.map();
         let live = map.values().filter(|j| j.holds()).count();
         if live >= self.max_jobs {
@@ -331,7 +334,7 @@ impl Jobs {
     ///
     /// # Errors
     /// [`Error::JobNotFound`] for an unknown or expired ID.
-    pub fn get(&self, id: &str) -> Result<Arc<Job>> {
+    pub(crate) fn get(&self, id: &str) -> Result<Arc<Job>> {
         self.map()
             .get(id)
             .cloned()
@@ -339,12 +342,12 @@ impl Jobs {
     }
 
     /// Every job, in no particular order.
-    pub fn list(&self) -> Vec<Arc<Job>> {
+    pub(crate) fn list(&self) -> Vec<Arc<Job>> {
         self.map().values().cloned().collect()
     }
 
     /// Jobs by state and their results' bytes.
-    pub fn counts(&self) -> JobCounts {
+    pub(crate) fn counts(&self) -> JobCounts {
         let mut c = JobCounts::default();
         for job in self.list() {
             match job.status().state {
@@ -360,7 +363,7 @@ impl Jobs {
     }
 
     /// Asks every job to stop (the server is shutting down).
-    pub fn cancel_all(&self) {
+    pub(crate) fn cancel_all(&self) {
         for job in self.list() {
             job.progress.cancel();
         }
@@ -368,14 +371,59 @@ impl Jobs {
 }
 
 /// The gRPC code of a canonical name ([`code_name`]'s inverse).
-pub fn code_of_name(name: &str) -> Option<tonic::Code> {
+pub(crate) fn code_of_name(name: &str) -> Option<tonic::Code> {
     (0..=16)
         .map(tonic::Code::from_i32)
         .find(|&c| code_name(c) == name)
 }
 
+/// Starts the job `body` describes on `engine`; the job (queued). The body is checked first as
+/// its action would check it (unknown dataset, bad series or rows, limits), so a bad one is
+/// refused here rather than becoming a failed job. The job runs on a task of its own, exactly
+/// the use case its action runs.
+///
+/// # Errors
+/// What the action would answer for the body; [`Error::ResourceExhausted`] past `--max-jobs`.
+pub(crate) fn submit(engine: &Arc<Engine>, body: JobBody) -> Result<Arc<Job>> {
+    match &body {
+        JobBody::Sweep(r) | JobBody::Trades(r) | JobBody::Equity(r) => {
+            crate::sweep::check(engine, r, None)?;
+        }
+        JobBody::WalkForward(w) => {
+            crate::sweep::walk_forward::check(engine, w)?;
+        }
+    }
+    let job = engine.jobs.create(body.action())?;
+    tracing::info!(job = %job.id, action = body.action(), dataset = body.dataset(), "job submitted");
+    let (task_engine, task_job) = (Arc::clone(engine), Arc::clone(&job));
+    tokio::spawn(async move {
+        let progress = Arc::clone(&task_job.progress);
+        // A panic in the use case must still end the job (as INTERNAL), not leave it running.
+        let outcome = std::panic::AssertUnwindSafe(run(&task_engine, &body, &progress))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(Error::Internal("job task panicked".into())));
+        if let Err(e) = &outcome {
+            tracing::info!(job = %task_job.id, error = %e, "job ended without a result");
+        }
+        task_job.finish(outcome, body.compression());
+    });
+    Ok(job)
+}
+
+/// What a job runs: exactly its action's use case.
+async fn run(engine: &Engine, body: &JobBody, progress: &Arc<Progress>) -> Result<RecordBatch> {
+    let p = Some(progress);
+    match body {
+        JobBody::Sweep(r) => crate::sweep::run(engine, r, None, p).await,
+        JobBody::Trades(r) => crate::sweep::detail(engine, r, None, Detail::Trades, p).await,
+        JobBody::Equity(r) => crate::sweep::detail(engine, r, None, Detail::Equity, p).await,
+        JobBody::WalkForward(w) => crate::sweep::walk_forward::run(engine, w, None, p).await,
+    }
+}
+
 /// The canonical name of a gRPC code (`INVALID_ARGUMENT`), as a job's status reports it.
-pub fn code_name(code: tonic::Code) -> &'static str {
+pub(crate) fn code_name(code: tonic::Code) -> &'static str {
     use tonic::Code;
     match code {
         Code::Ok => "OK",

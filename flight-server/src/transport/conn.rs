@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tonic::transport::server::Connected;
 
 /// A connection accepted by a tokio listener that [`ReadWake`] can take over.
-pub trait Accepted: Connected {
+pub(crate) trait Accepted: Connected {
     /// The same socket as a std type: non-blocking, no longer registered with tokio.
     type Std: AsRawFd + AsFd + Unpin + Send + Sync + 'static;
     /// Deregisters from tokio and hands over the socket.
@@ -58,7 +58,7 @@ impl Accepted for tokio::net::UnixStream {
 
 /// A stream socket registered with tokio for read readiness only.
 #[derive(Debug)]
-pub struct ReadWake<S: AsRawFd, I> {
+pub(crate) struct ReadWake<S: AsRawFd, I> {
     io: AsyncFd<S>,
     /// A duplicate descriptor registered for write readiness, only while a write waits for
     /// room in the send buffer.
@@ -75,7 +75,7 @@ where
     ///
     /// # Errors
     /// If the socket cannot be moved from tokio's registration to ours.
-    pub fn new<A: Accepted<Std = S, ConnectInfo = I>>(accepted: A) -> io::Result<Self> {
+    pub(crate) fn new<A: Accepted<Std = S, ConnectInfo = I>>(accepted: A) -> io::Result<Self> {
         let info = accepted.connect_info();
         let io = register(accepted.into_std()?, Interest::READABLE)?;
         Ok(Self {

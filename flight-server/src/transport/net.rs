@@ -23,19 +23,19 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 use tonic::transport::server::Connected;
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 
 /// The HTTP/2 client preface and one frame header: what a client must have sent to count as
 /// having spoken.
 const HANDSHAKE_BYTES: u64 = 24 + 9;
 
 /// A byte stream hyper can serve (any accepted socket, wrapped or not).
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// The connection limits, shared by every accepted connection of one server.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Open connections now.
     pub open: Arc<AtomicUsize>,
     /// Most open connections.
@@ -50,7 +50,7 @@ pub struct Limits {
 
 impl Limits {
     /// Takes `stream` into service, or closes it (returns `None`) if too many are open.
-    pub fn admit(&self, stream: Box<dyn Io>) -> Option<Guarded> {
+    pub(crate) fn admit(&self, stream: Box<dyn Io>) -> Option<Guarded> {
         let open = self.open.fetch_add(1, Ordering::SeqCst);
         if open >= self.max {
             self.open.fetch_sub(1, Ordering::SeqCst);
@@ -71,7 +71,7 @@ impl Limits {
 }
 
 /// An admitted connection; see the module docs.
-pub struct Guarded {
+pub(crate) struct Guarded {
     inner: Box<dyn Io>,
     limits: Limits,
     /// Bytes read so far (counted up to the handshake size).

@@ -1,46 +1,54 @@
-//! Sweeps of stored datasets, as the `sweep`, `trades` and `equity` actions and the `session`
-//! extension run them: resolve the dataset and its series, check the limits, run, build the
-//! result table.
+//! The sweep use case, the one path from a request to a result table whichever verb asked
+//! (the `sweep`, `trades` and `equity` actions, a `session` message, the stateless exchange, a
+//! job, the benchmarks through [`crate::Engine`]): resolve the dataset and its series (or take
+//! the streamed upload), check the limits, run on [`crate::compute`], select, build the table
+//! ([`results`]). [`walk_forward`] runs its folds through it; [`jobs`] keeps what runs in the
+//! background.
+
+pub(crate) mod engine;
+pub(crate) mod jobs;
+pub(crate) mod results;
+pub(crate) mod walk_forward;
 
 use std::sync::Arc;
 
 use std::collections::HashMap;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
-use sweepflight_protocol::{SERIES_COLUMN, SweepRequest};
+use sweepflight_protocol::{ExchangeSweep, SERIES_COLUMN, SweepRequest};
 
-use super::State;
 use crate::compute::{Job, Keep, Limits, Progress, Runs, params_in};
-use crate::dataset::Dataset;
-use crate::results::{
+use crate::datasets::{Dataset, NewDataset};
+use crate::sweep::engine::Engine;
+use crate::sweep::results::{
     EQUITY_ROW_BYTES, equity_batch, merge_selected, offset_combo, select_results, to_batch_rows,
     trades_batch,
 };
 use crate::{Error, Result};
 
 /// The server's limits on one call.
-pub(super) fn limits(state: &State) -> Limits {
+pub(crate) fn limits(engine: &Engine) -> Limits {
     Limits {
-        max_combos: state.config.max_combos,
-        max_grid_combos: state.config.max_grid_combos,
-        result_bytes: state.compute.budget().total(),
+        max_combos: engine.config.max_combos,
+        max_grid_combos: engine.config.max_grid_combos,
+        result_bytes: engine.compute.budget().total(),
     }
 }
 
 /// Runs `request` on its stored dataset; the result table (keyed if the dataset is). A
 /// `session` says which kind of dataset it serves (`keyed`); the action takes both. A
 /// background job passes its `progress`.
-pub(super) async fn run(
-    state: &State,
+pub(crate) async fn run(
+    engine: &Engine,
     request: &SweepRequest,
     keyed: Option<bool>,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let dataset = check(state, request, keyed)?;
+    let dataset = check(engine, request, keyed)?;
     if let Some(p) = progress {
         p.add_total(runs_of(request, &dataset));
     }
-    run_on(state, request, dataset, progress).await
+    run_on(engine, request, dataset, progress).await
 }
 
 /// The dataset of `request` once the request is checked against the server's limits and the
@@ -48,14 +56,14 @@ pub(super) async fn run(
 ///
 /// # Errors
 /// As the `sweep` action, before anything runs.
-pub(super) fn check(
-    state: &State,
+pub(crate) fn check(
+    engine: &Engine,
     request: &SweepRequest,
     keyed: Option<bool>,
 ) -> Result<Arc<Dataset>> {
-    let limits = limits(state);
+    let limits = limits(engine);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
-    let dataset = dataset(state, request, keyed)?;
+    let dataset = dataset(engine, request, keyed)?;
     Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?;
     Ok(dataset)
 }
@@ -74,24 +82,52 @@ fn runs_of(request: &SweepRequest, dataset: &Dataset) -> u64 {
 
 /// [`run`] on the dataset already resolved (the caller has counted its combos in
 /// `progress`).
-pub(super) async fn run_on(
-    state: &State,
+pub(crate) async fn run_on(
+    engine: &Engine,
     request: &SweepRequest,
     dataset: Arc<Dataset>,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let limits = limits(state);
+    let limits = limits(engine);
     let series = series_of(request, &dataset);
-    let step = (state.config.top_step_rows / series).max(1);
+    let step = (engine.config.top_step_rows / series).max(1);
     if request.selection.top.is_some() && request.len() > step {
-        return run_in_steps(state, request, dataset, (series, step), progress).await;
+        return run_in_steps(engine, request, dataset, (series, step), progress).await;
     }
     let job = Job {
         progress: progress.cloned(),
         ..Job::stored(request, dataset, &limits)?
     };
-    let runs = state.compute.run(job.clone()).await?;
+    let runs = engine.compute.run(job.clone()).await?;
     let rows = select_results(&job, &runs, &request.selection)?;
+    to_batch_rows(&job, &runs, &rows)
+}
+
+/// Refuses an exchange sweep past the server's limits, before its series is read.
+///
+/// # Errors
+/// As [`crate::compute::Limits::check`] for one series.
+pub(crate) fn check_exchange(engine: &Engine, sweep: &ExchangeSweep) -> Result<()> {
+    let keep = Keep {
+        trades: false,
+        blocks: sweep.execution.blocks,
+    };
+    limits(engine).check(&sweep.selection, keep, 1, sweep.grid.len())
+}
+
+/// The stateless exchange sweep on the series streamed with it: the same job, run and
+/// selection as a stored dataset's (without steps: the upload is held whole anyway).
+///
+/// # Errors
+/// As [`run`].
+pub(crate) async fn transient(
+    engine: &Engine,
+    sweep: &ExchangeSweep,
+    upload: &NewDataset,
+) -> Result<RecordBatch> {
+    let job = Job::uploaded(sweep, upload, &limits(engine))?;
+    let runs = engine.compute.run(job.clone()).await?;
+    let rows = select_results(&job, &runs, &sweep.selection)?;
     to_batch_rows(&job, &runs, &rows)
 }
 
@@ -99,13 +135,13 @@ pub(super) async fn run_on(
 /// series ([`crate::ServerConfig::top_step_rows`]): the same rows one call would select, its
 /// memory not growing with the grid.
 async fn run_in_steps(
-    state: &State,
+    engine: &Engine,
     request: &SweepRequest,
     dataset: Arc<Dataset>,
     (series, step): (usize, usize),
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let limits = limits(state);
+    let limits = limits(engine);
     let selection = &request.selection;
     // The whole grid against the flags; each step against the memory budget.
     selection.check_limits(
@@ -121,7 +157,7 @@ async fn run_in_steps(
             progress: progress.cloned(),
             ..Job::stored_range(request, Arc::clone(&dataset), &limits, start..end)?
         };
-        let runs = state.compute.run(job.clone()).await?;
+        let runs = engine.compute.run(job.clone()).await?;
         // Only the rows the step keeps become a table (series-major: blocks of `end - start`).
         let rows = select_results(&job, &runs, selection)?;
         let per = end - start;
@@ -146,7 +182,7 @@ async fn run_in_steps(
 
 /// What a `trades` or `equity` call answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Detail {
+pub(crate) enum Detail {
     /// The booked trades.
     Trades,
     /// The mark-to-market equity, bar by bar.
@@ -156,21 +192,21 @@ pub(super) enum Detail {
 /// The trades or equity curves of the combos `request` chooses: all of them, or those its
 /// selection keeps (after a sweep, exactly as `sweep` would choose them), at most
 /// `--max-trade-combos` x series; the chosen combos then run again keeping their trades.
-pub(super) async fn detail(
-    state: &State,
+pub(crate) async fn detail(
+    engine: &Engine,
     request: &SweepRequest,
     keyed: Option<bool>,
     detail: Detail,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let limits = limits(state);
-    let dataset = check(state, request, keyed)?;
+    let limits = limits(engine);
+    let dataset = check(engine, request, keyed)?;
     let job = Job {
         progress: progress.cloned(),
         ..Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?
     };
     let series = job.inputs.len();
-    let max = state.config.max_trade_combos;
+    let max = engine.config.max_trade_combos;
     let too_many = |n: usize| {
         Error::invalid(format!(
             "{n} combos x series chosen; a {} call returns at most {max} (--max-trade-combos): choose fewer with `top` or `where`",
@@ -192,7 +228,7 @@ pub(super) async fn detail(
         if let Some(p) = progress {
             p.add_total(runs_of(request, &dataset));
         }
-        let batch = run_on(state, request, dataset, progress).await?;
+        let batch = run_on(engine, request, dataset, progress).await?;
         if batch.num_rows() > max {
             return Err(too_many(batch.num_rows()));
         }
@@ -227,7 +263,7 @@ pub(super) async fn detail(
     if let Some(p) = progress {
         p.add_total(chosen.iter().map(|c| c.len() as u64).sum());
     }
-    let runs = rerun(state, &job, &index, &chosen).await?;
+    let runs = rerun(engine, &job, &index, &chosen).await?;
     // Millions of rows: built off the async runtime, whose workers serve every connection.
     tokio::task::spawn_blocking(move || match detail {
         Detail::Trades => trades_batch(&job, &chosen, &runs),
@@ -240,7 +276,7 @@ pub(super) async fn detail(
 /// Runs `chosen[i]`'s combos (positions in the request; `job.params[k]` is combo `index[k]`)
 /// on input `i` keeping their trades: in one job when every input has the same combos, else one
 /// job per input.
-async fn rerun(state: &State, job: &Job, index: &[usize], chosen: &[Vec<usize>]) -> Result<Runs> {
+async fn rerun(engine: &Engine, job: &Job, index: &[usize], chosen: &[Vec<usize>]) -> Result<Runs> {
     let keep = Keep {
         trades: true,
         blocks: None,
@@ -264,14 +300,17 @@ async fn rerun(state: &State, job: &Job, index: &[usize], chosen: &[Vec<usize>])
         if combos.is_empty() {
             return Ok(empty(job.inputs.len()));
         }
-        return state.compute.run(sub(job.inputs.clone(), combos)?).await;
+        return engine.compute.run(sub(job.inputs.clone(), combos)?).await;
     }
     let mut all = empty(0);
     for (input, combos) in job.inputs.iter().zip(chosen) {
         let one = if combos.is_empty() {
             empty(1)
         } else {
-            state.compute.run(sub(vec![input.clone()], combos)?).await?
+            engine
+                .compute
+                .run(sub(vec![input.clone()], combos)?)
+                .await?
         };
         all.results.extend(one.results);
         all.records.extend(one.records);
@@ -327,8 +366,8 @@ fn empty(inputs: usize) -> Runs {
 }
 
 /// The stored dataset of `request`, of the kind a session serves (`keyed`) if any.
-fn dataset(state: &State, request: &SweepRequest, keyed: Option<bool>) -> Result<Arc<Dataset>> {
-    let dataset = state.store.get(&request.dataset)?;
+fn dataset(engine: &Engine, request: &SweepRequest, keyed: Option<bool>) -> Result<Arc<Dataset>> {
+    let dataset = engine.store.get(&request.dataset)?;
     match (keyed, dataset.universe().is_some()) {
         (Some(false), true) => Err(Error::invalid(format!(
             "dataset `{}` is keyed; sweep it on a session opened with {{\"op\": \"session\", \"keyed\": true}}",

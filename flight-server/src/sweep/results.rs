@@ -33,7 +33,8 @@ pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 ///
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
-pub fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
+#[cfg(test)]
+fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
     let all = job.params.len() * runs.results.len();
     to_batch_rows(job, runs, &(0..all as u32).collect::<Vec<_>>())
 }
@@ -43,7 +44,7 @@ pub fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
 ///
 /// # Errors
 /// As [`to_batch`].
-pub fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<RecordBatch> {
+pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<RecordBatch> {
     let series = job.names.as_deref();
     let params = &job.params;
     let n = params.len().max(1);
@@ -132,7 +133,11 @@ pub fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<RecordBat
 ///
 /// # Errors
 /// Only if the table lacks a column the selection names, which decoding rules out.
-pub fn select(batch: RecordBatch, series: usize, selection: &Selection) -> Result<RecordBatch> {
+pub(crate) fn select(
+    batch: RecordBatch,
+    series: usize,
+    selection: &Selection,
+) -> Result<RecordBatch> {
     if selection.is_empty() {
         return Ok(batch);
     }
@@ -167,7 +172,7 @@ fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) -> Res
 ///
 /// # Errors
 /// Only for a column no result has, which decoding rules out.
-pub fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> Result<Vec<u32>> {
+pub(crate) fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> Result<Vec<u32>> {
     let n = job.params.len();
     let total = n * runs.results.len();
     if selection.is_empty() {
@@ -255,7 +260,7 @@ fn pick(
 ///
 /// # Errors
 /// Only if the batch has no int64 `combo` column, which would be a bug.
-pub fn offset_combo(batch: RecordBatch, offset: usize) -> Result<RecordBatch> {
+pub(crate) fn offset_combo(batch: RecordBatch, offset: usize) -> Result<RecordBatch> {
     if offset == 0 {
         return Ok(batch);
     }
@@ -279,7 +284,7 @@ pub fn offset_combo(batch: RecordBatch, offset: usize) -> Result<RecordBatch> {
 ///
 /// # Errors
 /// As [`select`].
-pub fn merge_selected(
+pub(crate) fn merge_selected(
     best: Option<RecordBatch>,
     part: RecordBatch,
     selection: &Selection,
@@ -296,7 +301,7 @@ pub fn merge_selected(
 ///
 /// # Errors
 /// Only if Arrow rejects the columns, which would be a bug.
-pub fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
+pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
     let rows = runs.records.iter().flatten().map(|r| r.trades.len()).sum();
     let mut t = Columns::with_capacity(rows, 4, 3);
     for (i, input) in job.inputs.iter().enumerate() {
@@ -334,7 +339,7 @@ pub fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<Rec
 ///
 /// # Errors
 /// As [`trades_batch`].
-pub fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
+pub(crate) fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
     let rows = job
         .inputs
         .iter()
@@ -366,7 +371,7 @@ pub fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<Rec
 }
 
 /// Bytes of an `equity` reply of `rows` rows (before the series names).
-pub const EQUITY_ROW_BYTES: u64 = 8 + 8 + 1 + 8;
+pub(crate) const EQUITY_ROW_BYTES: u64 = 8 + 8 + 1 + 8;
 
 /// Columns of a trades or equity table as they are filled.
 struct Columns {
@@ -420,14 +425,14 @@ fn keyed_batch(
 ///
 /// # Errors
 /// Only if arrow-ipc was built without the codec, which the workspace rules out.
-pub fn write_options(compression: Option<Compression>) -> Result<IpcWriteOptions> {
+pub(crate) fn write_options(compression: Option<Compression>) -> Result<IpcWriteOptions> {
     IpcWriteOptions::default()
         .try_with_compression(codec(compression))
         .map_err(|e| Error::internal("IPC compression", e))
 }
 
 /// Arrow's codec for a wire compression.
-pub fn codec(compression: Option<Compression>) -> Option<CompressionType> {
+pub(crate) fn codec(compression: Option<Compression>) -> Option<CompressionType> {
     compression.map(|c| match c {
         Compression::Zstd => CompressionType::ZSTD,
         Compression::Lz4 => CompressionType::LZ4_FRAME,

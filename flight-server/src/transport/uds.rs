@@ -43,7 +43,7 @@ enum State {
 
 /// A Unix stream whose inbound `:authority` values are made acceptable to h2.
 #[derive(Debug)]
-pub struct AuthorityFix<S> {
+pub(crate) struct AuthorityFix<S> {
     inner: S,
     state: State,
     /// Raw bytes read but not yet parsed.
@@ -54,7 +54,7 @@ pub struct AuthorityFix<S> {
 
 impl<S> AuthorityFix<S> {
     /// Wraps a freshly accepted connection.
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Self {
             inner,
             state: State::Preface(PREFACE_LEN),

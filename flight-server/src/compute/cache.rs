@@ -10,7 +10,7 @@ use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
 use sweepflight_kernel::{ArrayCache, ArrayKey};
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 
 /// Which input an array was computed over: one series of one dataset version, whole or a row
 /// range of it (a range is its own input: its windows start at its first row).

@@ -1,6 +1,11 @@
 //! The dataset domain: what a stored dataset is, the `close` column rules, and universes (a
-//! keyed dataset's series). Uploads ([`crate::ingest`]), files ([`crate::persist`]) and the
-//! store ([`crate::store`]) all build on these types and none of them on each other's.
+//! keyed dataset's series). Uploads ([`ingest`]), files ([`persist`]) and the store
+//! ([`store`]) all build on these types; [`mapping`] holds large close columns.
+
+pub(crate) mod ingest;
+pub(crate) mod mapping;
+pub(crate) mod persist;
+pub(crate) mod store;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,10 +17,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use crate::{Error, Result};
 
 /// The column every dataset must have.
-pub const CLOSE: &str = "close";
+pub(crate) const CLOSE: &str = "close";
 
 /// Schema metadata key under which a keyed dataset's file records its key column.
-pub const KEY_METADATA: &str = "sweepflight.key";
+pub(crate) const KEY_METADATA: &str = "sweepflight.key";
 
 /// A validated upload, before the store gives it a name and a version.
 #[derive(Debug)]
@@ -151,7 +156,7 @@ impl Universe {
 
 /// Where a bad value is, for error messages: a row of the upload, or a row of a named series.
 #[derive(Debug, Clone, Copy)]
-pub enum RowOf<'a> {
+pub(crate) enum RowOf<'a> {
     /// Row of the whole upload.
     Upload(usize),
     /// Row of one series, and of the upload.
@@ -169,7 +174,7 @@ pub enum RowOf<'a> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] listing the columns there are.
-pub fn close_index(schema: &Schema) -> Result<usize> {
+pub(crate) fn close_index(schema: &Schema) -> Result<usize> {
     schema.index_of(CLOSE).map_err(|_| {
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         Error::invalid(format!(
@@ -179,7 +184,7 @@ pub fn close_index(schema: &Schema) -> Result<usize> {
 }
 
 /// `schema` with `close` widened to float64.
-pub fn widened_schema(schema: &Schema, index: usize) -> Schema {
+pub(crate) fn widened_schema(schema: &Schema, index: usize) -> Schema {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
@@ -200,7 +205,7 @@ pub fn widened_schema(schema: &Schema, index: usize) -> Schema {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for any other type.
-pub fn close_column(batch: &RecordBatch, index: usize) -> Result<Float64Array> {
+pub(crate) fn close_column(batch: &RecordBatch, index: usize) -> Result<Float64Array> {
     let col = batch.column(index);
     let widened = match col.data_type() {
         DataType::Float64 => Arc::clone(col),
@@ -221,7 +226,7 @@ pub fn close_column(batch: &RecordBatch, index: usize) -> Result<Float64Array> {
 
 /// The first close that breaks the rules (null, not finite, not > 0): its index and what is
 /// wrong with it.
-pub fn first_bad_close(close: &Float64Array) -> Option<(usize, &'static str)> {
+pub(crate) fn first_bad_close(close: &Float64Array) -> Option<(usize, &'static str)> {
     if let Some(nulls) = close.nulls()
         && let Some(row) = (0..close.len()).find(|&i| nulls.is_null(i))
     {
@@ -232,7 +237,7 @@ pub fn first_bad_close(close: &Float64Array) -> Option<(usize, &'static str)> {
 }
 
 /// The first value that breaks the rules (not finite, not > 0) and what is wrong with it.
-pub fn first_bad_value(values: &[f64]) -> Option<(usize, &'static str)> {
+pub(crate) fn first_bad_value(values: &[f64]) -> Option<(usize, &'static str)> {
     let row = first_not_positive_finite(values)?;
     let v = values[row];
     let problem = if v.is_nan() {
@@ -281,7 +286,7 @@ fn first_not_positive_finite(values: &[f64]) -> Option<usize> {
 }
 
 /// The error for a bad close at `at`.
-pub fn bad_close(at: RowOf<'_>, problem: &'static str) -> Error {
+pub(crate) fn bad_close(at: RowOf<'_>, problem: &'static str) -> Error {
     match at {
         RowOf::Upload(row) => Error::BadValue {
             column: CLOSE.to_owned(),

@@ -1,6 +1,6 @@
 //! Turning an uploaded Flight stream into a validated [`NewDataset`], or a precise error.
 //!
-//! Used by DoPut and by the stateless DoExchange sweep, and by [`crate::persist`] for files read
+//! Used by DoPut and by the stateless DoExchange sweep, and by [`crate::datasets::persist`] for files read
 //! back at start. Nothing is stored here: the caller stores the result only once the whole stream
 //! has arrived and passed, so a failed upload leaves no trace.
 //!
@@ -24,24 +24,24 @@ use arrow_ipc::MessageHeader;
 use arrow_schema::{DataType, Schema, SchemaRef};
 use futures::{Stream, StreamExt};
 
-use crate::dataset::{
+use crate::datasets::mapping::Mapping;
+use crate::datasets::persist::{DataDir, Staged, StagedFile, upload_file_schema};
+use crate::datasets::{
     NewDataset, RowOf, Universe, bad_close, close_column, close_index, first_bad_close,
     first_bad_value, widened_schema,
 };
-use crate::mapping::Mapping;
-use crate::persist::{DataDir, Staged, StagedFile, upload_file_schema};
 use crate::{Error, Result};
 
 /// Limits an upload is checked against while it streams in.
 #[derive(Debug, Clone, Copy)]
-pub struct UploadLimits {
+pub(crate) struct UploadLimits {
     /// Largest accepted dataset, in bytes of decoded Arrow data.
     pub max_bytes: u64,
 }
 
 impl UploadLimits {
     /// No limit (files the server wrote itself).
-    pub const NONE: Self = Self {
+    pub(crate) const NONE: Self = Self {
         max_bytes: u64::MAX,
     };
 }
@@ -55,7 +55,7 @@ impl UploadLimits {
 /// [`Error::InvalidArgument`] / [`Error::BadValue`] for a stream that breaks the dataset rules,
 /// [`Error::ResourceExhausted`] past `limits` or on a full disk, or the client's own stream
 /// error. A staged file is deleted on any error.
-pub async fn read_upload<S>(
+pub(crate) async fn read_upload<S>(
     stream: S,
     limits: UploadLimits,
     key: Option<&str>,
@@ -385,7 +385,7 @@ impl Decoder {
 ///
 /// # Errors
 /// As [`read_upload`].
-pub fn assemble(
+pub(crate) fn assemble(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
     key: Option<&str>,
@@ -400,7 +400,7 @@ pub fn assemble(
 /// Bytes of Arrow data a batch holds. Counts only the rows it covers: a decoded message's
 /// columns share one body buffer, and stored batches share one close buffer, so per-array
 /// capacities would count the same memory many times over.
-pub fn batch_bytes(batch: &RecordBatch) -> u64 {
+pub(crate) fn batch_bytes(batch: &RecordBatch) -> u64 {
     batch
         .columns()
         .iter()
@@ -415,7 +415,7 @@ pub fn batch_bytes(batch: &RecordBatch) -> u64 {
 ///
 /// # Errors
 /// [`FlightError::DecodeError`] naming what is out of bounds.
-pub fn check_ipc_bounds(msg: &FlightData) -> std::result::Result<(), FlightError> {
+pub(crate) fn check_ipc_bounds(msg: &FlightData) -> std::result::Result<(), FlightError> {
     if msg.data_header.is_empty() {
         return Ok(());
     }
@@ -479,7 +479,7 @@ impl SeriesBuilder {
         let keys = key.map(|k| KeyGrouper::new(schema, k)).transpose()?;
         // Sweepflight's own file metadata is not part of the dataset's schema.
         let mut stored = widened_schema(schema, close_index);
-        stored.metadata.remove(crate::dataset::KEY_METADATA);
+        stored.metadata.remove(crate::datasets::KEY_METADATA);
         Ok(Self {
             closes: CloseColumn::new(limits.max_bytes),
             limits,

@@ -39,8 +39,8 @@ use arrow_ipc::writer::{DictionaryHandling, FileWriter, IpcWriteOptions};
 use arrow_schema::DataType;
 use rayon::prelude::*;
 
-use crate::dataset::{KEY_METADATA, NewDataset, Universe};
-use crate::ingest::assemble;
+use crate::datasets::ingest::assemble;
+use crate::datasets::{KEY_METADATA, NewDataset, Universe};
 use crate::{Error, Result};
 
 const DATASETS: &str = "datasets";
@@ -333,7 +333,7 @@ impl DataDir {
 }
 
 /// The file's schema: the dataset's, plus the key column of a universe in the metadata.
-pub fn file_schema(
+pub(crate) fn file_schema(
     schema: &arrow_schema::Schema,
     universe: Option<&Universe>,
 ) -> arrow_schema::Schema {
@@ -341,7 +341,7 @@ pub fn file_schema(
 }
 
 /// The file's schema for an upload keyed by `key` (known before any row arrives).
-pub fn upload_file_schema(
+pub(crate) fn upload_file_schema(
     schema: &arrow_schema::Schema,
     key: Option<&str>,
 ) -> arrow_schema::Schema {

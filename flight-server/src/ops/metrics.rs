@@ -27,13 +27,13 @@ use tonic::codegen::http;
 
 /// A gRPC method, by the last part of its path (`DoAction`, `DoPut`, ...).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MethodLabel {
+pub(crate) struct MethodLabel {
     method: String,
 }
 
 /// A gRPC status code, by name (`NOT_FOUND`, ...).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabel {
+pub(crate) struct CodeLabel {
     code: String,
 }
 
@@ -86,7 +86,7 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed for silence (`--handshake-timeout`, `--idle-timeout`).
     pub connections_timed_out: Counter,
-    /// Calls received, all methods (not exported: [`crate::trim`] watches it for quiet).
+    /// Calls received, all methods (not exported: [`crate::compute::trim`] watches it for quiet).
     pub calls: std::sync::atomic::AtomicU64,
     levels: [Gauge; 11],
 }
@@ -222,7 +222,7 @@ impl Metrics {
 
 /// Counts requests by method: a tower layer in front of the Flight service.
 #[derive(Debug, Clone)]
-pub struct MetricsLayer(pub Arc<Metrics>);
+pub(crate) struct MetricsLayer(pub Arc<Metrics>);
 
 impl<S> tower::Layer<S> for MetricsLayer {
     type Service = MetricsService<S>;
@@ -236,7 +236,7 @@ impl<S> tower::Layer<S> for MetricsLayer {
 
 /// [`MetricsLayer`]'s service.
 #[derive(Debug, Clone)]
-pub struct MetricsService<S> {
+pub(crate) struct MetricsService<S> {
     inner: S,
     metrics: Arc<Metrics>,
 }
@@ -270,7 +270,7 @@ where
 
 /// Serves `GET /metrics` (HTTP/1.1) on `listener` until `shutdown` resolves; `render` makes the
 /// page.
-pub async fn serve_metrics(
+pub(crate) async fn serve_metrics(
     listener: tokio::net::TcpListener,
     render: Arc<dyn Fn() -> String + Send + Sync>,
     shutdown: impl Future<Output = ()>,
@@ -328,7 +328,7 @@ pub async fn serve_metrics(
 ///
 /// # Errors
 /// If the address cannot be bound.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
 }
 

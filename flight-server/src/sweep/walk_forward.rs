@@ -24,10 +24,10 @@ use sweepflight_protocol::{
     walk_forward_schema,
 };
 
-use super::State;
-use super::sweep::{limits, run_on};
+use super::{limits, run_on};
 use crate::compute::Progress;
-use crate::dataset::Dataset;
+use crate::datasets::Dataset;
+use crate::sweep::engine::Engine;
 use crate::{Error, Result};
 
 /// The series of a walk-forward (index in the dataset, key value on a keyed one) and their
@@ -41,9 +41,9 @@ type Plan = Vec<(usize, Option<String>, Vec<Fold>)>;
 /// NOT_FOUND for an unknown dataset or series; INVALID_ARGUMENT for `series` on an unkeyed
 /// dataset, no fold on any series, a train range shorter than the grid's longest window, more
 /// combos x folds x series than `--max-grid-combos` or more rows than `--max-combos`.
-pub(super) fn check(state: &State, request: &WalkForwardRequest) -> Result<(Arc<Dataset>, Plan)> {
+pub(crate) fn check(engine: &Engine, request: &WalkForwardRequest) -> Result<(Arc<Dataset>, Plan)> {
     let sweep = &request.sweep;
-    let dataset = state.store.get(&sweep.dataset)?;
+    let dataset = engine.store.get(&sweep.dataset)?;
     let series: Vec<(usize, Option<String>)> = match dataset.universe() {
         None => {
             if sweep.series.is_some() {
@@ -74,7 +74,7 @@ pub(super) fn check(state: &State, request: &WalkForwardRequest) -> Result<(Arc<
             sweep.dataset
         )));
     }
-    let limits = limits(state);
+    let limits = limits(engine);
     let runs = (folds as u64).saturating_mul(sweep.len() as u64);
     if runs > limits.max_grid_combos as u64 {
         return Err(Error::invalid(format!(
@@ -155,13 +155,13 @@ fn longest_window(request: &SweepRequest) -> Result<u64> {
 ///
 /// # Errors
 /// As [`check`], and as the sweeps it runs.
-pub(super) async fn run(
-    state: &State,
+pub(crate) async fn run(
+    engine: &Engine,
     request: &WalkForwardRequest,
     keyed: Option<bool>,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
-    let (dataset, plan) = check(state, request)?;
+    let (dataset, plan) = check(engine, request)?;
     if let Some(k) = keyed
         && k != dataset.universe().is_some()
     {
@@ -180,7 +180,7 @@ pub(super) async fn run(
     }
     let keyed = dataset.universe().is_some();
     let schema = walk_forward_schema(request.sweep.strategy, keyed);
-    let covering = if state.store.cache().capacity() > 0 {
+    let covering = if engine.store.cache().capacity() > 0 {
         covering_combos(&request.sweep)?
     } else {
         Vec::new()
@@ -200,7 +200,7 @@ pub(super) async fn run(
             if let Some(p) = progress {
                 p.add_total(covering.len() as u64);
             }
-            run_on(state, &prime, Arc::clone(&dataset), progress).await?;
+            run_on(engine, &prime, Arc::clone(&dataset), progress).await?;
         }
         for fold in folds {
             let on = |rows: (u64, u64), grid: Grid, selection: Selection| SweepRequest {
@@ -219,7 +219,7 @@ pub(super) async fn run(
                 request.sweep.grid.clone(),
                 request.sweep.selection.clone(),
             );
-            let best = run_on(state, &train, Arc::clone(&dataset), progress).await?;
+            let best = run_on(engine, &train, Arc::clone(&dataset), progress).await?;
             let chosen = chosen(&best, request)?;
             let test = match &chosen {
                 None => {
@@ -230,7 +230,7 @@ pub(super) async fn run(
                 }
                 Some((grid, _)) => {
                     let test = on(fold.test, grid.clone(), Selection::default());
-                    Some(run_on(state, &test, Arc::clone(&dataset), progress).await?)
+                    Some(run_on(engine, &test, Arc::clone(&dataset), progress).await?)
                 }
             };
             rows.push(name.as_deref(), fold, chosen.map(|(_, s)| (best, s)), test);
