@@ -10,7 +10,9 @@ use sweepflight_protocol::{
     ExchangeCommand, PutTarget, SweepRequest, Ticket, dataset_path, validate_name,
 };
 
-use crate::datasets::ingest::{UploadLimits, check_ipc_bounds, read_upload};
+use crate::datasets::InMemory;
+use crate::datasets::ingest::{UploadLimits, read_upload};
+use crate::service::check_ipc_bounds;
 
 /// Everything that decodes a small request: `sweep` bodies, DoExchange commands, DoPut
 /// descriptors, tickets, dataset names and PATH descriptors.
@@ -37,7 +39,8 @@ pub fn put_stream(data: &[u8]) {
         let messages = unframe(data)
             .into_iter()
             .map(|m| check_ipc_bounds(&m).map(|()| m));
-        let upload = read_upload(futures::stream::iter(messages), limits, key, None);
+        let mut sink = InMemory;
+        let upload = read_upload(futures::stream::iter(messages), limits, key, &mut sink);
         let _ = futures::executor::block_on(upload);
     }
 }

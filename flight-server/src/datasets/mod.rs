@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::future::BoxFuture;
 
 use crate::{Error, Result};
 
@@ -21,6 +22,41 @@ pub(crate) const CLOSE: &str = "close";
 
 /// Schema metadata key under which a keyed dataset's file records its key column.
 pub(crate) const KEY_METADATA: &str = "sweepflight.key";
+
+/// Where an upload's validated batches go as they arrive, besides memory: a put's sink from
+/// the store ([`store::DatasetStore::begin_put`]: a durable store's staged file), or
+/// [`InMemory`] for the stateless exchange's series. Ingest writes to it; whoever made it
+/// commits or aborts what it holds.
+pub(crate) trait UploadSink: Send {
+    /// The upload's schema (`close` widened) is known, before any row; `key` for a universe.
+    ///
+    /// # Errors
+    /// If the sink cannot start (a file that cannot be created).
+    fn open(&mut self, schema: &Schema, key: Option<&str>) -> Result<()>;
+
+    /// True if it wants each validated batch (ingest then rebuilds each one whole for it).
+    fn wants_batches(&self) -> bool;
+
+    /// One validated batch, in upload order.
+    fn write(&mut self, batch: RecordBatch) -> BoxFuture<'_, Result<()>>;
+}
+
+/// The sink of an upload kept in memory only.
+pub(crate) struct InMemory;
+
+impl UploadSink for InMemory {
+    fn open(&mut self, _schema: &Schema, _key: Option<&str>) -> Result<()> {
+        Ok(())
+    }
+
+    fn wants_batches(&self) -> bool {
+        false
+    }
+
+    fn write(&mut self, _batch: RecordBatch) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
 
 /// A validated upload, before the store gives it a name and a version.
 #[derive(Debug)]

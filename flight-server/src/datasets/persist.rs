@@ -39,7 +39,6 @@ use arrow_ipc::writer::{DictionaryHandling, FileWriter, IpcWriteOptions};
 use arrow_schema::DataType;
 use rayon::prelude::*;
 
-use crate::datasets::ingest::assemble;
 use crate::datasets::{KEY_METADATA, NewDataset, Universe};
 use crate::{Error, Result};
 
@@ -48,9 +47,14 @@ const TMP: &str = "tmp";
 const QUARANTINE: &str = "quarantine";
 const EXT: &str = ".arrow";
 
+/// How a file read back at start becomes a dataset: the same checks as an upload (the store
+/// passes ingest's), so a file that fails them is quarantined.
+pub(crate) type Validate =
+    dyn Fn(&arrow_schema::SchemaRef, Vec<RecordBatch>, Option<&str>) -> Result<NewDataset> + Sync;
+
 /// A dataset read back from disk at start.
 #[derive(Debug)]
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// Its name.
     pub name: String,
     /// The version it had when it was written.
@@ -62,7 +66,7 @@ pub struct Recovered {
 }
 
 /// An upload's file being written to `tmp/`. Dropping it deletes the file.
-pub struct StagedFile {
+pub(crate) struct StagedFile {
     writer: FileWriter<BufWriter<CrcWriter<WriteBehind>>>,
     dictionaries: GrowingDictionaries,
     staged: Staged,
@@ -81,7 +85,7 @@ impl StagedFile {
     ///
     /// # Errors
     /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED).
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let batch = self.dictionaries.conform(batch)?;
         self.writer
             .write(&batch)
@@ -92,7 +96,7 @@ impl StagedFile {
     ///
     /// # Errors
     /// [`Error::Storage`]; the file is then deleted.
-    pub fn finish(self) -> Result<Staged> {
+    pub(crate) fn finish(self) -> Result<Staged> {
         let Self {
             mut writer,
             mut staged,
@@ -113,6 +117,79 @@ impl StagedFile {
     }
 }
 
+/// The write-behind sink of a durable put: its staged file written by a blocking thread from a
+/// bounded queue of batches, so the network and the disk overlap.
+pub(crate) struct FileSink {
+    tx: tokio::sync::mpsc::Sender<RecordBatch>,
+    /// Tells the writer to drop its file instead of finishing it.
+    aborted: Arc<std::sync::atomic::AtomicBool>,
+    /// The writer; taken when awaited.
+    done: Option<tokio::task::JoinHandle<Result<Staged>>>,
+}
+
+impl FileSink {
+    pub(crate) fn start(mut file: StagedFile) -> Self {
+        // A few batches in flight: enough to keep the disk busy while the network delivers.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(4);
+        let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::clone(&aborted);
+        let done = tokio::task::spawn_blocking(move || {
+            while let Some(batch) = rx.blocking_recv() {
+                file.write(&batch)?;
+            }
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Dropping the file deletes it.
+                return Err(Error::Internal("upload abandoned".into()));
+            }
+            file.finish()
+        });
+        Self {
+            tx,
+            aborted,
+            done: Some(done),
+        }
+    }
+
+    /// Stops the writer and waits until its file is deleted.
+    pub(crate) async fn abort(mut self) {
+        self.aborted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(self.tx);
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+
+    pub(crate) async fn send(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.tx.send(batch).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stops at its first error (a full disk, say) and drops the queue: that
+        // error is the upload's.
+        match self.join().await {
+            Err(e) => Err(e),
+            Ok(_) => Err(Error::Internal(
+                "the dataset file writer stopped early".into(),
+            )),
+        }
+    }
+
+    pub(crate) async fn finish(mut self) -> Result<Staged> {
+        let (tx, _) = tokio::sync::mpsc::channel(1);
+        drop(std::mem::replace(&mut self.tx, tx));
+        self.join().await
+    }
+
+    async fn join(&mut self) -> Result<Staged> {
+        let done = self
+            .done
+            .take()
+            .ok_or_else(|| Error::Internal("the dataset file writer was already joined".into()))?;
+        done.await
+            .map_err(|e| Error::internal("the dataset file writer", e))?
+    }
+}
+
 /// An upload written to `tmp/` and fsynced, not yet committed. Dropping it deletes the file.
 #[derive(Debug)]
 pub struct Staged {
@@ -129,7 +206,7 @@ impl Drop for Staged {
 
 /// The data directory of a running server (held locked until dropped).
 #[derive(Debug)]
-pub struct DataDir {
+pub(crate) struct DataDir {
     datasets: PathBuf,
     tmp: PathBuf,
     quarantine: PathBuf,
@@ -144,7 +221,7 @@ impl DataDir {
     /// # Errors
     /// [`Error::Storage`] if the directory cannot be created, locked or listed; a single bad
     /// dataset file is not an error.
-    pub fn open(root: &Path) -> Result<(Self, Vec<Recovered>)> {
+    pub(crate) fn open(root: &Path, validate: &Validate) -> Result<(Self, Vec<Recovered>)> {
         let dir = |name: &str| {
             let p = root.join(name);
             fs::create_dir_all(&p)
@@ -177,7 +254,7 @@ impl DataDir {
             _lock: lock,
         };
         me.clear_tmp()?;
-        let recovered = me.recover()?;
+        let recovered = me.recover(validate)?;
         Ok((me, recovered))
     }
 
@@ -187,7 +264,7 @@ impl DataDir {
     /// # Errors
     /// [`Error::Storage`] (disk full: RESOURCE_EXHAUSTED; permissions: INTERNAL). The partial
     /// file is deleted.
-    pub fn create(&self, schema: &arrow_schema::Schema) -> Result<StagedFile> {
+    pub(crate) fn create(&self, schema: &arrow_schema::Schema) -> Result<StagedFile> {
         let id = self.next_tmp.fetch_add(1, Ordering::Relaxed);
         // The guard exists before the file does: any error below deletes it.
         let staged = Staged {
@@ -219,7 +296,7 @@ impl DataDir {
     ///
     /// # Errors
     /// As [`DataDir::create`].
-    pub fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
+    pub(crate) fn stage(&self, dataset: &NewDataset) -> Result<Staged> {
         let mut file = self.create(&file_schema(&dataset.schema, dataset.universe.as_ref()))?;
         for batch in &dataset.batches {
             file.write(batch)?;
@@ -232,7 +309,7 @@ impl DataDir {
     ///
     /// # Errors
     /// [`Error::Storage`]; the staged file is then deleted and nothing is committed.
-    pub fn commit(&self, staged: Staged, name: &str, version: u64) -> Result<PathBuf> {
+    pub(crate) fn commit(&self, staged: Staged, name: &str, version: u64) -> Result<PathBuf> {
         let path = self.datasets.join(file_name(name, version, staged.crc));
         fs::rename(&staged.path, &path)
             .map_err(|e| Error::storage(format!("rename into {}", path.display()), e))?;
@@ -246,7 +323,7 @@ impl DataDir {
     ///
     /// # Errors
     /// [`Error::Storage`].
-    pub fn delete(&self, file: &Path) -> Result<()> {
+    pub(crate) fn delete(&self, file: &Path) -> Result<()> {
         match fs::remove_file(file) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -267,7 +344,7 @@ impl DataDir {
 
     /// Reads every committed file back. For each name the newest readable version wins; older
     /// ones (left by a crash between commit and cleanup) are deleted, bad ones quarantined.
-    fn recover(&self) -> Result<Vec<Recovered>> {
+    fn recover(&self, validate: &Validate) -> Result<Vec<Recovered>> {
         let mut files: Vec<(String, u64, u32, PathBuf)> = Vec::new();
         for entry in read_dir(&self.datasets)? {
             let path = entry.path();
@@ -291,13 +368,17 @@ impl DataDir {
         }
         let recovered = by_name
             .into_par_iter()
-            .filter_map(|group| self.recover_name(group))
+            .filter_map(|group| self.recover_name(group, validate))
             .collect::<Vec<_>>();
         sync_dir(&self.datasets)?;
         Ok(recovered)
     }
 
-    fn recover_name(&self, versions: Vec<(String, u64, u32, PathBuf)>) -> Option<Recovered> {
+    fn recover_name(
+        &self,
+        versions: Vec<(String, u64, u32, PathBuf)>,
+        validate: &Validate,
+    ) -> Option<Recovered> {
         let mut found = None;
         for (name, version, crc, path) in versions {
             if found.is_some() {
@@ -307,7 +388,7 @@ impl DataDir {
                 }
                 continue;
             }
-            match read_dataset(&path, crc) {
+            match read_dataset(&path, crc, validate) {
                 Ok(dataset) => {
                     found = Some(Recovered {
                         name,
@@ -375,8 +456,8 @@ fn parse_file_name(file: &str) -> Option<(&str, u64, u32)> {
 }
 
 /// Maps a committed file, checks its checksum, decodes it without copying and validates it
-/// like an upload.
-fn read_dataset(path: &Path, crc: u32) -> Result<NewDataset> {
+/// (`validate`: as an upload).
+fn read_dataset(path: &Path, crc: u32, validate: &Validate) -> Result<NewDataset> {
     let buffer = map(path)?;
     let actual = crc32c::crc32c(&buffer);
     if actual != crc {
@@ -386,7 +467,7 @@ fn read_dataset(path: &Path, crc: u32) -> Result<NewDataset> {
     }
     let (schema, batches) = decode_ipc_file(buffer)?;
     let key = schema.metadata().get(KEY_METADATA).cloned();
-    assemble(&schema, batches, key.as_deref())
+    validate(&schema, batches, key.as_deref())
 }
 
 /// The whole file as an Arrow buffer backed by a read-only memory map.
@@ -731,6 +812,7 @@ impl<W: Write> Write for CrcWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datasets::ingest::assemble;
     use arrow_array::{ArrayRef, Float64Array, Int64Array};
 
     fn series(closes: &[f64]) -> NewDataset {
@@ -759,11 +841,11 @@ mod tests {
         let n = (5 * WRITE_BEHIND_CHUNK as usize + 12_345) / 8;
         let closes: Vec<f64> = (0..n).map(|i| 1.0 + (i % 977) as f64).collect();
         let root = tempfile::tempdir().unwrap();
-        let (dir, _) = DataDir::open(root.path()).unwrap();
+        let (dir, _) = DataDir::open(root.path(), &assemble).unwrap();
         let staged = dir.stage(&series(&closes)).unwrap();
         dir.commit(staged, "big", 1).unwrap();
         drop(dir);
-        let (_dir, found) = DataDir::open(root.path()).unwrap();
+        let (_dir, found) = DataDir::open(root.path(), &assemble).unwrap();
         assert_eq!(found[0].dataset.close.values().as_ref(), closes.as_slice());
     }
 
@@ -864,7 +946,7 @@ mod tests {
     #[test]
     fn write_commit_read_back() {
         let root = tempfile::tempdir().unwrap();
-        let (dir, found) = DataDir::open(root.path()).unwrap();
+        let (dir, found) = DataDir::open(root.path(), &assemble).unwrap();
         assert!(found.is_empty());
         let staged = dir.stage(&series(&[1.0, 2.0, 3.0])).unwrap();
         let tmp = staged.path.clone();
@@ -877,7 +959,7 @@ mod tests {
         let unfinished = dir.stage(&series(&[9.0, 9.0])).unwrap();
         std::mem::forget(unfinished);
         drop(dir);
-        let (_dir, found) = DataDir::open(root.path()).unwrap();
+        let (_dir, found) = DataDir::open(root.path(), &assemble).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].name.as_str(), found[0].version), ("p", 5));
         assert_eq!(found[0].dataset.close.values().as_ref(), &[5.0, 6.0]);
@@ -888,7 +970,7 @@ mod tests {
     #[test]
     fn corrupt_and_foreign_files_are_quarantined() {
         let root = tempfile::tempdir().unwrap();
-        let (dir, _) = DataDir::open(root.path()).unwrap();
+        let (dir, _) = DataDir::open(root.path(), &assemble).unwrap();
         let good = dir
             .commit(dir.stage(&series(&[1.0, 2.0])).unwrap(), "good", 1)
             .unwrap();
@@ -903,7 +985,7 @@ mod tests {
         fs::write(&bad, bytes).unwrap();
         fs::write(root.path().join(DATASETS).join("notes.txt"), "hi").unwrap();
         drop(dir);
-        let (_dir, mut found) = DataDir::open(root.path()).unwrap();
+        let (_dir, mut found) = DataDir::open(root.path(), &assemble).unwrap();
         found.sort_by(|a, b| a.name.cmp(&b.name));
         let names: Vec<_> = found.iter().map(|r| (r.name.as_str(), r.version)).collect();
         // The torn newest version is quarantined; the older intact one is served.
@@ -920,8 +1002,8 @@ mod tests {
     #[test]
     fn one_server_per_directory() {
         let root = tempfile::tempdir().unwrap();
-        let (_held, _) = DataDir::open(root.path()).unwrap();
-        let e = DataDir::open(root.path()).unwrap_err();
+        let (_held, _) = DataDir::open(root.path(), &assemble).unwrap();
+        let e = DataDir::open(root.path(), &assemble).unwrap_err();
         assert!(e.to_string().contains("in use"), "{e}");
     }
 }

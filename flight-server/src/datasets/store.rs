@@ -11,9 +11,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use futures::future::BoxFuture;
+
 use crate::compute::cache::KernelCache;
-use crate::datasets::persist::{DataDir, Staged};
-use crate::datasets::{Dataset, NewDataset};
+use crate::datasets::persist::{DataDir, FileSink, Staged, upload_file_schema};
+use crate::datasets::{Dataset, NewDataset, UploadSink};
 use crate::{Error, Result, ServerConfig};
 
 /// The named datasets and the kernel cache over them.
@@ -64,7 +68,8 @@ impl DatasetStore {
         let Some(root) = &config.data_dir else {
             return Ok(store);
         };
-        let (disk, recovered) = DataDir::open(root)?;
+        // Files are validated as uploads are (a file that fails is quarantined).
+        let (disk, recovered) = DataDir::open(root, &crate::datasets::ingest::assemble)?;
         {
             let mut map = store.write();
             for r in recovered {
@@ -97,14 +102,21 @@ impl DatasetStore {
         self.read().values().map(|d| d.bytes()).sum()
     }
 
-    /// The data directory, if datasets persist: uploads stage their files in it as they arrive.
-    pub fn data_dir(&self) -> Option<&Arc<DataDir>> {
-        self.disk.as_ref()
+    /// Begins a put of dataset `name`: the sink its upload's validated batches go to as they
+    /// arrive (on a durable store, a staged file written while the network delivers; nothing
+    /// otherwise), which [`PutSink::commit`]s the dataset or [`PutSink::abort`]s, leaving no
+    /// trace. The store owns the whole of a put: the caller only reads the stream into it.
+    pub(crate) fn begin_put(self: &Arc<Self>, name: &str) -> PutSink {
+        PutSink {
+            store: Arc::clone(self),
+            name: name.to_owned(),
+            file: None,
+        }
     }
 
     /// Stores `new` under `name`, replacing any dataset of that name in one step; returns it.
     /// With a data directory the dataset is on disk (fsynced) before this returns: `staged`
-    /// is its file if the upload wrote one as it arrived ([`DatasetStore::data_dir`]), else the
+    /// is its file if the upload wrote one as it arrived ([`DatasetStore::begin_put`]), else the
     /// file is written here.
     ///
     /// # Errors
@@ -241,4 +253,58 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Internal(format!("storage task failed: {e}")))?
+}
+
+/// A put in progress ([`DatasetStore::begin_put`]): where its upload's batches go, and what
+/// commits or abandons it.
+pub(crate) struct PutSink {
+    store: Arc<DatasetStore>,
+    name: String,
+    /// The staged file of a durable store, once the schema is known.
+    file: Option<FileSink>,
+}
+
+impl UploadSink for PutSink {
+    fn open(&mut self, schema: &Schema, key: Option<&str>) -> Result<()> {
+        if let Some(disk) = &self.store.disk {
+            let schema = upload_file_schema(schema, key);
+            self.file = Some(FileSink::start(disk.create(&schema)?));
+        }
+        Ok(())
+    }
+
+    fn wants_batches(&self) -> bool {
+        self.file.is_some()
+    }
+
+    fn write(&mut self, batch: RecordBatch) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            match &mut self.file {
+                Some(file) => file.send(batch).await,
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+impl PutSink {
+    /// Stores the upload read into this sink ([`DatasetStore::put`], its staged file finished
+    /// and committed); on a failure the staged file is deleted and the old version stays.
+    ///
+    /// # Errors
+    /// As [`DatasetStore::put`], or the staged file's own error.
+    pub(crate) async fn commit(self, new: NewDataset) -> Result<Arc<Dataset>> {
+        let staged = match self.file {
+            Some(file) => Some(file.finish().await?),
+            None => None,
+        };
+        self.store.put(&self.name, new, staged).await
+    }
+
+    /// Abandons the put: its staged file, if any, is deleted before this returns.
+    pub(crate) async fn abort(self) {
+        if let Some(file) = self.file {
+            file.abort().await;
+        }
+    }
 }

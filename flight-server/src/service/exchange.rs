@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use super::put::upload_limits;
 use super::{Inbound, State};
+use crate::datasets::InMemory;
 use crate::datasets::ingest::read_upload;
 use crate::sweep::Detail;
 use crate::sweep::results::SessionEncoder;
@@ -56,7 +57,13 @@ async fn transient(
 ) -> Result<BoxStream<'static, Result<FlightData>>> {
     // Refused before the upload is read: a grid past the limits costs no transfer.
     crate::sweep::check_exchange(&state.engine, &sweep)?;
-    let (upload, _) = read_upload(data, upload_limits(state), sweep.key.as_deref(), None).await?;
+    let upload = read_upload(
+        data,
+        upload_limits(state),
+        sweep.key.as_deref(),
+        &mut InMemory,
+    )
+    .await?;
     let batch = crate::sweep::transient(&state.engine, &sweep, &upload).await?;
     let out = FlightDataEncoderBuilder::new()
         .with_options(crate::sweep::results::write_options(sweep.compression)?)

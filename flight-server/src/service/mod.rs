@@ -7,19 +7,20 @@
 //! - `actions`: ListActions and DoAction (`sweep`, `trades`, `equity`, `walk_forward`,
 //!   `echo`, `drop`, `stats`, `strategies` and the job actions).
 //! - `exchange`: DoExchange (`echo`, stateless `sweep`, `session`).
+//! - `inbound`: every client stream's guard (message sizes, IPC bounds) and its descriptor.
 //! - `jobs`: `submit`, `status`, `cancel`, PollFlightInfo, CancelFlightInfo and a job's DoGet.
 
 mod actions;
 mod catalog;
 mod download;
 mod exchange;
+mod inbound;
 mod jobs;
 mod put;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
@@ -31,7 +32,6 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::instrument;
 
 use crate::Error;
-use crate::datasets::ingest::check_ipc_bounds;
 use crate::ops::auth::Auth;
 use crate::ops::metrics::Levels;
 use crate::sweep::engine::Engine;
@@ -103,47 +103,9 @@ impl SweepFlightService {
 
 type Stream_<T> = BoxStream<'static, Result<T, Status>>;
 
-/// A client's stream of Flight data, as arrow-flight's decoder wants it.
-type Inbound = BoxStream<'static, Result<FlightData, FlightError>>;
-
-/// Adapts tonic's inbound stream and bounds-checks each message before any decoder sees it.
-///
-/// tonic reports an inbound message over `--max-message-bytes` as OUT_OF_RANGE; the gRPC
-/// convention (and our contract) for a size limit is RESOURCE_EXHAUSTED.
-fn inbound(s: Streaming<FlightData>) -> Inbound {
-    s.map_err(|status| {
-        let too_large =
-            status.code() == tonic::Code::OutOfRange && status.message().contains("too large");
-        let status = if too_large {
-            Status::resource_exhausted(format!("{} (--max-message-bytes)", status.message()))
-        } else {
-            status
-        };
-        FlightError::Tonic(Box::new(status))
-    })
-    .and_then(|msg| futures::future::ready(check_ipc_bounds(&msg).map(|()| msg)))
-    .boxed()
-}
-
-/// Takes the descriptor off the first message of an upload. The returned stream starts with
-/// that message again only if it also carries data: pyarrow's DoPut sends descriptor and schema
-/// together, its DoExchange sends the descriptor alone.
-async fn split_descriptor(
-    mut s: Inbound,
-    verb: &str,
-) -> crate::Result<(Option<FlightDescriptor>, Inbound)> {
-    let mut first = s.next().await.ok_or_else(|| {
-        Error::invalid(format!("empty {verb} stream: expected a descriptor first"))
-    })??;
-    let descriptor = first.flight_descriptor.take();
-    if first.data_header.is_empty() && first.data_body.is_empty() && first.app_metadata.is_empty() {
-        return Ok((descriptor, s));
-    }
-    Ok((
-        descriptor,
-        futures::stream::iter([Ok(first)]).chain(s).boxed(),
-    ))
-}
+#[cfg(feature = "testing")]
+pub(crate) use inbound::check_ipc_bounds;
+use inbound::{Inbound, inbound, split_descriptor};
 
 // Authentication is not checked here: `AuthLayer` answers before any handler runs.
 #[tonic::async_trait]

@@ -20,15 +20,16 @@ pub(super) async fn put(
     })?;
     let target = PutTarget::from_descriptor(descriptor)?;
     let started = std::time::Instant::now();
-    // A durable put writes its file while the stream arrives; only the commit is left after.
-    let disk = state.engine.store.data_dir().cloned();
-    let (upload, staged) =
-        read_upload(data, upload_limits(state), target.key.as_deref(), disk).await?;
-    let d = state
-        .engine
-        .store
-        .put(&target.dataset, upload, staged)
-        .await?;
+    // The store owns the put: a durable one writes its file while the stream arrives, so only
+    // the commit is left after; a refused upload is aborted and leaves nothing.
+    let mut put = state.engine.store.begin_put(&target.dataset);
+    let d = match read_upload(data, upload_limits(state), target.key.as_deref(), &mut put).await {
+        Ok(upload) => put.commit(upload).await?,
+        Err(e) => {
+            put.abort().await;
+            return Err(e);
+        }
+    };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(dataset = %d.name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
     let summary = PutSummary {
