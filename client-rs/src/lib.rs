@@ -45,4 +45,4 @@ pub use sweepflight_protocol::{
     Compression, Execution, Folds, Grid, JobBody, JobState, JobStatus, PutSummary, PutTarget,
     RowRange, Sample, Side, Strategy, SweepRequest, WalkForwardRequest,
 };
-pub use types::{ComboRow, DatasetInfo, SweepResult, params_of};
+pub use types::{ComboRow, DatasetInfo, SweepResult};

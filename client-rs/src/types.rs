@@ -4,15 +4,9 @@
 use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use serde::Serialize;
-use sweepflight_kernel::{Combo, ComboResult};
 use sweepflight_protocol::{SERIES_COLUMN, check_result_schema};
 
 use crate::{Error, Result};
-
-/// Explicit combos as a request grid.
-pub fn params_of(combos: &[Combo]) -> Vec<[u32; 6]> {
-    combos.iter().map(Combo::windows).collect()
-}
 
 /// One row of a sweep result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,20 +82,6 @@ impl SweepResult {
             .collect()
     }
 
-    /// The rows as the kernel's result type (for comparing with an in-process sweep).
-    pub fn results(&self) -> Vec<ComboResult> {
-        self.rows()
-            .iter()
-            .map(|r| ComboResult {
-                pnl: r.pnl,
-                trades: r.trades as u64,
-                wins: r.wins as u64,
-                max_drawdown: r.max_drawdown,
-                ..Default::default()
-            })
-            .collect()
-    }
-
     /// True if the result has the `series` column (a keyed dataset).
     pub fn is_keyed(&self) -> bool {
         self.batch.schema().field(0).name() == SERIES_COLUMN
@@ -165,7 +145,10 @@ mod tests {
             (row.series.as_deref(), row.combo, row.pnl),
             (Some("A"), 7, 0.5)
         );
-        let c = SweepRequest::params("p", params_of(&[Combo::from_length(6).unwrap()]));
+        let c = SweepRequest::params(
+            "p",
+            [sweepflight_kernel::Combo::from_length(6).unwrap().windows()],
+        );
         assert_eq!(
             String::from_utf8(c.encode()).unwrap(),
             r#"{"dataset":"p","params":[[3,6,2,1,2,3]]}"#

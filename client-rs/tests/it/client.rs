@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::params_of;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use sweepflight_client::{Client, Error, SweepRequest, params_of};
+use sweepflight_client::{Client, Error, SweepRequest};
 use sweepflight_kernel::{Combo, paper, sweep};
 use sweepflight_server::testing::TestServer;
 use sweepflight_server::{Listen, ServerConfig};
@@ -46,7 +47,10 @@ async fn put_sweep_and_catalog() {
         .iter()
         .map(|&l| Combo::from_length(l).unwrap())
         .collect();
-    assert_eq!(result.results(), sweep(&close, &combos, 0.001).unwrap());
+    assert_eq!(
+        crate::support::results(&result),
+        sweep(&close, &combos, 0.001).unwrap()
+    );
     let rows = result.rows();
     assert_eq!(rows[0].params, [1.0, 2.0, 1.0, 1.0, 1.0, 1.0]);
     assert_eq!(rows.last().unwrap().combo as usize, lengths.len() - 1);
@@ -96,7 +100,7 @@ async fn paper_gate_over_a_unix_socket() {
         .sweep(&SweepRequest::lengths("paper", paper::lengths()))
         .await
         .unwrap();
-    paper::check_gate(&result.results()).unwrap();
+    paper::check_gate(&crate::support::results(&result)).unwrap();
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ async fn client(uri: String, id: usize, answers: &[Vec<ComboResult>]) -> usize {
                     .sweep(&SweepRequest::lengths(&shared, LENGTHS))
                     .await
                     .unwrap();
-                let v = variant_of(&got.results(), answers);
+                let v = variant_of(&crate::support::results(&got), answers);
                 assert!(
                     v.is_some(),
                     "client {id} op {op}: {shared} gave a result no version gives"
@@ -87,7 +87,7 @@ async fn client(uri: String, id: usize, answers: &[Vec<ComboResult>]) -> usize {
                     .await
                     .unwrap();
                 assert_eq!(
-                    variant_of(&got.results(), answers),
+                    variant_of(&crate::support::results(&got), answers),
                     Some(v),
                     "client {id} op {op}"
                 );
@@ -133,7 +133,7 @@ async fn thirty_two_clients_mixing_puts_replaces_sweeps_and_drops() {
             .sweep(&SweepRequest::lengths(format!("shared-{s}"), LENGTHS))
             .await
             .unwrap();
-        assert!(variant_of(&got.results(), &answers).is_some());
+        assert!(variant_of(&crate::support::results(&got), &answers).is_some());
     }
     // The server runs in this process: its peak is this process's.
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -72,7 +72,7 @@ async fn a_polars_frame_is_stored_as_sent_and_sweeps_like_its_closes() {
         .map(|&l| Combo::from_length(l).unwrap())
         .collect();
     assert_eq!(
-        result.results(),
+        crate::support::results(&result),
         sweep(&want, &combos, DEFAULT_FEE).unwrap()
     );
 }
