@@ -1,0 +1,1036 @@
+"""The study's experiments: one function per section of docs/benchmarks.md, each measuring
+and checking what its section reports, returning plain JSON-able results."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as flight
+
+from sweepflight import paper, reference
+
+from .harness import (
+    MB,
+    OUT,
+    ROOT,
+    CheckFailed,
+    Ctx,
+    MiB,
+    Op,
+    Samples,
+    check_numba,
+    closes,
+    fmt_s,
+    gate,
+    gate_table,
+    get,
+    interleaved,
+    kernel_timer,
+    one_timing,
+    paper_range_grid,
+    put,
+    raw_echo,
+    sweep,
+    ticket,
+    write_ipc,
+    write_params,
+)
+
+# ---------------------------------------------------------------------------------------------
+# sections
+
+
+def exp_kernel(ctx: Ctx) -> dict[str, Any]:
+    """The 80-combo paper sweep in-process: numba (1 thread, prange) vs Rust (1 thread, all)."""
+    close = paper.series().to_numpy()
+    params = reference.params_for(paper.lengths())
+    for par in (False, True):
+        gate(*reference.sweep(close, params, parallel=par), f"numba parallel={par}")
+
+    def numba(par: bool) -> Op:
+        return lambda: (reference.sweep(close, params, parallel=par), None)[1]
+
+    ops: dict[str, Op] = {
+        "numba 1 thread": numba(False),
+        "numba prange": numba(True),
+        "Rust 1 thread": lambda: one_timing(ctx, "--threads", "1"),
+        "Rust all cores": lambda: one_timing(ctx, "--threads", "0"),
+    }
+    samples = interleaved(ctx.n(1, 7), ops, warmup=0)
+    peak = ctx.json_out(ctx.bin("peak-rate"), "--runs", str(ctx.n(1, 5)))
+    info = kernel_timer(ctx, "--runs", "0", "--threads", "1")
+    return {"samples": samples, "multiply_adds": info["multiply_adds"], "peak": peak, "cores": os.cpu_count()}
+
+
+def exp_scaling(ctx: Ctx) -> dict[str, Any]:
+    """How a cold all-cores sweep grows with combos (150k bars) and with bars (80 combos)."""
+    bars_axis = [150_000, 300_000] if ctx.quick else [150_000, 1_500_000, 15_000_000]
+    combos_axis = [300] if ctx.quick else [1_000, 10_000]
+    runs = ctx.n(1, 3)
+    paper_params = write_params(OUT / "paper-params.json", reference.params_for(paper.lengths()))
+    cases: list[tuple[str, int, list[str]]] = [("paper", 150_000, [])]
+    for n in combos_axis:
+        p = write_params(OUT / f"grid-{n}.json", paper_range_grid(n, seed=n))
+        cases.append(("combos", 150_000, ["--params", str(p)]))
+    for b in bars_axis[1:]:
+        s = write_ipc(OUT / f"series-{b}.arrow", pa.table({"close": paper.generate(b)}))
+        cases.append(("bars", b, ["--series", str(s), "--params", str(paper_params), "--check", "1"]))
+    rows = []
+    for axis, _, args in cases:
+        out = kernel_timer(ctx, "--runs", str(runs), "--threads", "0", *args)
+        secs = Samples(next(iter(out["runs"].values()))).summary()
+        rows.append(
+            {"axis": axis, "bars": out["bars"], "combos": out["combos"], "multiply_adds": out["multiply_adds"], **secs}
+        )
+        print(f"  scaling {axis}: {out['combos']} combos x {out['bars']} bars: {fmt_s(secs['median'])}", flush=True)
+    return {"rows": rows, "threads": os.cpu_count()}
+
+
+def exp_server(ctx: Ctx) -> dict[str, Any]:
+    """The 80-combo paper sweep as one params-only call (cold and warm cache) and as 80 one-combo
+    calls (chatty), against the kernel in-process, all cores."""
+    cold_srv, warm_srv = ctx.server("--cache-bytes", "0"), ctx.server()
+    cold, warm = flight.connect(cold_srv.addr), flight.connect(warm_srv.addr)
+    table = paper.table()
+    lengths = paper.lengths()
+    request = {"dataset": "paper", "lengths": lengths}
+    for c in (cold, warm):
+        put(c, "paper", table)
+        gate_table(sweep(c, request), "one params-only call")
+
+    def chatty() -> float:
+        put(warm, "paper", table)  # a new version: its cache starts empty and fills as we go
+        t0 = time.perf_counter()
+        rows = [sweep(warm, {"dataset": "paper", "lengths": [n]}) for n in lengths]
+        took = time.perf_counter() - t0
+        gate_table(pa.concat_tables(rows), "chatty calls")
+        return took
+
+    ops: dict[str, Op] = {
+        "in-process, all cores": lambda: one_timing(ctx, "--threads", "0"),
+        "one call, cold cache": lambda: (sweep(cold, request), None)[1],
+        "one call, warm cache": lambda: (sweep(warm, request), None)[1],
+        "chatty: 80 one-combo calls": chatty,
+    }
+    return {"samples": interleaved(ctx.n(2, 15), ops)}
+
+
+def exp_architectures(ctx: Ctx) -> dict[str, Any]:
+    """The study's other ways across the boundary, each sweeping the 80 paper combos, against
+    the preloaded params-only call; and the serialization tax of the series itself."""
+    srv = ctx.server("--cache-bytes", "0")
+    c = flight.connect(srv.addr)
+    table = paper.table()
+    close = table["close"].to_numpy()
+    lengths = paper.lengths()
+    put(c, "paper", table)
+
+    def exchange(ls: list[int]) -> pa.Table:
+        cmd = json.dumps({"op": "sweep", "lengths": ls}).encode()
+        writer, reader = c.do_exchange(flight.FlightDescriptor.for_command(cmd))
+        writer.begin(table.schema)
+        writer.write_table(table)
+        writer.done_writing()
+        out = reader.read_all()
+        writer.close()
+        return out
+
+    schema = table.schema.with_metadata({"sweepflight.sweep": json.dumps({"lengths": lengths})})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        w.write_table(table.replace_schema_metadata(schema.metadata))
+    stdin_bytes = sink.getvalue().to_pybytes()
+    js = ctx.spawn(ctx.bin("json-sweep"), "127.0.0.1:0")
+    import http.client
+
+    host, port = js.addr.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port))
+
+    def json_service() -> pa.Table:
+        body = json.dumps({"close": close.tolist(), "lengths": lengths})
+        conn.request("POST", "/sweep", body=body, headers={"content-type": "application/json"})
+        return pa.table(json.loads(conn.getresponse().read()))
+
+    paths: dict[str, Callable[[], pa.Table]] = {
+        "preloaded, one params-only call": lambda: sweep(c, {"dataset": "paper", "lengths": lengths}),
+        "stateless chunky: series + params per call (DoExchange)": lambda: exchange(lengths),
+        "stateless chatty: 80 calls, each re-shipping the series": lambda: pa.concat_tables(
+            [exchange([n]) for n in lengths]
+        ),
+        "spawn a process per sweep (Arrow IPC on stdio)": lambda: pa.ipc.open_stream(
+            subprocess.run([ctx.bin("sweep-stdio")], input=stdin_bytes, capture_output=True, check=True).stdout
+        ).read_all(),
+        "JSON over HTTP, series in every request": json_service,
+    }
+    for name, f in paths.items():
+        gate_table(f(), name)
+    ops: dict[str, Op] = {name: (lambda f=f: (f(), None)[1]) for name, f in paths.items()}
+    ops["in-process, all cores"] = lambda: one_timing(ctx, "--threads", "0")
+    samples = interleaved(ctx.n(1, 7), ops)
+    conn.close()
+
+    import pickle
+
+    def arrow_roundtrip() -> None:
+        s = pa.BufferOutputStream()
+        with pa.ipc.new_stream(s, table.schema) as w:
+            w.write_table(table)
+        pa.ipc.open_stream(s.getvalue()).read_all()
+
+    ser = interleaved(
+        ctx.n(3, 15),
+        {
+            "raw bytes": lambda: (np.frombuffer(close.tobytes(), dtype=np.float64), None)[1],
+            "Arrow IPC stream": lambda: arrow_roundtrip(),
+            "pickle": lambda: (pickle.loads(pickle.dumps(close, protocol=5)), None)[1],
+            "JSON": lambda: (np.array(json.loads(json.dumps(close.tolist()))), None)[1],
+        },
+    )
+    return {"samples": samples, "serialization": ser}
+
+
+def exp_peer(ctx: Ctx) -> dict[str, Any]:
+    """sweepflight vs the peer (benches/peer.py), same pyarrow client, Unix sockets, interleaved:
+    the 1-combo params-only call, puts and DoGets, the 80-combo sweep; the Rust client's put,
+    a raw echo as yardstick, a durable put against dd, and peak memory during the largest put."""
+    ours_p, peer_p = ctx.server(), ctx.peer()
+    ours, peer = flight.connect(ours_p.addr), flight.connect(peer_p.addr)
+    both = {"sweepflight": ours, "peer": peer}
+    raw_p = ctx.spawn(ctx.bin("raw-echo"), "--unix", str(OUT / f"raw-{os.getpid()}.sock"))
+    echo = raw_echo(raw_p.addr.removeprefix("unix://"))
+    out: dict[str, Any] = {}
+
+    # The params-only call: one combo on a 64-bar dataset, so compute is ~0.
+    tiny = pa.table({"close": closes(64)})
+    small_call = {"dataset": "tiny", "lengths": [6]}
+    for c in both.values():
+        put(c, "tiny", tiny)
+    want = sweep(ours, small_call)
+    if not sweep(peer, small_call)["pnl"].equals(want["pnl"]):
+        raise CheckFailed("the peer and sweepflight disagree on the 1-combo call")
+    out["call"] = interleaved(
+        ctx.n(50, 2000), {k: (lambda c=c: (sweep(c, small_call), None)[1]) for k, c in both.items()}, warmup=20
+    )
+
+    # The 80-combo paper sweep: ours with its default cache (what a user gets), the peer numba.
+    request = {"dataset": "paper", "lengths": paper.lengths()}
+    for name, c in both.items():
+        put(c, "paper", paper.table())
+        gate_table(sweep(c, request), f"{name} paper sweep")
+    out["sweep"] = interleaved(ctx.n(1, 5), {k: (lambda c=c: (sweep(c, request), None)[1]) for k, c in both.items()})
+
+    # Bulk data: puts then DoGets of each size; at 1.2 MB the raw echo of the same bytes too.
+    def bulk(size: int, table: pa.Table) -> dict[str, dict[str, float]]:
+        rounds = ctx.n(3, 100 if size < 10 * MB else 10 if size < 500 * MB else 4)
+        body = table["close"].to_numpy().tobytes()
+        ops: dict[str, Op] = {f"put {k}": (lambda c=c: (put(c, "bulk", table), None)[1]) for k, c in both.items()}
+        if size < 10 * MB:
+            ops["raw echo"] = lambda: (echo(body), None)[1]
+        else:
+            # The Rust client (upload-timer: one untimed warm-up put, then one timed).
+            ops["put sweepflight, Rust client"] = lambda: float(
+                ctx.json_out(ctx.bin("upload-timer"), ours_p.addr, str(size), "1")["secs"][0]
+            )
+        row = interleaved(rounds, ops)
+        tickets = {k: ticket(c, "bulk") for k, c in both.items()}
+        for k, c in both.items():
+            if not get(c, tickets[k])["close"].equals(table["close"]):
+                raise CheckFailed(f"DoGet from {k} did not return what was put")
+        gets: dict[str, Op] = {f"get {k}": (lambda k=k, c=c: (get(c, tickets[k]), None)[1]) for k, c in both.items()}
+        row.update(interleaved(rounds, gets))
+        print(f"  peer: {size / MB:g} MB done", flush=True)
+        return row
+
+    sizes = [1_200_000, 8_000_000] if ctx.quick else [1_200_000, 80_000_000, 800_000_000]
+    out["bulk"] = {}
+    for size in sizes:
+        table = pa.table({"close": 100 + (np.arange(size // 8) % 1000) * 0.01})
+        out["bulk"][str(size)] = bulk(size, table)
+    list(ours.do_action(flight.Action("drop", b"bulk")))
+
+    # Peak resident memory during the largest put (`table`, the last size), each server fresh
+    # with nothing else stored; and that put's time: the puts above replace a dataset, whose
+    # predecessor's memory a server can reuse, while this one has only fresh pages.
+    size = sizes[-1]
+    out["peak_rss"] = {"dataset_bytes": size}
+    for name, proc in (("sweepflight", ctx.server()), ("peer", ctx.peer())):
+        c = flight.connect(proc.addr)
+        before = proc.status("VmRSS")
+        proc.reset_peak()
+        t0 = time.perf_counter()
+        put(c, "bulk", table)
+        secs = time.perf_counter() - t0
+        out["peak_rss"][name] = {"before": before, "peak": proc.status("VmHWM"), "secs": secs}
+        c.close()
+        proc.stop()
+
+    # Durable puts against writing and fsyncing the same number of bytes with dd, same disk.
+    data_dir = OUT / "durable-data"
+    durable_p = ctx.server("--data-dir", str(data_dir))
+    durable = flight.connect(durable_p.addr)
+    dd_file = OUT / "dd.bin"
+
+    def dd() -> None:
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={dd_file}", "bs=1000000", f"count={size // MB}", "conv=fsync", "status=none"],
+            check=True,
+        )
+
+    out["durable"] = interleaved(
+        ctx.n(2, 4),
+        {"durable put": lambda: (put(durable, "bulk", table), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
+    )
+    out["durable_bytes"] = {"put": size, "dd": size // MB * MB}
+    dd_file.unlink()
+    durable_p.stop()
+    return out
+
+
+def exp_universe(ctx: Ctx) -> dict[str, Any]:
+    """A keyed universe: its put against an unkeyed put of the same bytes, and the 80 paper
+    combos over every series in one call against the kernel in-process, series one at a time
+    and all of them concatenated (the same work in one sweep)."""
+    count, bars = (10, 20_000) if ctx.quick else (200, 150_000)
+    keys = [f"S{i:03d}" for i in range(count)]
+    close = np.concatenate([closes(bars, seed=100 + i) for i in range(count)])
+    key = pa.DictionaryArray.from_arrays(pa.array(np.repeat(np.arange(count, dtype=np.int16), bars)), pa.array(keys))
+    table = pa.table({"symbol": key, "close": close})
+    timer_file = write_ipc(OUT / "universe.arrow", pa.table({"key": pa.array(np.repeat(keys, bars)), "close": close}))
+
+    srv = ctx.server("--cache-bytes", "0")
+    c = flight.connect(srv.addr)
+    puts = interleaved(
+        ctx.n(2, 5),
+        {
+            "keyed put": lambda: (put(c, "universe", table, key="symbol"), None)[1],
+            "unkeyed put, same bytes": lambda: (put(c, "flat", table), None)[1],
+        },
+    )
+    meta = put(c, "universe", table, key="symbol")
+    if meta.get("series") != count:
+        raise CheckFailed(f"keyed put reported {meta.get('series')} series, not {count}")
+    lengths = paper.lengths()
+    request = {"dataset": "universe", "lengths": lengths}
+    result = sweep(c, request)
+    first = result.slice(0, len(lengths))
+    if result.num_rows != count * len(lengths) or first["series"][0].as_py() != keys[0]:
+        raise CheckFailed("the universe sweep's rows are not series-major")
+    check_numba(close[:bars], reference.params_for(lengths), first, "the universe sweep (first series)")
+    params = write_params(OUT / "paper-params.json", reference.params_for(lengths))
+
+    # One kernel-timer run times both in-process variants: the op records the concatenated
+    # sweep's time aside and returns the one-at-a-time time.
+    whole = Samples()
+
+    def in_process() -> float:
+        out = kernel_timer(ctx, "--runs", "1", "--threads", "0", "--series", str(timer_file), "--params", str(params))
+        runs = {k.split()[0]: v[0] for k, v in out["runs"].items()}
+        whole.xs.append(runs["whole"])
+        return float(runs["per-key"])
+
+    sweeps = interleaved(
+        ctx.n(1, 3),
+        {
+            "one call, every series": lambda: (sweep(c, request), None)[1],
+            "in-process, one series at a time": in_process,
+        },
+        warmup=0,
+    )
+    sweeps["in-process, concatenated"] = whole.summary()
+    return {
+        "series": count,
+        "bars": bars,
+        "combos": len(lengths),
+        "close_bytes": close.nbytes,
+        "table_bytes": table.nbytes,
+        "puts": puts,
+        "sweeps": sweeps,
+    }
+
+
+def sma_cross_trades(x: list[float], fast: int, slow: int) -> int:
+    """A plain sma_cross oracle (strategies.md): fresh oldest-first sums, the paper's
+    stop-and-reverse; the number of booked trades."""
+
+    def sma(n: int) -> list[float]:
+        out = [float("nan")] * len(x)
+        for i in range(n - 1, len(x)):
+            s = 0.0
+            for v in x[i - n + 1 : i + 1]:
+                s += v
+            out[i] = s / n
+        return out
+
+    a, b = sma(fast), sma(slow)
+    pos, trades = 0, 0
+    for i in range(1, len(x)):
+        if any(v != v for v in (a[i - 1], a[i], b[i - 1], b[i])):
+            continue
+        s = 1 if a[i] > b[i] and a[i - 1] <= b[i - 1] else -1 if a[i] < b[i] and a[i - 1] >= b[i - 1] else 0
+        if s and s != pos:
+            trades += pos != 0
+            pos = s
+    return trades + (pos != 0)
+
+
+def exp_strategies(ctx: Ctx) -> dict[str, Any]:
+    """vectorbt's canonical example (an SMA-crossover grid of windows 10..39 taken in pairs, 435
+    combos, stop-and-reverse on the paper series) with both its engines against one cold
+    sweepflight call on the same grid, and each strategy's cost per combo against the paper
+    sweep's (cold, all cores, kernel-timer)."""
+    bars = 20_000 if ctx.quick else 150_000
+    close = paper.series()[:bars]
+    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "paper", pa.table({"close": close}))
+    request = {"dataset": "paper", "strategy": "sma_cross", "params": pairs}
+    ours = sweep(c, request)
+    trades = ours["trades"].to_pylist()
+    for k in (0, 217, 434):
+        want = sma_cross_trades(close.tolist(), *pairs[k])
+        if trades[k] != want:
+            raise CheckFailed(f"sma_cross {pairs[k]}: {trades[k]} trades, the plain oracle {want}")
+    # Cold: each call on a dataset put anew (the indicator sweep keeps nothing between calls
+    # anyway); the server's peak resident memory over the call, above what it held before.
+    growth: list[int] = []
+    rounds = 0
+
+    def one_call() -> float:
+        nonlocal rounds
+        rounds += 1
+        name = f"paper-{rounds}"
+        put(c, name, pa.table({"close": close}))
+        before = srv.status("VmRSS")
+        srv.reset_peak()
+        t0 = time.perf_counter()
+        sweep(c, {**request, "dataset": name})
+        dt = time.perf_counter() - t0
+        growth.append(srv.status("VmHWM") - before)
+        list(c.do_action(flight.Action("drop", name.encode())))
+        return dt
+
+    ops: dict[str, Op] = {"sweepflight, one call": one_call}
+    vbt_python = (
+        None
+        if ctx.quick
+        else subprocess.run(
+            [str(ROOT / "scripts" / "setup-vectorbt.sh")], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    peaks: dict[str, list[int]] = {}
+    agreement: dict[str, int] = {}
+    if vbt_python:
+        npy = OUT / "paper-close.npy"
+        np.save(npy, close)
+
+        def vbt(engine: str) -> Op:
+            def op() -> float:
+                out = ctx.json_out(vbt_python, str(ROOT / "benches" / "vbt_peer.py"), engine, str(npy))
+                peaks.setdefault(engine, []).append(int(out["peak_rss"]))
+                theirs = {(a, b): t for a, b, t in out["combos"]}
+                if len(theirs) != len(pairs):
+                    raise CheckFailed(f"vectorbt ({engine}) answered {len(theirs)} combos, not {len(pairs)}")
+                agreement[engine] = sum(theirs[(a, b)] == t for (a, b), t in zip(pairs, trades, strict=True))
+                return float(out["seconds"])
+
+            return op
+
+        ops["vectorbt 1.2.0, rust engine"] = vbt("rust")
+        ops["vectorbt 1.2.0, numba engine"] = vbt("numba")
+    calls = interleaved(ctx.n(2, 3), ops, warmup=0)
+
+    # Per combo, each strategy against the paper sweep: kernel-timer, all cores, cold.
+    grids = {
+        "sma_cross": pairs,
+        "ema_cross": pairs,
+        "donchian": [[n] for n in range(5, 205)],
+        "rsi_revert": [[n, 20.0 + k, 80.0 - k] for n in range(2, 42) for k in range(10)],
+    }
+    series_file = write_ipc(OUT / "strategy-close.arrow", pa.table({"close": close}))
+
+    def timer(strategy: str | None) -> Op:
+        args = ["--runs", "1", "--threads", "0", "--series", str(series_file)]
+        if strategy is None:
+            args += ["--params", str(write_params(OUT / "paper-params.json", reference.params_for(paper.lengths())))]
+        else:
+            path = OUT / f"{strategy}-params.json"
+            path.write_text(json.dumps(grids[strategy]))
+            args += ["--strategy", strategy, "--params", str(path), "--check", "3"]
+        return lambda: float(next(iter(kernel_timer(ctx, *args)["runs"].values()))[0])
+
+    kernel_ops: dict[str, Op] = {"hma_sar (the 80 paper combos)": timer(None)}
+    kernel_ops.update({s: timer(s) for s in grids})
+    kernel = interleaved(ctx.n(1, 5), kernel_ops)
+    counts = {"hma_sar (the 80 paper combos)": 80, **{s: len(g) for s, g in grids.items()}}
+
+    # What the per-bar metrics (sharpe, sortino) cost: the paper sweep and a 10,000-combo
+    # sma_cross grid with and without them, in the same rounds.
+    big = [[f, s] for f in range(2, 102) for s in range(20, 520, 5)]
+    big_file = OUT / "sma-10k-params.json"
+    big_file.write_text(json.dumps(big))
+    paper_params = str(write_params(OUT / "paper-params.json", reference.params_for(paper.lengths())))
+
+    def metrics_op(grid: str, on: bool) -> Op:
+        args = ["--runs", "1", "--threads", "0", "--series", str(series_file)]
+        args += (
+            ["--params", paper_params] if grid == "paper" else ["--strategy", "sma_cross", "--params", str(big_file)]
+        )
+        args += [] if on else ["--no-bar-metrics"]
+        return lambda: float(next(iter(kernel_timer(ctx, *args)["runs"].values()))[0])
+
+    metric_cost = interleaved(
+        ctx.n(1, 7),
+        {
+            f"{g}, metrics {'on' if on else 'off'}": metrics_op(g, on)
+            for g in ("paper", "sma_cross 10,000")
+            for on in (True, False)
+        },
+    )
+    return {
+        "bars": bars,
+        "combos": len(pairs),
+        "calls": calls,
+        "server_growth": growth,
+        "vectorbt_peak_rss": peaks,
+        "vectorbt_trade_agreement": agreement,
+        "kernel": kernel,
+        "kernel_combos": counts,
+        "metric_cost": metric_cost,
+    }
+
+
+def action_table(c: flight.FlightClient, kind: str, request: dict[str, Any]) -> pa.Table:
+    """An action whose reply is one Arrow IPC stream over its Result bodies."""
+    results = c.do_action(flight.Action(kind, json.dumps(request).encode()))
+    return pa.ipc.open_stream(b"".join(r.body.to_pybytes() for r in results)).read_all()
+
+
+def best_rows(t: pa.Table, k: int) -> pa.Table:
+    """The first k rows by pnl, largest first, ties by combo (the server's order)."""
+    return t.sort_by([("pnl", "descending"), ("combo", "ascending")]).slice(0, k)
+
+
+def exp_judging(ctx: Ctx) -> dict[str, Any]:
+    """Judging on the server: `top: 100` over an sma_cross grid of 10^7 combos on 2,000 bars
+    against the same grid in chunks of ~100,000 combos without `top` (throughput, and the
+    server's memory growth), and `trades` of 100 combos on the paper series against their
+    sweep."""
+    bars = 2_000
+    close = closes(bars, seed=11)
+    side = ctx.n(400, 3_200)
+    fast, slow = list(range(1, side + 1)), list(range(1, side + 1))
+    combos = side * side
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "s", pa.table({"close": close}))
+    ranked = {
+        "dataset": "s",
+        "strategy": "sma_cross",
+        "grid": {"fast": fast, "slow": slow},
+        "order_by": "pnl",
+        "top": 100,
+    }
+    per_chunk = max(1, 100_000 // side)
+    growth: dict[str, list[int]] = {"top": [], "chunks": []}
+    best: dict[str, pa.Table] = {}
+
+    def measured(label: str, run: Callable[[], pa.Table]) -> Op:
+        def op() -> float:
+            before = srv.status("VmRSS")
+            srv.reset_peak()
+            t0 = time.perf_counter()
+            best[label] = run()
+            dt = time.perf_counter() - t0
+            growth[label].append(srv.status("VmHWM") - before)
+            return dt
+
+        return op
+
+    def with_top() -> pa.Table:
+        return sweep(c, ranked)
+
+    def in_chunks() -> pa.Table:
+        kept = []
+        for i in range(0, side, per_chunk):
+            part = {"dataset": "s", "strategy": "sma_cross", "grid": {"fast": fast[i : i + per_chunk], "slow": slow}}
+            t = sweep(c, part)
+            offset = i * side
+            t = t.set_column(0, "combo", pc.add(t["combo"], offset))
+            kept.append(best_rows(t, 100))
+        return best_rows(pa.concat_tables(kept), 100)
+
+    top_runs = interleaved(
+        ctx.n(1, 3), {"top": measured("top", with_top), "chunks": measured("chunks", in_chunks)}, warmup=0
+    )
+    if best["top"]["combo"].to_pylist() != best["chunks"]["combo"].to_pylist():
+        raise CheckFailed("top 100 of the grid differs from the best 100 of its chunks")
+    for k in (0, 57):
+        a, b = fast[best["top"]["combo"][k].as_py() // side], slow[best["top"]["combo"][k].as_py() % side]
+        want = sma_cross_trades(close.tolist(), a, b)
+        if best["top"]["trades"][k].as_py() != want:
+            raise CheckFailed(f"sma_cross ({a}, {b}): {best['top']['trades'][k]} trades, the plain oracle {want}")
+
+    # trades of 100 combos on the paper series against their sweep.
+    paper_close = paper.series()[: ctx.n(20_000, 150_000)]
+    put(c, "paper", pa.table({"close": paper_close}))
+    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)][:100]
+    body = {"dataset": "paper", "strategy": "sma_cross", "params": pairs}
+    swept = sweep(c, body)
+    booked = action_table(c, "trades", body)
+    if booked.num_rows != sum(swept["trades"].to_pylist()):
+        raise CheckFailed(
+            f"trades answered {booked.num_rows} trades, the sweep counted {sum(swept['trades'].to_pylist())}"
+        )
+
+    def call(kind: str) -> Op:
+        def op() -> None:
+            action_table(c, kind, body)
+
+        return op
+
+    detail = interleaved(ctx.n(2, 7), {"sweep, 100 combos": call("sweep"), "trades, 100 combos": call("trades")})
+    return {
+        "bars": bars,
+        "combos": combos,
+        "per_chunk": per_chunk * side,
+        "top": top_runs,
+        "growth": growth,
+        "paper_bars": len(paper_close),
+        "trades_booked": booked.num_rows,
+        "detail": detail,
+    }
+
+
+def exp_walk_forward(ctx: Ctx) -> dict[str, Any]:
+    """Walk-forward in one call against the same work as separate `sweep` calls per fold (the
+    in-sample sweep of the universe with `rows` and `top: 1`, then each series' chosen combo on
+    its test rows), answers checked equal; and `sweepflight.stats.pbo` on a sweep's 16 blocks."""
+    from sweepflight import stats
+
+    series, folds = ctx.n(4, 20), 10
+    train, test = ctx.n(1_000, 5_000), ctx.n(200, 1_000)
+    bars = train + folds * test
+    fast, slow = list(range(2, 42, 4)), list(range(20, 20 + 3 * ctx.n(20, 100), 3))
+    combos = len(fast) * len(slow)
+    frames = [pa.table({"sym": [f"S{k:02d}"] * bars, "close": closes(bars, seed=100 + k)}) for k in range(series)]
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    universe = pa.concat_tables(frames)
+    base = {"dataset": "u", "strategy": "sma_cross", "grid": {"fast": fast, "slow": slow}}
+    names = [f"S{k:02d}" for k in range(series)]
+    got: dict[str, list[tuple[str, int, int | None, float | None]]] = {}
+
+    def fresh() -> float:
+        # A new version of the dataset each time: both ways start with a cold cache, as the
+        # first walk-forward of a series does (a repeat would find its lines cached).
+        put(c, "u", universe, key="sym")
+        return time.perf_counter()
+
+    def one_call() -> float:
+        t0 = fresh()
+        t = action_table(c, "walk_forward", {**base, "folds": {"train": train, "test": test}, "select": {"by": "pnl"}})
+        got["one call"] = list(
+            zip(
+                t["series"].to_pylist(),
+                t["fold"].to_pylist(),
+                t["combo"].to_pylist(),
+                t["pnl"].to_pylist(),
+                strict=True,
+            )
+        )
+        return time.perf_counter() - t0
+
+    def by_hand() -> float:
+        t0 = fresh()
+        rows = []
+        for k in range(folds):
+            a, b = k * test, k * test + train
+            best = sweep(c, {**base, "rows": [a, b], "order_by": "pnl", "top": 1})
+            for name, combo in zip(best["series"].to_pylist(), best["combo"].to_pylist(), strict=True):
+                pair = [fast[combo // len(slow)], slow[combo % len(slow)]]
+                out = sweep(
+                    c,
+                    {
+                        "dataset": "u",
+                        "strategy": "sma_cross",
+                        "params": [pair],
+                        "series": [name],
+                        "rows": [b, b + test],
+                    },
+                )
+                rows.append((name, k, combo, out["pnl"][0].as_py()))
+        got["by hand"] = sorted(rows, key=lambda r: (names.index(r[0]), r[1]))
+        return time.perf_counter() - t0
+
+    runs = interleaved(ctx.n(1, 5), {"one walk_forward call": one_call, "sweep calls per fold": by_hand})
+    if got["one call"] != got["by hand"]:
+        raise CheckFailed("walk_forward differs from its folds run by hand through sweep")
+    # PBO of a real sweep: 1,000 combos x 16 blocks.
+    fresh()
+    blocked = sweep(c, {**base, "series": ["S00"], "blocks": 16})
+    import polars as pl
+
+    frame = pl.from_arrow(blocked)
+    assert isinstance(frame, pl.DataFrame)
+    pbo_runs = interleaved(ctx.n(1, 5), {"pbo, 1,000 combos x 16 blocks": lambda: stats.pbo(frame) and None})
+    return {
+        "series": series,
+        "folds": folds,
+        "train": train,
+        "test": test,
+        "combos": combos,
+        "calls_by_hand": folds * (1 + series),
+        "runs": runs,
+        "pbo_combos": blocked.num_rows,
+        "pbo": pbo_runs,
+    }
+
+
+def fx_series(rows: int, seed: int = 5) -> np.ndarray:
+    """A price series as an FX feed writes it: a random walk around 1.1, to 5 decimals."""
+    walk = 1.1 * np.exp(np.cumsum(np.random.default_rng(seed).normal(0, 1e-4, rows)))
+    return np.round(walk, 5)
+
+
+#: The client of the shaped-link put: runs in the client's network namespace, puts the series
+#: uncompressed and compressed in alternating rounds, prints the seconds of each as JSON.
+LINK_CLIENT = """
+import json, random, sys, time
+import numpy as np, pyarrow as pa, pyarrow.flight as flight
+uri, rows, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+walk = 1.1 * np.exp(np.cumsum(np.random.default_rng(5).normal(0, 1e-4, rows)))
+table = pa.table({"close": np.round(walk, 5)})
+c = flight.connect(uri)
+out = {k: [] for k in ("none", "lz4", "zstd")}
+order = list(out)
+for r in range(rounds + 1):
+    random.Random(r).shuffle(order)
+    for k in order:
+        opts = flight.FlightCallOptions(write_options=pa.ipc.IpcWriteOptions(compression=None if k == "none" else k))
+        t0 = time.perf_counter()
+        w, rd = c.do_put(flight.FlightDescriptor.for_path("fx"), table.schema, options=opts)
+        w.write_table(table, max_chunksize=1 << 20)
+        w.done_writing(); rd.read(); w.close()
+        if r:
+            out[k].append(time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+def shaped_link(ctx: Ctx, rows: int, rounds: int) -> dict[str, Any]:
+    """Puts over a veth pair between two network namespaces, each end shaped to 1 Gbit/s by
+    `tc` (token bucket): the server in one namespace, a pyarrow client in the other. What the
+    machine does not allow (no root, no `ip netns`) is recorded as the reason."""
+    ns, (a, b) = ("sfsrv", "sfcli"), ("veth-sfs", "veth-sfc")
+    sh = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True)  # noqa: E731
+    try:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+            sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        sh("ip", "link", "set", a, "netns", ns[0])
+        sh("ip", "link", "set", b, "netns", ns[1])
+        for n, dev, addr in ((ns[0], a, "10.77.0.1/24"), (ns[1], b, "10.77.0.2/24")):
+            sh("ip", "netns", "exec", n, "ip", "addr", "add", addr, "dev", dev)
+            sh("ip", "netns", "exec", n, "ip", "link", "set", dev, "up")
+            sh("ip", "netns", "exec", n, "ip", "link", "set", "lo", "up")
+            sh(
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                "1gbit",
+                "burst",
+                "512kb",
+                "latency",
+                "50ms",
+            )
+    except (OSError, subprocess.CalledProcessError) as e:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        err = e.stderr.decode().strip() if isinstance(e, subprocess.CalledProcessError) and e.stderr else str(e)
+        return {"possible": False, "why": err or "ip netns failed"}
+    try:
+        srv = ctx.spawn(
+            "ip", "netns", "exec", ns[0], ctx.bin("sweepflight-server"), "--in-memory", "--listen", "10.77.0.1:0"
+        )
+        out = subprocess.run(
+            ["ip", "netns", "exec", ns[1], sys.executable, "-c", LINK_CLIENT, srv.addr, str(rows), str(rounds)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        secs = json.loads(out)
+        return {"possible": True, "rows": rows, "puts": {k: Samples(v).summary() for k, v in secs.items()}}
+    finally:
+        ctx.close()
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def exp_jobs(ctx: Ctx) -> dict[str, Any]:
+    """Jobs and compression: a job's `status` call against the 1-combo params-only call; how
+    long `cancel` of a running sweep takes to answer (its memory back, checked); puts of an FX
+    price series compressed (LZ4, ZSTD) and not, on a Unix socket and over a link shaped to
+    1 Gbit/s."""
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "paper", pa.table({"close": paper.series()}))
+
+    def act(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        results = c.do_action(flight.Action(kind, json.dumps(body).encode()))
+        answer: dict[str, Any] = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return answer
+
+    done = act("submit", {"dataset": "paper", "lengths": [20]})["job"]
+    while act("status", {"job": done})["state"] != "done":
+        time.sleep(0.001)
+    # The headline's params-only call: one combo on a 64-bar dataset, so compute is ~0.
+    put(c, "tiny", pa.table({"close": closes(64)}))
+    one = {"dataset": "tiny", "lengths": [6]}
+    calls = interleaved(
+        ctx.n(50, 2_000),
+        {
+            "status of a job": lambda: act("status", {"job": done}) and None,
+            "1-combo sweep call": lambda: sweep(c, one) and None,
+        },
+        warmup=20,
+    )
+    # Cancel: a long sweep running, cancelled; the reply means its memory is back.
+    long = {
+        "dataset": "paper",
+        "strategy": "sma_cross",
+        "grid": {"fast": list(range(1, 200)), "slow": list(range(2, 300))},
+    }
+    cancels = Samples()
+    for _ in range(ctx.n(1, 5)):
+        job = act("submit", long)["job"]
+        while act("status", {"job": job})["combos_done"] == 0:
+            time.sleep(0.005)
+        t0 = time.perf_counter()
+        status = act("cancel", {"job": job})
+        cancels.xs.append(time.perf_counter() - t0)
+        stats = act("stats", {})
+        if status["state"] != "cancelled" or stats["sweep_reserved_bytes"] != 0:
+            raise CheckFailed(f"cancel answered {status['state']} with {stats['sweep_reserved_bytes']} bytes reserved")
+    # Compressed puts on the Unix socket: every byte stored checked once.
+    rows = ctx.n(1_000_000, 10_000_000)
+    fx = pa.table({"close": fx_series(rows)})
+
+    def put_with(codec: str | None) -> Op:
+        def op() -> None:
+            opts = flight.FlightCallOptions(write_options=pa.ipc.IpcWriteOptions(compression=codec))
+            w, rd = c.do_put(flight.FlightDescriptor.for_path("fx"), fx.schema, options=opts)
+            w.write_table(fx, max_chunksize=1 << 20)
+            w.done_writing()
+            rd.read()
+            w.close()
+
+        return op
+
+    def encode_only(codec: str) -> Op:
+        # What the client alone spends: the same IPC stream compressed into memory.
+        def op() -> None:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, fx.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as w:
+                w.write_table(fx, max_chunksize=1 << 20)
+
+        return op
+
+    puts = interleaved(
+        ctx.n(1, 5),
+        {
+            "uncompressed": put_with(None),
+            "lz4": put_with("lz4"),
+            "zstd": put_with("zstd"),
+            "lz4, the client's compression alone": encode_only("lz4"),
+            "zstd, the client's compression alone": encode_only("zstd"),
+        },
+    )
+    stored = c.do_get(ticket(c, "fx")).read_all()
+    if not stored["close"].equals(fx["close"]):
+        raise CheckFailed("a compressed put stored other values")
+    sizes = {}
+    for codec in ("lz4", "zstd"):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, fx.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as w:
+            w.write_table(fx, max_chunksize=1 << 20)
+        sizes[codec] = sink.getvalue().size
+    link = {"possible": False, "why": "not run in --quick"} if ctx.quick else shaped_link(ctx, rows, 5)
+    return {
+        "calls": calls,
+        "cancel": cancels.summary() | {"max": max(cancels.xs)},
+        "rows": rows,
+        "bytes": rows * 8,
+        "compressed_bytes": sizes,
+        "puts": puts,
+        "link": link,
+    }
+
+
+def exp_overload(ctx: Ctx) -> dict[str, Any]:
+    """Many concurrent sweeps on distinct long series under a small sweep memory budget: peak
+    and settled resident memory, time against the same sweeps one after another, results."""
+    count, bars = (4, 100_000) if ctx.quick else (16, 1_000_000)
+    budget, cache = (64 * MiB, 32 * MiB) if ctx.quick else (512 * MiB, 256 * MiB)
+    lengths = list(range(100, 1001, 100)) if ctx.quick else list(range(200, 4001, 200))
+    srv = ctx.server("--sweep-memory-bytes", str(budget), "--cache-bytes", str(cache), "--max-queued-sweeps", "64")
+    conns = [flight.connect(srv.addr) for _ in range(count)]
+    tables = [pa.table({"close": closes(bars, seed=500 + i)}) for i in range(count)]
+    datasets = sum(t.nbytes for t in tables)
+
+    def fresh() -> None:
+        # New versions: the cache holds nothing of them, so every phase starts cold.
+        for i, t in enumerate(tables):
+            put(conns[i], f"s{i}", t)
+
+    def one(i: int) -> pa.Table:
+        return sweep(conns[i], {"dataset": f"s{i}", "lengths": lengths})
+
+    alone: list[pa.Table] = []
+    seq, conc = Samples(), Samples()
+    peaks = []
+    for r in range(ctx.n(1, 2)):
+        fresh()
+        t0 = time.perf_counter()
+        results = [one(i) for i in range(count)]
+        seq.xs.append(time.perf_counter() - t0)
+        if not alone:
+            alone = results
+            check_numba(tables[0]["close"].to_numpy(), reference.params_for(lengths), alone[0], "a sweep run alone")
+        elif any(not a.equals(b) for a, b in zip(alone, results, strict=True)):
+            raise CheckFailed(f"sequential round {r} differs from the first")
+        fresh()
+        srv.reset_peak()
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(count) as pool:
+            results = list(pool.map(one, range(count)))
+        conc.xs.append(time.perf_counter() - t0)
+        peaks.append(srv.status("VmHWM"))
+        if any(not a.equals(b) for a, b in zip(alone, results, strict=True)):
+            raise CheckFailed("a concurrent sweep's result differs from the same sweep run alone")
+    settle = 10.0
+    time.sleep(settle)
+    return {
+        "sweeps": count,
+        "bars": bars,
+        "lengths": [lengths[0], lengths[-1], len(lengths)],
+        "budget": budget,
+        "cache": cache,
+        "datasets": datasets,
+        "sequential": seq.summary(),
+        "concurrent": conc.summary(),
+        "peak_rss": max(peaks),
+        "settled_rss": srv.status("VmRSS"),
+        "settle_secs": settle,
+    }
+
+
+def exp_ray(ctx: Ctx) -> dict[str, Any]:
+    """sweepflight.ray.Cluster on this machine: 2 servers x 1 thread against 1 x 1 thread on a
+    large grid, the driver's cost per chunk, and a sweep with one server killed mid-way."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+
+    import sweepflight.ray as sfray
+
+    combos, bars = (400, 20_000) if ctx.quick else (20_000, 150_000)
+    chunk = 100 if ctx.quick else sfray.CLUSTER_CHUNK_COMBOS
+    grid = paper_range_grid(combos, seed=7)
+    close = closes(bars, seed=3)
+    server_bin = ctx.bin("sweepflight-server")
+    args = ["--cache-bytes", "0"]
+    t0 = time.perf_counter()
+    # Both clusters live side by side (their runs alternate): room for three servers.
+    ray.init(num_cpus=2, resources={"sweepflight": 3}, include_dashboard=False, log_to_driver=False)
+    ray_start = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "combos": combos,
+        "bars": bars,
+        "chunk": chunk,
+        "chunks": len(sfray.chunk_bounds(combos, chunk, 2)),
+        "ray_init": ray_start,
+    }
+    try:
+        clusters = {}
+        for n in (1, 2):
+            t0 = time.perf_counter()
+            clusters[n] = sfray.Cluster(
+                n, threads_per_server=1, server_args=args, chunk_combos=chunk, server_bin=server_bin
+            )
+            out[f"start_{n}"] = time.perf_counter() - t0
+            clusters[n].put("walk", pa.table({"close": close}))
+        want = clusters[1].sweep("walk", params=grid, progress=False, as_arrow=True)
+        idx = np.linspace(0, combos - 1, 8).astype(int)
+        check_numba(close, grid[idx], want.take(pa.array(idx)), "a Cluster sweep")
+
+        # The driver's own cost: CPU time of this process (its Python and gRPC threads) during
+        # an undisturbed 2-server sweep: dispatching chunks, receiving and concatenating.
+        driver_cpu = Samples()
+
+        def timed(n: int, kill: bool = False) -> float:
+            killer = None
+            if kill:
+                pid = clusters[n].server_pids()[0]
+                killer = threading.Timer(
+                    out.get("two_servers", {}).get("median", 1.0) * 0.4, os.kill, (pid, signal.SIGKILL)
+                )
+                killer.start()
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            got = clusters[n].sweep("walk", params=grid, progress=False, as_arrow=True)
+            took = time.perf_counter() - t0
+            if n == 2 and not kill:
+                driver_cpu.xs.append(time.process_time() - cpu0)
+            if killer is not None:
+                killer.join()
+            if not got.equals(want):
+                raise CheckFailed(f"a Cluster sweep on {n} servers (kill={kill}) differs from one server's")
+            return took
+
+        runs = interleaved(ctx.n(1, 3), {"one_server": lambda: timed(1), "two_servers": lambda: timed(2)}, warmup=0)
+        out.update(runs)
+        killed = Samples([timed(2, kill=True) for _ in range(ctx.n(1, 3))])
+        out["two_servers_one_killed"] = killed.summary()
+        out["driver_cpu"] = driver_cpu.summary()
+        for cl in clusters.values():
+            cl.close()
+    finally:
+        ray.shutdown()
+    return out
+
+
+SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
+    "kernel": exp_kernel,
+    "scaling": exp_scaling,
+    "server": exp_server,
+    "architectures": exp_architectures,
+    "peer": exp_peer,
+    "universe": exp_universe,
+    "strategies": exp_strategies,
+    "judging": exp_judging,
+    "walk_forward": exp_walk_forward,
+    "jobs": exp_jobs,
+    "overload": exp_overload,
+    "ray": exp_ray,
+}
