@@ -3,6 +3,14 @@
 //! version skips them: with its lines cached, a repeated grid costs only its signal loops. One
 //! LRU (moka) bounded by `--cache-bytes`, shared by every dataset; a version's entries go when
 //! the version does.
+//!
+//! Admission: an input (a series, or a row range of it) is offered to the cache from its second
+//! sweep on. Keeping a sweep's lines is not free: the tiled kernel then writes every line whole
+//! into fresh memory instead of tile-sized scratch (the paper grid: 179 MB of new pages per
+//! series), which made a first sweep ten times slower than with no cache at all; a series swept
+//! once (a scan over many datasets) should not pay for it. A caller that knows the lines will
+//! be asked for again (a walk-forward's folds) offers them at once
+//! ([`KernelCache::view_keeping`]).
 
 use std::sync::Arc;
 
@@ -29,7 +37,12 @@ type Key = (InputKey, ArrayKey);
 /// The server's kernel cache.
 pub struct KernelCache {
     arrays: Cache<Key, Arc<[f64]>>,
+    /// Inputs swept before, by an LRU of their keys only: the admission rule's memory.
+    seen: Cache<InputKey, ()>,
 }
+
+/// Inputs the admission rule remembers (a few bytes each).
+const SEEN_INPUTS: u64 = 1 << 16;
 
 impl std::fmt::Debug for KernelCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,13 +63,30 @@ impl KernelCache {
             .eviction_policy(EvictionPolicy::lru())
             .support_invalidation_closures()
             .build();
-        Self { arrays }
+        let seen = Cache::builder()
+            .max_capacity(SEEN_INPUTS)
+            .support_invalidation_closures()
+            .build();
+        Self { arrays, seen }
     }
 
-    /// The view the kernel gets for one input; hits and misses are counted in `metrics`. With
-    /// `offer` false the sweep reads what is cached but adds nothing
-    /// (see [`Self::worth_offering`]).
+    /// The view the kernel gets for one input; hits and misses are counted in `metrics`. The
+    /// sweep reads what is cached; it adds what it computes only if `offer` (see
+    /// [`Self::worth_offering`]) and this input was swept before (the module's admission
+    /// rule).
     pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics, offer: bool) -> CacheView<'a> {
+        let again = self.seen.contains_key(&input);
+        self.view_keeping(input, metrics, offer && again)
+    }
+
+    /// [`Self::view`] offering what the sweep computes even on its first sweep of the input.
+    pub fn view_keeping<'a>(
+        &'a self,
+        input: InputKey,
+        metrics: &'a Metrics,
+        offer: bool,
+    ) -> CacheView<'a> {
+        self.seen.insert(input, ());
         CacheView {
             cache: self,
             input,
@@ -90,6 +120,9 @@ impl KernelCache {
         let _ = self
             .arrays
             .invalidate_entries_if(move |k, _| k.0.dataset == dataset);
+        let _ = self
+            .seen
+            .invalidate_entries_if(move |k, _| k.dataset == dataset);
     }
 }
 
@@ -184,6 +217,25 @@ mod tests {
     }
 
     #[test]
+    fn an_input_is_kept_from_its_second_sweep_on_unless_asked_at_once() {
+        let cache = KernelCache::new(1 << 20);
+        let metrics = Metrics::default();
+        let input = |series| InputKey {
+            dataset: 3,
+            series,
+            rows: None,
+        };
+        // First sweep of series 0: read-only; the second keeps what it computes.
+        assert!(!cache.view(input(0), &metrics, true).keeps());
+        assert!(cache.view(input(0), &metrics, true).keeps());
+        // Series 1 swept for lines wanted again at once: kept on its first sweep.
+        assert!(cache.view_keeping(input(1), &metrics, true).keeps());
+        // A new version of the dataset starts over.
+        cache.forget(3);
+        assert!(!cache.view(input(0), &metrics, true).keeps());
+    }
+
+    #[test]
     fn a_range_reads_lines_cut_from_the_whole_series() {
         let cache = KernelCache::new(1 << 20);
         let metrics = Metrics::default();
@@ -193,12 +245,9 @@ mod tests {
             rows: None,
         };
         let line: Arc<[f64]> = (0..100).map(f64::from).collect();
-        cache
-            .view(whole, &metrics, true)
-            .insert(ArrayKey::Sma(5), Arc::clone(&line));
-        cache
-            .view(whole, &metrics, true)
-            .insert(ArrayKey::Ema(5), Arc::clone(&line));
+        let keeping = cache.view_keeping(whole, &metrics, true);
+        keeping.insert(ArrayKey::Sma(5), Arc::clone(&line));
+        keeping.insert(ArrayKey::Ema(5), Arc::clone(&line));
         let range = cache.view(
             InputKey {
                 rows: Some((10, 30)),

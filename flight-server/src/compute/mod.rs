@@ -290,6 +290,9 @@ pub(crate) struct Job {
     /// A background job's progress and cancel flag (a job's runs report to it and stop when
     /// it is cancelled); `None` for a call whose caller waits.
     pub progress: Option<Arc<Progress>>,
+    /// Offer the lines to the kernel cache even on the first sweep of an input (they will be
+    /// asked for again: a walk-forward's folds cut theirs from them).
+    pub keep_lines: bool,
 }
 
 /// The progress of a job's work, and its cancel flag: shared by the job's record (which
@@ -576,6 +579,7 @@ impl Job {
             periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
             keep,
             progress: None,
+            keep_lines: false,
         };
         job.check_blocks()?;
         Ok(job)
@@ -787,6 +791,9 @@ impl Compute {
                     sweep_params(close, &job.params, &exec, &control)
                 };
                 let results = match input.cache {
+                    Some(key) if job.keep_lines => {
+                        run(&self.cache.view_keeping(key, &self.metrics, offer))
+                    }
                     Some(key) => run(&self.cache.view(key, &self.metrics, offer)),
                     None => run(&NoCache),
                 }?;

@@ -534,6 +534,7 @@ mod tests {
             periods_per_year: 1.0,
             keep: crate::compute::Keep::NOTHING,
             progress: None,
+            keep_lines: false,
         }
     }
 

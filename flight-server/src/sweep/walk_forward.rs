@@ -25,7 +25,7 @@ use sweepflight_protocol::{
 };
 
 use super::{limits, run_on};
-use crate::compute::Progress;
+use crate::compute::{Job, Progress};
 use crate::datasets::Dataset;
 use crate::sweep::engine::Engine;
 use crate::{Error, Result};
@@ -200,7 +200,13 @@ pub(crate) async fn run(
             if let Some(p) = progress {
                 p.add_total(covering.len() as u64);
             }
-            run_on(engine, &prime, Arc::clone(&dataset), progress).await?;
+            // Its lines are wanted again at once: offered on this first sweep.
+            let job = Job {
+                progress: progress.cloned(),
+                keep_lines: true,
+                ..Job::stored(&prime, Arc::clone(&dataset), &limits(engine))?
+            };
+            engine.compute.run(job).await?;
         }
         for fold in folds {
             let on = |rows: (u64, u64), grid: Grid, selection: Selection| SweepRequest {
