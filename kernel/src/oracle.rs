@@ -1,4 +1,5 @@
-//! The plain, obviously-correct implementation of `spec/kernel.md`, kept as the test oracle.
+//! The plain, obviously-correct implementation of the kernel's definition (docs/kernel.md), kept
+//! as the test oracle.
 //!
 //! Nothing here is shared between combos or vectorised: each WMA is the textbook double loop
 //! with an explicit NaN check, each combo computes its own seven WMAs. It is slow on purpose;

@@ -59,7 +59,7 @@ impl Compression {
 /// The combos of a request, in request order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Grid {
-    /// Lengths `L` (hma_sar); each expands to six windows by the paper rule (`spec/kernel.md`).
+    /// Lengths `L` (hma_sar); each expands to six windows by the paper rule (docs/kernel.md).
     Lengths(Vec<u32>),
     /// Explicit hma_sar `[half, full, sqrt, p3, p2, p]` tuples.
     Params(Vec<[u32; 6]>),

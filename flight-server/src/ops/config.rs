@@ -192,7 +192,10 @@ impl std::fmt::Debug for ServerConfig {
             .field("top_step_rows", &self.top_step_rows)
             .field("cache_bytes", &self.cache_bytes)
             .field("max_dataset_bytes", &self.max_dataset_bytes)
-            .field("max_total_bytes", &self.max_total_bytes)
+            .field(
+                "max_total_bytes",
+                &(self.max_total_bytes != u64::MAX).then_some(self.max_total_bytes),
+            )
             .field("data_dir", &self.data_dir)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("tls", &self.tls.is_some())
