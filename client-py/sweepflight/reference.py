@@ -1,4 +1,5 @@
-"""The numba reference kernel: the paper's single-thread rung, written from the kernel's definition (``docs/kernel.md``).
+"""The numba reference kernel: the paper's single-thread rung, written from the kernel's definition
+(``docs/kernel.md``).
 
 Every WMA output is a fresh sum with weights ascending and one division at the end, as the
 paper's kernel does; this is the order the Rust kernel reproduces bit for bit.
