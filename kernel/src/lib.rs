@@ -12,7 +12,11 @@
 //! reference order (a fresh sum per output, weights ascending, one division at the end), so the
 //! fast paths here restructure *loops* (blocked across outputs, vectorised, shared between
 //! combos, spread over threads) but never the arithmetic of one output. [`oracle`] keeps the
-//! plain textbook implementation that the tests compare against.
+//! plain textbook implementation that the tests compare against. Windows of 256 bars and more
+//! are running sums instead, each with a proven bound on its distance to the reference's value
+//! (`certified`): comparisons the bounds cannot decide are decided from recomputed reference
+//! values, so the trades are still the reference's, at a few operations a bar whatever the
+//! window ([`CertifiedBars`] counts them).
 //!
 //! ```
 //! use sweepflight_kernel::{sweep, Combo, DEFAULT_FEE};
@@ -23,6 +27,7 @@
 //! assert_eq!(results.len(), 3);
 //! ```
 
+mod certified;
 mod combo;
 mod error;
 pub mod execution;
@@ -36,6 +41,7 @@ mod sweep;
 mod vector;
 pub mod wma;
 
+pub use certified::CertifiedBars;
 pub use combo::Combo;
 pub use error::{Error, Result};
 pub use execution::{Execution, Side};

@@ -2,6 +2,7 @@
 //! where one line crosses the other found from those bytes, eight bars at a time, as the
 //! events of the [`crate::execution`] loop. [`run`] is the paper's plain loop over the lines.
 
+use crate::certified::{self, CertifiedBars, Side};
 use crate::execution::{Book, Engine, Execution};
 use crate::ledger::{Books, ComboResult, Ledger};
 
@@ -15,18 +16,21 @@ pub(crate) const UNDEFINED: u8 = 3;
 const _: () = assert!(UNDEFINED == ABOVE | BELOW && ABOVE == 1 && BELOW == 2);
 
 /// [`run`], faster and with the same result bit for bit: the lines reduced to sign bytes
-/// (`signs` is scratch), then [`crosses`].
+/// (`signs` is scratch), those of certified lines settled where their bounds leave them open
+/// ([`certified::settle`], counted into `counts`), then [`crosses`].
 pub(crate) fn run_fast(
     books: Books<'_>,
     combo: usize,
-    (a, b): (&[f64], &[f64]),
+    (a, b): (Side<'_>, Side<'_>),
     exec: &Execution,
     signs: &mut Vec<u8>,
+    counts: Option<&CertifiedBars>,
 ) -> ComboResult {
     let close = books.close;
-    debug_assert!(a.len() == close.len() && b.len() == close.len());
+    debug_assert!(a.line.values.len() == close.len() && b.line.values.len() == close.len());
     signs.resize(close.len(), 0);
-    crate::vector::signs(a, b, signs);
+    crate::vector::signs(a.line.values, b.line.values, signs);
+    certified::settle(close, a, b, signs, counts);
     crosses(books, combo, std::iter::once(&signs[..]), exec)
 }
 
@@ -154,6 +158,13 @@ mod tests {
     use super::*;
     use crate::ledger::Moves;
 
+    fn exact(values: &[f64]) -> Side<'_> {
+        Side {
+            line: crate::certified::Bounded::exact(values),
+            key: crate::ArrayKey::Sma(1),
+        }
+    }
+
     fn books<'a>(close: &'a [f64], moves: &'a Moves) -> Books<'a> {
         Books {
             close,
@@ -216,9 +227,10 @@ mod tests {
                 run_fast(
                     books(&close, &Moves::of(&close)),
                     0,
-                    (&a, &b),
+                    (exact(&a), exact(&b)),
                     &Execution::new(fee),
-                    &mut signs
+                    &mut signs,
+                    None
                 ),
                 run(&close, &a, &b, fee)
             );
@@ -227,9 +239,10 @@ mod tests {
             run_fast(
                 books(&[], &Moves::of(&[])),
                 0,
-                (&[], &[]),
+                (exact(&[]), exact(&[])),
                 &Execution::new(0.0),
-                &mut signs
+                &mut signs,
+                None
             ),
             ComboResult::default()
         );
@@ -237,9 +250,10 @@ mod tests {
             run_fast(
                 books(&[1.0], &Moves::of(&[1.0])),
                 0,
-                (&[nan], &[nan]),
+                (exact(&[nan]), exact(&[nan])),
                 &Execution::new(0.0),
-                &mut signs
+                &mut signs,
+                None
             ),
             ComboResult::default()
         );

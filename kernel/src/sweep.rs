@@ -28,11 +28,12 @@
 //! reference's bit for bit, whatever the grouping, the cache state or the number of threads.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::mem::MaybeUninit;
+use std::mem::{MaybeUninit, take};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::certified::{self, Bounded, CertifiedBars, Side};
 use crate::execution::Execution;
 use crate::ledger::{Books, Moves};
 use crate::record::Records;
@@ -185,11 +186,25 @@ const SCRATCH_BYTES_PER_BAR: usize = size_of::<f64>() + size_of::<u8>();
 pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
     // The results, and the closes' moves for the per-bar metrics.
     let results = combos.len() * size_of::<ComboResult>() + Moves::bytes(bars);
-    if let Some(tiling) = Tiling::plan(bars, combos, workers, None) {
-        return tiling.held_bytes(bars, combos, shared_cap)
-            + workers * tiling.scratch_bytes()
-            + results;
-    }
+    // The certified path may leave untiled what the exact path tiles (which one runs depends
+    // on the closes): then the larger of the two bounds it.
+    let [certified, exact] = plans(bars, combos, workers);
+    let tiled = |t: Tiling| t.held_bytes(bars, combos, shared_cap) + workers * t.scratch_bytes();
+    let arrays = match (certified, exact) {
+        (Some(t), _) => tiled(t),
+        (None, Some(t)) => tiled(t).max(untiled_bytes(bars, combos, workers, shared_cap)),
+        (None, None) => untiled_bytes(bars, combos, workers, shared_cap),
+    };
+    arrays + results
+}
+
+/// The tilings of a sweep with and without certified lines (`None`: untiled).
+fn plans(bars: usize, combos: &[Combo], workers: usize) -> [Option<Tiling>; 2] {
+    [true, false].map(|certify| Tiling::plan(bars, combos, workers, None, certify))
+}
+
+/// [`memory_bytes`] of the untiled path, without the results.
+fn untiled_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usize) -> usize {
     let array = bars.max(1) * size_of::<f64>();
     let uses = line_uses(combos);
     let windows: BTreeSet<u32> = combos.iter().flat_map(Combo::close_windows).collect();
@@ -198,8 +213,10 @@ pub fn memory_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: u
     // First-level arrays and shared lines stay for a group; single-use lines only for a batch.
     let distinct = windows.len() + shared + single.min(batch_lines(array, workers));
     let least = ARRAYS_PER_COMBO.min(distinct.max(1)) * array;
+    // Certified lines carry a bound per 64 bars, and a worker recomputing reference values
+    // holds a few first-level windows' worth of them: inside the per-bar scratch's margin.
     let arrays = (distinct * array).min(shared_cap.max(least));
-    arrays + workers * bars * SCRATCH_BYTES_PER_BAR + results
+    arrays + workers * bars * SCRATCH_BYTES_PER_BAR
 }
 
 /// Bytes of the distinct lines a sweep of `combos` over `bars` bars computes (two per combo,
@@ -226,9 +243,10 @@ fn line_uses(combos: &[Combo]) -> HashMap<ArrayKey, usize> {
 
 /// Per-worker scratch bytes of a sweep of `combos` over `bars` bars on `workers` threads.
 pub fn scratch_bytes(bars: usize, combos: &[Combo], workers: usize) -> usize {
-    match Tiling::plan(bars, combos, workers, None) {
-        Some(tiling) => tiling.scratch_bytes(),
-        None => bars * SCRATCH_BYTES_PER_BAR,
+    match plans(bars, combos, workers) {
+        [Some(t), _] => t.scratch_bytes(),
+        [None, Some(t)] => t.scratch_bytes().max(bars * SCRATCH_BYTES_PER_BAR),
+        [None, None] => bars * SCRATCH_BYTES_PER_BAR,
     }
 }
 
@@ -263,6 +281,13 @@ pub struct SweepControl<'a> {
     /// What to keep per combo besides its result (trades, block marks): `None` keeps nothing.
     /// Its slots are indexed like the combos.
     pub records: Option<&'a Records>,
+    /// Compute every line by the exact rule, even where a certified line would be faster
+    /// (docs/architecture.md, "Certified lines"). The results are the same either way; this
+    /// is for comparing the two.
+    pub exact_lines: bool,
+    /// Counts the bars compared on certified lines and those decided from recomputed
+    /// reference values. `None` counts nothing.
+    pub certified: Option<&'a CertifiedBars>,
     /// Told the work done as it is done, in combo-bars (a combo run over `n` bars is `n`),
     /// from any worker: the calls of one sweep add up to its combos times the bars of `close`
     /// exactly, each reported once its signals are read. `None` reports nothing.
@@ -279,6 +304,8 @@ impl Default for SweepControl<'_> {
             tile_bars: None,
             bar_metrics: true,
             records: None,
+            exact_lines: false,
+            certified: None,
             progress: None,
         }
     }
@@ -331,9 +358,12 @@ pub fn sweep_executed(
     let parallel = control
         .parallel
         .unwrap_or_else(|| work(close.len(), combos) >= PARALLEL_MIN_WORK);
+    let certify = !control.exact_lines && certified::certifiable(close);
     let run = Run {
         close,
         combos,
+        certify,
+        recycler: certified::Recycler::default(),
         exec: *exec,
         moves: control
             .bar_metrics
@@ -353,7 +383,7 @@ pub fn sweep_executed(
     } else {
         1
     };
-    if let Some(tiling) = Tiling::plan(close.len(), combos, workers, control.tile_bars) {
+    if let Some(tiling) = Tiling::plan(close.len(), combos, workers, control.tile_bars, certify) {
         return run.tiled(&order, &tiling);
     }
     let array_bytes = size_of_val(close).max(1);
@@ -410,10 +440,18 @@ fn group_len(
 
 type Arrays = HashMap<ArrayKey, Arc<[f64]>>;
 
+/// The bounds of the certified lines among [`Arrays`] (per 64 bars, [`certified`]).
+type Bounds = HashMap<ArrayKey, Arc<[f64]>>;
+
 /// One sweep's inputs, shared by its phases.
 struct Run<'a> {
     close: &'a [f64],
     combos: &'a [Combo],
+    /// Long windows take certified lines (the series allows it and the caller did not ask
+    /// for the exact rule).
+    certify: bool,
+    /// Certified lines' allocations, reused once their lines are no longer read.
+    recycler: certified::Recycler,
     exec: Execution,
     /// The closes' moves, for every combo's per-bar metrics (if asked for).
     moves: Option<Moves>,
@@ -459,6 +497,7 @@ impl Run<'_> {
     fn group(&self, group: &[usize], per_batch: usize) -> Result<Vec<(usize, ComboResult)>> {
         let cache = self.control.cache;
         let mut lines = Arrays::new();
+        let mut bounds = Bounds::new();
         // What the lines need, and which of them the cache already has.
         let mut hma: BTreeMap<(u32, u32), BTreeSet<u32>> = BTreeMap::new();
         let mut hma3: BTreeSet<[u32; 3]> = BTreeSet::new();
@@ -492,6 +531,12 @@ impl Run<'_> {
             windows.extend([p3, p2, p]);
         }
         let wmas = self.first_level(&windows)?;
+        // The closes' magnitudes per block, for every certified line's bound.
+        let close_max = if self.certify {
+            certified::block_max_abs(self.close)
+        } else {
+            Vec::new()
+        };
         // Phases 2 and 3 by batches of combos whose new lines fit in the last-level cache:
         // each batch's signals read the lines just written, before they are evicted to memory.
         // Lines are dropped once the last combo of the group that reads them has run (they have
@@ -534,22 +579,41 @@ impl Run<'_> {
                 }
             }
             tasks.sort_by_key(|t| std::cmp::Reverse(t.cost()));
-            let computed = self.map(&tasks, |_, task| {
+            let computed = self.map(&tasks, |s, task| {
                 self.check()?;
-                Ok(task.compute(&wmas, self.parallel))
+                Ok(task.compute(self, &wmas, (&mut s.diff, &close_max)))
             })?;
-            for (key, line) in computed.into_iter().flatten() {
-                cache.insert(key, Arc::clone(&line));
+            for (key, line, bound) in computed.into_iter().flatten() {
+                match bound {
+                    // A certified line is not the reference's: never offered to the cache.
+                    Some(bound) => {
+                        bounds.insert(key, bound);
+                    }
+                    None => cache.insert(key, Arc::clone(&line)),
+                }
                 lines.insert(key, line);
             }
             // Phase 3: the batch's trades.
             results.extend(self.map(batch, |s, &i| {
                 self.check()?;
                 let c = &self.combos[i];
-                let (a, b) = (&lines[&hma_key(c)], &lines[&hma3_key(c)]);
+                let side = |key: ArrayKey| Side {
+                    line: Bounded {
+                        values: &lines[&key],
+                        bounds: bounds.get(&key).map(|b| &b[..]),
+                    },
+                    key,
+                };
                 Ok((
                     i,
-                    signal::run_fast(self.books(), i, (a, b), &self.exec, &mut s.signs),
+                    signal::run_fast(
+                        self.books(),
+                        i,
+                        (side(hma_key(c)), side(hma3_key(c))),
+                        &self.exec,
+                        &mut s.signs,
+                        self.control.certified,
+                    ),
                 ))
             })?);
             self.control.report(batch.len(), self.close.len());
@@ -559,7 +623,10 @@ impl Run<'_> {
                     let left = uses.get_mut(&key).expect("counted above");
                     *left -= 1;
                     if *left == 0 {
-                        lines.remove(&key);
+                        let line = lines.remove(&key);
+                        if let (Some(line), Some(_)) = (line, bounds.remove(&key)) {
+                            self.recycler.give(line);
+                        }
                     }
                 }
             }
@@ -567,7 +634,9 @@ impl Run<'_> {
         Ok(results)
     }
 
-    /// `WMA(close, n)` for each window: from the cache, the rest in one shared pass.
+    /// `WMA(close, n)` for each window: from the cache, the rest in one shared pass; windows
+    /// that take certified lines are left out (their lines' difference series computes them
+    /// as it goes, [`certified::difference`]) unless the cache holds them.
     fn first_level(&self, windows: &BTreeSet<u32>) -> Result<Arrays> {
         self.check()?;
         let cache = self.control.cache;
@@ -579,6 +648,7 @@ impl Run<'_> {
                 Some(a) => {
                     out.insert(ArrayKey::Wma(n), a);
                 }
+                None if self.certify && certified::pays(n as usize, len) => {}
                 None => missing.push(n),
             }
         }
@@ -626,7 +696,12 @@ fn computed(x: Input<'_>, windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> 
 #[derive(Default)]
 struct Scratch {
     signs: Vec<u8>,
+    /// A certified line's difference series, reused (fresh memory costs a page fault per 4 KiB).
+    diff: Vec<f64>,
 }
+
+/// A computed line: its key, its values and, if certified, its bounds.
+type Computed = (ArrayKey, Arc<[f64]>, Option<Arc<[f64]>>);
 
 /// A second-level task: the lines over one difference series.
 enum Line {
@@ -645,22 +720,81 @@ impl Line {
         }
     }
 
-    fn compute(&self, wmas: &Arrays, parallel: bool) -> Vec<(ArrayKey, Arc<[f64]>)> {
-        let wma = |n: u32| -> &[f64] { &wmas[&ArrayKey::Wma(n)] };
+    /// The task's lines, each with its bounds if certified (`None`: the reference's values).
+    /// A window over exact first-level WMAs is certified only if long; over certified ones,
+    /// always (its inputs are not the reference's).
+    fn compute(
+        &self,
+        run: &Run<'_>,
+        wmas: &Arrays,
+        (diff, close_max): (&mut Vec<f64>, &[f64]),
+    ) -> Vec<Computed> {
+        let bars = run.close.len();
+        let wma = |n: u32| -> Option<&[f64]> { wmas.get(&ArrayKey::Wma(n)).map(|a| &a[..]) };
+        // A first-level input: the exact line if there is one, else a running sum.
+        let part = |n: u32| match wma(n) {
+            Some(line) => certified::Part::Line(Bounded::exact(line)),
+            None => certified::Part::Running(n as usize),
+        };
+        let long = |w: u32| run.certify && certified::pays(w as usize, bars);
+        let exact =
+            |lines: Vec<(ArrayKey, Arc<[f64]>)>| lines.into_iter().map(|(k, l)| (k, l, None));
+        let certified = |key: ArrayKey, d: &certified::Difference, w: u32| {
+            let line = certified::wma(
+                &d.values,
+                d.from,
+                w as usize,
+                (d.eps.as_deref(), &d.block_max),
+                &run.recycler,
+            );
+            (key, line.values, Some(line.bounds))
+        };
         match self {
             Self::Hma(h, f, sqrts) => {
-                let sizes: Vec<usize> = sqrts.iter().map(|&w| w as usize).collect();
-                let outs = computed(Input::HmaDifference(wma(*h), wma(*f)), &sizes, parallel);
-                sqrts
-                    .iter()
-                    .zip(outs)
-                    .map(|(&q, line)| (ArrayKey::Hma([*h, *f, q]), line))
-                    .collect()
+                let key = |q: u32| ArrayKey::Hma([*h, *f, q]);
+                let (long, short): (Vec<u32>, Vec<u32>) = match (wma(*h), wma(*f)) {
+                    (Some(_), Some(_)) => sqrts.iter().partition(|&&q| long(q)),
+                    _ => (sqrts.clone(), Vec::new()),
+                };
+                let mut lines: Vec<Computed> = Vec::new();
+                if let (Some(hl), Some(fl)) = (wma(*h), wma(*f)) {
+                    let sizes: Vec<usize> = short.iter().map(|&w| w as usize).collect();
+                    let outs = computed(Input::HmaDifference(hl, fl), &sizes, run.parallel);
+                    lines.extend(exact(short.iter().map(|&q| key(q)).zip(outs).collect()));
+                }
+                if !long.is_empty() {
+                    let from = h.max(f).saturating_sub(1) as usize;
+                    let d = certified::difference(
+                        (run.close, close_max),
+                        certified::Shape::Hma,
+                        &[part(*h), part(*f)],
+                        from,
+                        take(diff),
+                    );
+                    lines.extend(long.iter().map(|&q| certified(key(q), &d, q)));
+                    *diff = d.values;
+                }
+                lines
             }
             Self::Hma3([p3, p2, p]) => {
-                let input = Input::Hma3Difference(wma(*p3), wma(*p2), wma(*p));
-                let mut lines = computed(input, &[*p as usize], parallel);
-                vec![(ArrayKey::Hma3([*p3, *p2, *p]), lines.remove(0))]
+                let key = ArrayKey::Hma3([*p3, *p2, *p]);
+                if let (Some(a), Some(b), Some(c), false) = (wma(*p3), wma(*p2), wma(*p), long(*p))
+                {
+                    let input = Input::Hma3Difference(a, b, c);
+                    let mut lines = computed(input, &[*p as usize], run.parallel);
+                    return exact(vec![(key, lines.remove(0))]).collect();
+                }
+                let from = (*p3).max(*p2).max(*p).saturating_sub(1) as usize;
+                let d = certified::difference(
+                    (run.close, close_max),
+                    certified::Shape::Hma3,
+                    &[part(*p3), part(*p2), part(*p)],
+                    from,
+                    take(diff),
+                );
+                let line = vec![certified(key, &d, *p)];
+                *diff = d.values;
+                line
             }
         }
     }
@@ -811,7 +945,7 @@ mod tests {
     #[test]
     fn the_paper_sweep_is_tiled_by_default_and_long_windows_are_not() {
         let combos = crate::paper::combos();
-        let tiling = Tiling::plan(150_000, &combos, 2, None).expect("tiled");
+        let tiling = Tiling::plan(150_000, &combos, 2, None, true).expect("tiled");
         // Its memory: sign bytes and kept lines, within the cap; scratch a few MB per worker.
         assert!(
             tiling.scratch_bytes() < 16 << 20,
@@ -826,10 +960,10 @@ mod tests {
                 + Moves::bytes(150_000)
         );
         let long = [Combo::from_length(20_000).unwrap()];
-        assert_eq!(Tiling::plan(150_000, &long, 2, None), None);
+        assert_eq!(Tiling::plan(150_000, &long, 2, None, true), None);
         // Too few tiles to share out: untiled.
-        assert_eq!(Tiling::plan(10_000, &combos, 2, None), None);
-        assert_eq!(Tiling::plan(150_000, &combos, 2, Some(0)), None);
+        assert_eq!(Tiling::plan(10_000, &combos, 2, None, true), None);
+        assert_eq!(Tiling::plan(150_000, &combos, 2, Some(0), true), None);
     }
 
     fn distinct_lines(combos: &[Combo]) -> usize {

@@ -58,3 +58,28 @@ multiversion! {
         }
     }
 }
+
+multiversion! {
+    /// The largest magnitude of each block of 64 values of `x` into `out` (NaN ignored), as
+    /// [`crate::certified`] bounds its lines per block: eight running maxima per block, so
+    /// the loop is vector compares.
+    fn block_max_abs(x: &[f64], out: &mut Vec<f64>) {
+        out.clear();
+        for block in x.chunks(64) {
+            let mut acc = [0.0f64; 8];
+            let mut lanes = block.chunks_exact(8);
+            for c in &mut lanes {
+                for j in 0..8 {
+                    let a = c[j].abs();
+                    // `a > m` is false for a NaN: it is skipped.
+                    acc[j] = if a > acc[j] { a } else { acc[j] };
+                }
+            }
+            for (j, v) in lanes.remainder().iter().enumerate() {
+                let a = v.abs();
+                acc[j] = if a > acc[j] { a } else { acc[j] };
+            }
+            out.push(acc.iter().fold(0.0f64, |m, &a| if a > m { a } else { m }));
+        }
+    }
+}

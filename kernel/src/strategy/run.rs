@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use super::Params;
 use super::indicators::{donchian_multi, donchian_signals, ema_multi, rsi, rsi_signals, sma_multi};
+use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
 use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
@@ -49,6 +50,8 @@ impl Key {
 enum Array {
     /// A line, shared with the cache.
     Line(Arc<[f64]>),
+    /// A certified line and its bounds ([`crate::certified`]): never offered to the cache.
+    Certified(Certified),
     Signals(Vec<i8>),
 }
 
@@ -170,6 +173,7 @@ pub(super) fn sweep(
     let moves = control
         .bar_metrics
         .then(|| Moves::cached(close, control.cache));
+    let certify = !control.exact_lines && certified::certifiable(close);
     let books = Books {
         close,
         moves: moves.as_ref(),
@@ -207,10 +211,10 @@ pub(super) fn sweep(
         let (group, tail) = rest.split_at(taken);
         rest = tail;
         check()?;
-        let arrays = compute(close, &held, parallel, control.cache);
+        let arrays = compute(close, &held, (parallel, certify), control.cache);
         let run = |scratch: &mut Scratch, &i: &usize| -> Result<(usize, ComboResult)> {
             check()?;
-            let result = run_one((books, i), &params[i], &arrays, exec, scratch);
+            let result = run_one((books, i), &params[i], &arrays, exec, scratch, control);
             control.report(1, close.len());
             Ok((i, result))
         };
@@ -239,7 +243,7 @@ pub(super) fn sweep(
 fn compute(
     close: &[f64],
     keys: &BTreeSet<Key>,
-    parallel: bool,
+    (parallel, certify): (bool, bool),
     cache: &dyn ArrayCache,
 ) -> BTreeMap<Key, Array> {
     let mut held: BTreeMap<Key, Array> = keys
@@ -254,7 +258,7 @@ fn compute(
         .filter(|k| !held.contains_key(k))
         .copied()
         .collect();
-    let computed = compute_all(close, &missing, parallel);
+    let computed = compute_all(close, &missing, parallel, certify);
     if cache.keeps() {
         for (k, a) in &computed {
             if let (Some(key), Array::Line(line)) = (k.cached(), a) {
@@ -266,13 +270,19 @@ fn compute(
     held
 }
 
-/// Every array of `keys` over `close`: the SMA windows in one shared pass, the rest one task
-/// each.
-fn compute_all(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<Key, Array> {
+/// Every array of `keys` over `close`: the SMA windows in one shared pass (long ones
+/// certified, one task each, if `certify`), the rest one task each.
+fn compute_all(
+    close: &[f64],
+    keys: &BTreeSet<Key>,
+    parallel: bool,
+    certify: bool,
+) -> BTreeMap<Key, Array> {
+    let long = |n: usize| certify && certified::pays(n, close.len());
     let windows: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
-            Key::Sma(n) => Some(*n as usize),
+            Key::Sma(n) if !long(*n as usize) => Some(*n as usize),
             _ => None,
         })
         .collect();
@@ -317,6 +327,7 @@ fn compute_all(close: &[f64], keys: &BTreeSet<Key>, parallel: bool) -> BTreeMap<
     }
     let one = |k: &Key| -> Option<(Key, Array)> {
         let array = match *k {
+            Key::Sma(n) if long(n as usize) => Array::Certified(certified::sma(close, n as usize)),
             Key::Sma(_) | Key::Ema(_) => return None,
             Key::Donchian(_) if shared => return None,
             Key::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
@@ -348,14 +359,27 @@ fn run_one(
     arrays: &BTreeMap<Key, Array>,
     exec: &Execution,
     scratch: &mut Scratch,
+    control: &SweepControl<'_>,
 ) -> ComboResult {
-    let line = |k: Key| match &arrays[&k] {
-        Array::Line(l) => l,
-        Array::Signals(_) => unreachable!("{k:?} is a line"),
+    let line = |k: Key| {
+        let line = match &arrays[&k] {
+            Array::Line(l) => Bounded::exact(l),
+            Array::Certified(c) => c.view(),
+            Array::Signals(_) => unreachable!("{k:?} is a line"),
+        };
+        let key = k.cached().expect("a line");
+        Side { line, key }
     };
     let close = books.close;
-    let crosses = |a: &[f64], b: &[f64], scratch: &mut Scratch| {
-        signal::run_fast(books, combo, (a, b), exec, &mut scratch.states)
+    let crosses = |a: Side<'_>, b: Side<'_>, scratch: &mut Scratch| {
+        signal::run_fast(
+            books,
+            combo,
+            (a, b),
+            exec,
+            &mut scratch.states,
+            control.certified,
+        )
     };
     match *p {
         Params::SmaCross { fast, slow } => {
@@ -367,10 +391,15 @@ fn run_one(
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
             Array::Signals(s) => run_signals(close, s, exec, books.ledger(exec, combo)).done(),
-            Array::Line(_) => unreachable!("donchian arrays are signals"),
+            Array::Line(_) | Array::Certified(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
-            rsi_signals(line(Key::Rsi(n)), lower, upper, &mut scratch.signals);
+            rsi_signals(
+                line(Key::Rsi(n)).line.values,
+                lower,
+                upper,
+                &mut scratch.signals,
+            );
             run_signals(close, &scratch.signals, exec, books.ledger(exec, combo)).done()
         }
         Params::HmaSar(_) => unreachable!("hma_sar runs on the paper kernel"),

@@ -60,11 +60,16 @@ pub(crate) struct Tiling {
 impl Tiling {
     /// The tiling of a sweep of `combos` over `bars` bars on `workers` threads: `forced` bars
     /// per tile if given (0: untiled), else automatic, or `None` for the untiled path.
+    ///
+    /// With `certify`, a sweep whose longest first-level window takes the certified path
+    /// ([`crate::certified::pays`]) is not tiled: its lines then cost a few operations a bar
+    /// whatever the window, where tiles would sum every window afresh.
     pub(crate) fn plan(
         bars: usize,
         combos: &[Combo],
         workers: usize,
         forced: Option<usize>,
+        certify: bool,
     ) -> Option<Self> {
         let clamp = |w: u32| (w as usize).min(bars);
         let longest = combos
@@ -87,6 +92,7 @@ impl Tiling {
         match forced {
             Some(0) => None,
             Some(tile) => Some(plan(tile)),
+            None if certify && crate::certified::pays(longest, bars) => None,
             None => {
                 let tile = TILE
                     .max(TILE_PER_OVERLAP * (longest + longest_line))
