@@ -27,8 +27,8 @@ use std::time::Instant;
 use arrow_array::Float64Array;
 use sweepflight_kernel::strategy::{line_bytes, memory_bytes, scratch_bytes, work};
 use sweepflight_kernel::{
-    ArrayCache, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params, Record, Records,
-    Side, SweepControl, sweep_params,
+    ArrayCache, CertifiedBars, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params,
+    Record, Records, Side, SweepControl, sweep_params,
 };
 use sweepflight_protocol::{ExchangeSweep, Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
@@ -749,6 +749,7 @@ impl Compute {
             .map(|i| line_bytes(i.closes().len(), &job.params) as u64)
             .fold(0, u64::saturating_add);
         let offer = self.cache.worth_offering(lines);
+        let certified = CertifiedBars::default();
         let out = job
             .inputs
             .iter()
@@ -786,6 +787,8 @@ impl Compute {
                         tile_bars: None,
                         bar_metrics: true,
                         records: records.as_ref(),
+                        exact_lines: false,
+                        certified: Some(&certified),
                         progress: job.progress.is_some().then_some(&report as _),
                     };
                     sweep_params(close, &job.params, &exec, &control)
@@ -808,6 +811,10 @@ impl Compute {
                 }
             });
         let elapsed = started.elapsed();
+        self.metrics.certified_compared.inc_by(certified.compared());
+        self.metrics
+            .certified_recomputed
+            .inc_by(certified.recomputed());
         self.metrics.sweep_seconds.observe(elapsed.as_secs_f64());
         tracing::debug!(
             series = job.inputs.len(),

@@ -82,6 +82,10 @@ pub struct Metrics {
     pub cache_hits: Counter,
     /// Kernel arrays computed because the cache did not hold them.
     pub cache_misses: Counter,
+    /// Bars whose line comparison was made on certified lines (the kernel's O(1) lines).
+    pub certified_compared: Counter,
+    /// Bars among them decided from the reference's recomputed values (the fallback).
+    pub certified_recomputed: Counter,
     /// Connections closed at once because `--max-connections` were open.
     pub connections_refused: Counter,
     /// Connections closed for silence (`--handshake-timeout`, `--idle-timeout`).
@@ -126,6 +130,16 @@ impl Default for Metrics {
             "Kernel arrays found in the cache",
         );
         let cache_misses = counter(&mut registry, "cache_misses", "Kernel arrays computed");
+        let certified_compared = counter(
+            &mut registry,
+            "certified_compared_bars",
+            "Bars whose line comparison was made on certified (running-sum) lines",
+        );
+        let certified_recomputed = counter(
+            &mut registry,
+            "certified_recomputed_bars",
+            "Certified comparisons the bounds left open, decided from recomputed exact values",
+        );
         let connections_refused = counter(
             &mut registry,
             "connections_refused",
@@ -162,6 +176,8 @@ impl Default for Metrics {
             sweeps_refused,
             cache_hits,
             cache_misses,
+            certified_compared,
+            certified_recomputed,
             connections_refused,
             connections_timed_out,
             calls: std::sync::atomic::AtomicU64::new(0),

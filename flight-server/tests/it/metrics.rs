@@ -55,4 +55,24 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
         .unwrap();
     assert!(hits > 0, "{page}");
     assert!(scrape(addr, "/other").await.starts_with("HTTP/1.1 404"));
+
+    // Long windows run on certified lines: their comparisons are counted, and the few the
+    // bounds leave open (none on this walk) beside them.
+    let counter = |page: &str, name: &str| {
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+    };
+    assert_eq!(
+        counter(&page, "sweepflight_certified_compared_bars_total"),
+        0
+    );
+    sweep(&mut c, json!({"dataset": "s", "lengths": [600]}))
+        .await
+        .unwrap();
+    let page = scrape(addr, "/metrics").await;
+    let compared = counter(&page, "sweepflight_certified_compared_bars_total");
+    assert!(compared > 0, "{page}");
+    assert!(counter(&page, "sweepflight_certified_recomputed_bars_total") <= compared);
 }
