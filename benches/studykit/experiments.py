@@ -98,6 +98,86 @@ def exp_scaling(ctx: Ctx) -> dict[str, Any]:
     return {"rows": rows, "threads": os.cpu_count()}
 
 
+def exp_long_windows(ctx: Ctx) -> dict[str, Any]:
+    """Lookbacks of thousands of bars (certified lines): the hma_sar lengths rule from 1,000 to
+    20,000 on a 1,000,000-bar series against the paper grid on the same series, cold, all cores;
+    the exact rule beside them on a 100,000-bar slice (on the whole series it would take
+    minutes); the paper grid with and without certified lines; and, per kind of series, how
+    many line comparisons the bounds left to the exact rule."""
+    bars, cut = ctx.n(100_000, 1_000_000), ctx.n(20_000, 100_000)
+    close = paper.generate(bars, seed=11)
+    whole = write_ipc(OUT / f"long-{bars}.arrow", pa.table({"close": close}))
+    sliced = write_ipc(OUT / f"long-{cut}.arrow", pa.table({"close": close[:cut]}))
+    lengths = np.linspace(1_000, ctx.n(5_000, 20_000), ctx.n(20, 80)).round().astype(int)
+    long_params = write_params(OUT / "long-params.json", reference.params_for(lengths))
+    paper_params = write_params(OUT / "paper-params.json", reference.params_for(paper.lengths()))
+    cases: dict[str, list[str]] = {
+        f"long grid, {bars:,} bars": ["--series", str(whole), "--params", str(long_params)],
+        f"paper grid, {bars:,} bars": ["--series", str(whole), "--params", str(paper_params)],
+        f"long grid, {cut:,} bars": ["--series", str(sliced), "--params", str(long_params)],
+        f"long grid, {cut:,} bars, exact rule": [
+            *("--series", str(sliced), "--params", str(long_params)),
+            "--exact-lines",
+        ],
+        "paper sweep (paper series)": [],
+        "paper sweep, exact rule": ["--exact-lines"],
+    }
+    # Each case checked once (two combos against the oracle, or where that would take minutes
+    # the exact rule's sweep; the paper sweep against the gate), then timed.
+    for label, args in cases.items():
+        kernel_timer(ctx, "--runs", "0", "--threads", "0", "--check", "2", *args)
+        print(f"  long windows: {label} checked", flush=True)
+
+    def timed(args: list[str]) -> Op:
+        return lambda: float(
+            next(iter(kernel_timer(ctx, "--runs", "1", "--threads", "0", "--check", "0", *args)["runs"].values()))[0]
+        )
+
+    runs = interleaved(ctx.n(1, 3), {label: timed(args) for label, args in cases.items()}, warmup=0)
+
+    # The comparisons the bounds could not decide, per kind of series.
+    rng = np.random.default_rng(30)
+    random_grid = write_params(
+        OUT / "long-random-params.json", rng.integers(256, ctx.n(5_000, 20_001), size=(ctx.n(20, 200), 6))
+    )
+    fx = write_ipc(OUT / f"long-fx-{bars}.arrow", pa.table({"close": fx_series(bars, seed=30)}))
+    flat = close.copy()
+    flat[(np.arange(bars) // 10_000) % 2 == 1] = 100.0
+    flat_file = write_ipc(OUT / f"long-flat-{bars}.arrow", pa.table({"close": flat}))
+    kinds = {
+        f"the long grid, {bars:,} bars": ["--series", str(whole), "--params", str(long_params)],
+        "the long grid, the paper series (150,000 bars)": ["--params", str(long_params)],
+        f"{ctx.n(20, 200)} random combos, every window 256-20,000, {bars:,} bars": [
+            "--series",
+            str(whole),
+            "--params",
+            str(random_grid),
+        ],
+        f"the long grid, FX-like series to 5 decimals, {bars:,} bars": [
+            *("--series", str(fx)),
+            *("--params", str(long_params)),
+        ],
+        f"the long grid, constant every other 10,000 bars, {bars:,} bars": [
+            "--series",
+            str(flat_file),
+            "--params",
+            str(long_params),
+        ],
+    }
+    counts = {}
+    for label, args in kinds.items():
+        out = kernel_timer(ctx, "--runs", "0", "--threads", "0", "--check", "1", *args)
+        counts[label] = out["certified"]
+        print(f"  long windows: {label}: {out['certified']}", flush=True)
+    return {
+        "bars": bars,
+        "cut": cut,
+        "lengths": [int(lengths[0]), int(lengths[-1]), len(lengths)],
+        "runs": runs,
+        "counts": counts,
+    }
+
+
 def exp_server(ctx: Ctx) -> dict[str, Any]:
     """The 80-combo paper sweep as one params-only call (cold: no cache; the first sweep of a
     new dataset with the default cache; warm) and as 80 one-combo calls (chatty), against the
@@ -1035,6 +1115,7 @@ def exp_ray(ctx: Ctx) -> dict[str, Any]:
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "kernel": exp_kernel,
     "scaling": exp_scaling,
+    "long_windows": exp_long_windows,
     "server": exp_server,
     "architectures": exp_architectures,
     "peer": exp_peer,

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! kernel-timer [--runs N] [--threads T]... [--series FILE] [--params FILE] [--check K]
-//!              [--tile-bars B] [--strategy NAME] [--no-bar-metrics]
+//!              [--tile-bars B] [--strategy NAME] [--no-bar-metrics] [--exact-lines]
 //! ```
 //!
 //! By default it sweeps the 80 paper combos over the paper series, after the equivalence gate.
@@ -16,14 +16,20 @@
 //! that strategy's sweep instead: `--params` is then a JSON list of its parameter rows, checked
 //! against `oracle::run` on `K` combos (every field equal). `--no-bar-metrics` leaves out the
 //! per-bar metrics' work (`SweepControl::bar_metrics`: the moves' prefix sums and their use per
-//! trade), to time what the Sharpe and Sortino columns cost.
+//! trade), to time what the Sharpe and Sortino columns cost. `--exact-lines` computes every
+//! line by the exact rule (`SweepControl::exact_lines`: no certified lines), to time the two
+//! side by side. Where the oracle would take minutes (windows of thousands of bars on a long
+//! series), the `K` combos are checked against the exact rule's sweep instead (itself held to
+//! the oracle, bit for bit, by the kernel's tests).
 //!
 //! Each run sweeps from scratch (no cache), timed with a monotonic clock around the sweep call
 //! only, after one untimed checked sweep. With a `key` column, two timings per thread count:
 //! `whole`, the kernel on the concatenated closes (the same work in one call), and `per-key`,
 //! one sweep per series, one after another; the check is then on the first series.
 //!
-//! Output: `{"bars", "series", "combos", "multiply_adds", "runs": {LABEL: [seconds]}}`.
+//! Output: `{"bars", "series", "combos", "multiply_adds", "runs": {LABEL: [seconds]},
+//! "certified": {"compared", "recomputed"}}`: the certified lines' comparisons of one sweep
+//! (the checked one, all cores), and how many were decided from recomputed reference values.
 
 use std::fs::File;
 use std::ops::Range;
@@ -34,8 +40,8 @@ use anyhow::{Context, ensure};
 use arrow_array::{Array, StringArray};
 use sweepflight_benches::{closes, paper_fixture_path};
 use sweepflight_kernel::{
-    Combo, ComboResult, DEFAULT_FEE, Execution, Params, Strategy, SweepControl, multiply_adds,
-    oracle, paper, sweep_params, sweep_with,
+    CertifiedBars, Combo, ComboResult, DEFAULT_FEE, Execution, Params, Strategy, SweepControl,
+    multiply_adds, oracle, paper, sweep_params, sweep_with,
 };
 
 struct Args {
@@ -47,6 +53,7 @@ struct Args {
     tile_bars: Option<usize>,
     strategy: Option<Strategy>,
     bar_metrics: bool,
+    exact_lines: bool,
 }
 
 fn parse() -> anyhow::Result<Args> {
@@ -59,11 +66,16 @@ fn parse() -> anyhow::Result<Args> {
         tile_bars: None,
         strategy: None,
         bar_metrics: true,
+        exact_lines: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "--no-bar-metrics" {
             out.bar_metrics = false;
+            continue;
+        }
+        if a == "--exact-lines" {
+            out.exact_lines = true;
             continue;
         }
         let v = args.next().with_context(|| format!("{a} needs a value"))?;
@@ -118,7 +130,12 @@ fn load(path: &std::path::Path) -> anyhow::Result<(Vec<f64>, Vec<Range<usize>>)>
     Ok((close, ranges))
 }
 
-/// Bit-exact agreement with the oracle on `k` combos spread over the grid.
+/// Above this many multiply-adds a combo is checked against the exact rule's fast sweep
+/// rather than the oracle (seconds instead of minutes).
+const ORACLE_WORK: u64 = 2_000_000_000;
+
+/// Bit-exact agreement with the oracle (or, for long windows, the exact rule's sweep) on `k`
+/// combos spread over the grid.
 fn check_oracle(
     close: &[f64],
     combos: &[Combo],
@@ -132,7 +149,16 @@ fn check_oracle(
         } else {
             j * (combos.len() - 1) / (k - 1)
         };
-        let want = oracle::run_combo(close, &combos[i], DEFAULT_FEE);
+        let windows: u64 = combos[i].windows().iter().map(|&w| u64::from(w)).sum();
+        let want = if windows.saturating_mul(close.len() as u64) <= ORACLE_WORK {
+            oracle::run_combo(close, &combos[i], DEFAULT_FEE)
+        } else {
+            let exact = SweepControl {
+                exact_lines: true,
+                ..SweepControl::default()
+            };
+            sweep_with(close, &combos[i..=i], DEFAULT_FEE, &exact)?[0]
+        };
         ensure!(
             want.trades == got[i].trades && want.pnl.to_bits() == got[i].pnl.to_bits(),
             "combo {i} {:?}: oracle {want:?}, sweep {:?}",
@@ -156,12 +182,18 @@ fn strategy_run(args: &Args, strategy: Strategy) -> anyhow::Result<()> {
     let exec = Execution::default();
     let control = SweepControl {
         bar_metrics: args.bar_metrics,
+        exact_lines: args.exact_lines,
         ..SweepControl::default()
     };
+    let counts = CertifiedBars::default();
     let mut runs = serde_json::Map::new();
     for &t in &args.threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
-        let got = pool.install(|| sweep_params(&close, &params, &exec, &control))?;
+        let counted = SweepControl {
+            certified: Some(&counts),
+            ..control
+        };
+        let got = pool.install(|| sweep_params(&close, &params, &exec, &counted))?;
         let k = args.check.min(params.len());
         for j in 0..k {
             let i = if k == 1 {
@@ -198,9 +230,20 @@ fn strategy_run(args: &Args, strategy: Strategy) -> anyhow::Result<()> {
         "combos": params.len(),
         "strategy": strategy.name(),
         "runs": runs,
+        "certified": certified_json(&counts, args.threads.len()),
     });
     println!("{out}");
     Ok(())
+}
+
+/// The counts of one checked sweep (of `sweeps` counted, one per thread count: each does the
+/// same comparisons).
+fn certified_json(counts: &CertifiedBars, sweeps: usize) -> serde_json::Value {
+    let per = |n: u64| n / sweeps.max(1) as u64;
+    serde_json::json!({
+        "compared": per(counts.compared()),
+        "recomputed": per(counts.recomputed()),
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -221,10 +264,16 @@ fn main() -> anyhow::Result<()> {
     let control = SweepControl {
         tile_bars: args.tile_bars,
         bar_metrics: args.bar_metrics,
+        exact_lines: args.exact_lines,
         ..SweepControl::default()
     };
     let sweep =
         |close: &[f64], combos: &[Combo], fee: f64| sweep_with(close, combos, fee, &control);
+    let counts = CertifiedBars::default();
+    let counted = SweepControl {
+        certified: Some(&counts),
+        ..control
+    };
 
     let mut runs = serde_json::Map::new();
     for &t in &args.threads {
@@ -234,10 +283,10 @@ fn main() -> anyhow::Result<()> {
             // The concatenated run is the same kernel on more bars: checking the first series
             // covers the code, at a fraction of the oracle's cost.
             let first = &close[ranges[0].clone()];
-            let got = pool.install(|| sweep(first, &combos, DEFAULT_FEE))?;
+            let got = pool.install(|| sweep_with(first, &combos, DEFAULT_FEE, &counted))?;
             check_oracle(first, &combos, &got, args.check)?;
         } else {
-            let whole = pool.install(|| sweep(&close, &combos, DEFAULT_FEE))?;
+            let whole = pool.install(|| sweep_with(&close, &combos, DEFAULT_FEE, &counted))?;
             if paper_run {
                 paper::check_gate(&whole)
                     .map_err(anyhow::Error::msg)
@@ -287,6 +336,7 @@ fn main() -> anyhow::Result<()> {
         "combos": combos.len(),
         "multiply_adds": multiply_adds(close.len(), &combos),
         "runs": runs,
+        "certified": certified_json(&counts, args.threads.len()),
     });
     println!("{out}");
     Ok(())
