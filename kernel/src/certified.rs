@@ -74,6 +74,37 @@ pub(crate) fn pays(n: usize, bars: usize) -> bool {
     (MIN_WINDOW..=MAX_WINDOW).contains(&n) && n <= bars
 }
 
+/// What a certified line costs a bar, in units of the shared exact pass's work per window and
+/// bar (one vectorised add or multiply-add; the pass costs its longest window for all of its
+/// windows together). Measured with kernel-timer on this kind of machine, comparisons
+/// included: about 6 for an SMA line, about 9 for a WMA line; one round figure serves both.
+const LINE_COST: usize = 8;
+
+/// Of the `windows` one shared exact pass would compute over a series of `bars`, the
+/// shortest that takes a certified line (it and every longer one that [`pays`]), or `None`:
+/// the longest windows are certified while that lowers the cost, `LINE_COST` per certified
+/// line plus the longest window left to the pass. Many closely spaced windows stay in the
+/// pass (each certified one would save it a few operations a bar and cost eight), a few
+/// long ones leave it; ties keep the exact path (its lines are the reference's, and
+/// cacheable).
+pub(crate) fn certified_from(
+    windows: impl IntoIterator<Item = usize>,
+    bars: usize,
+) -> Option<usize> {
+    let mut w: Vec<usize> = windows.into_iter().filter(|&n| n <= bars).collect();
+    w.sort_unstable_by(|a, b| b.cmp(a));
+    w.dedup();
+    let eligible = w.iter().take_while(|&&n| pays(n, bars)).count();
+    let cost = |k: usize| k * LINE_COST + w.get(k).copied().unwrap_or(0);
+    let mut best = 0;
+    for k in 1..=eligible {
+        if cost(k) < cost(best) {
+            best = k;
+        }
+    }
+    best.checked_sub(1).map(|k| w[k])
+}
+
 /// Counts of one sweep's comparisons on certified lines: how many bars were compared, and at
 /// how many the fast values could not decide, so the reference's values were recomputed.
 #[derive(Debug, Default)]
@@ -1210,5 +1241,29 @@ mod tests {
         assert!(!certifiable(&[1e300, 1.0]));
         assert!(!certifiable(&[1e-300, 2e-300]));
         assert!(!certifiable(&[0.0, 0.0]));
+    }
+
+    #[test]
+    fn long_windows_leave_the_shared_pass_only_where_that_costs_less() {
+        let bars = 1_000_000;
+        // A few long windows: all certified.
+        assert_eq!(
+            certified_from([5_000, 20_000, 10_000, 50], bars),
+            Some(5_000)
+        );
+        // Many closely spaced ones: the pass costs its longest for all of them, less.
+        assert_eq!(certified_from(1..=3_200, bars), None);
+        // Both: only the far one leaves it.
+        assert_eq!(
+            certified_from((1..=3_200).chain([100_000]), bars),
+            Some(100_000)
+        );
+        // Spaced by more than a line costs: every long one.
+        assert_eq!(certified_from((20..=2_000).step_by(20), bars), Some(260));
+        // Short windows, and windows past the series, never.
+        assert_eq!(certified_from([10, 200, 255], bars), None);
+        assert_eq!(certified_from([2_000_000], bars), None);
+        assert_eq!(certified_from([300, 2_000_000], bars), Some(300));
+        assert_eq!(certified_from([], bars), None);
     }
 }

@@ -12,11 +12,11 @@
 //! reference order (a fresh sum per output, weights ascending, one division at the end), so the
 //! fast paths here restructure *loops* (blocked across outputs, vectorised, shared between
 //! combos, spread over threads) but never the arithmetic of one output. [`oracle`] keeps the
-//! plain textbook implementation that the tests compare against. Windows of 256 bars and more
-//! are running sums instead, each with a proven bound on its distance to the reference's value
-//! (`certified`): comparisons the bounds cannot decide are decided from recomputed reference
-//! values, so the trades are still the reference's, at a few operations a bar whatever the
-//! window ([`CertifiedBars`] counts them).
+//! plain textbook implementation that the tests compare against. Long windows (256 bars and
+//! more, where that costs less than the shared pass) are running sums instead, each with a
+//! proven bound on its distance to the reference's value (`certified`): comparisons the bounds
+//! cannot decide are decided from recomputed reference values, so the trades are still the
+//! reference's, at a few operations a bar whatever the window ([`CertifiedBars`] counts them).
 //!
 //! ```
 //! use sweepflight_kernel::{sweep, Combo, DEFAULT_FEE};

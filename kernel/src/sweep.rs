@@ -648,9 +648,16 @@ impl Run<'_> {
                 Some(a) => {
                     out.insert(ArrayKey::Wma(n), a);
                 }
-                None if self.certify && certified::pays(n as usize, len) => {}
                 None => missing.push(n),
             }
+        }
+        // The long windows worth certifying against the pass's cost for all of them.
+        if let Some(from) = self
+            .certify
+            .then(|| certified::certified_from(missing.iter().map(|&n| n as usize), len))
+            .flatten()
+        {
+            missing.retain(|&n| !(n as usize >= from && certified::pays(n as usize, len)));
         }
         if missing.is_empty() {
             return Ok(out);

@@ -278,7 +278,17 @@ fn compute_all(
     parallel: bool,
     certify: bool,
 ) -> BTreeMap<Key, Array> {
-    let long = |n: usize| certify && certified::pays(n, close.len());
+    // The long SMA windows worth certifying, against the shared pass's cost for all of them.
+    let from = certify
+        .then(|| {
+            let smas = keys.iter().filter_map(|k| match k {
+                Key::Sma(n) => Some(*n as usize),
+                _ => None,
+            });
+            certified::certified_from(smas, close.len())
+        })
+        .flatten();
+    let long = |n: usize| from.is_some_and(|f| n >= f) && certified::pays(n, close.len());
     let windows: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {

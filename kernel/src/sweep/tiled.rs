@@ -61,9 +61,9 @@ impl Tiling {
     /// The tiling of a sweep of `combos` over `bars` bars on `workers` threads: `forced` bars
     /// per tile if given (0: untiled), else automatic, or `None` for the untiled path.
     ///
-    /// With `certify`, a sweep whose longest first-level window takes the certified path
-    /// ([`crate::certified::pays`]) is not tiled: its lines then cost a few operations a bar
-    /// whatever the window, where tiles would sum every window afresh.
+    /// With `certify`, a sweep some of whose first-level windows take the certified path
+    /// ([`crate::certified::certified_from`]) is not tiled: those lines then cost a few
+    /// operations a bar whatever the window, where tiles would sum every window afresh.
     pub(crate) fn plan(
         bars: usize,
         combos: &[Combo],
@@ -78,11 +78,11 @@ impl Tiling {
             .map(clamp)
             .max()?;
         let longest_line = combos.iter().map(|c| clamp(c.sqrt().max(c.p()))).max()?;
-        let windows = combos
+        let distinct = combos
             .iter()
             .flat_map(Combo::close_windows)
-            .collect::<BTreeSet<u32>>()
-            .len();
+            .collect::<BTreeSet<u32>>();
+        let windows = distinct.len();
         let plan = |tile: usize| Self {
             tile,
             windows,
@@ -92,7 +92,12 @@ impl Tiling {
         match forced {
             Some(0) => None,
             Some(tile) => Some(plan(tile)),
-            None if certify && crate::certified::pays(longest, bars) => None,
+            None if certify
+                && crate::certified::certified_from(distinct.iter().map(|&n| n as usize), bars)
+                    .is_some() =>
+            {
+                None
+            }
             None => {
                 let tile = TILE
                     .max(TILE_PER_OVERLAP * (longest + longest_line))
