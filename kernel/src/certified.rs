@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::signal::{ABOVE, BELOW, UNDEFINED};
+use crate::strategy::indicators::sma_multi;
 use crate::sweep::ArrayKey;
 use crate::wma::{RangeScratch, denominator, wma_multi_raw, wma_range};
 
@@ -904,20 +905,15 @@ pub(crate) fn exact_at(close: &[f64], key: ArrayKey, bars: &[usize]) -> Vec<f64>
 fn exact_range(close: &[f64], key: ArrayKey, lo: usize, hi: usize) -> Vec<f64> {
     match key {
         ArrayKey::Sma(n) => {
+            // The exact SMA pass itself over the closes these outputs read.
             let n = n as usize;
-            (lo..hi)
-                .map(|i| {
-                    if i + 1 < n {
-                        return f64::NAN;
-                    }
-                    // Oldest first from 0.0, then one division: the SMA pass's arithmetic.
-                    let mut sum = 0.0;
-                    for v in &close[i + 1 - n..=i] {
-                        sum += v;
-                    }
-                    sum / n as f64
-                })
-                .collect()
+            let first = lo.max(n - 1).min(hi);
+            let mut out = vec![f64::NAN; first - lo];
+            if first < hi {
+                let line = &sma_multi(&close[first + 1 - n..hi], &[n], false)[0];
+                out.extend_from_slice(&line[n - 1..]);
+            }
+            out
         }
         ArrayKey::Wma(n) => wmas_at(close, 0, &[n as usize], lo, hi).remove(0),
         ArrayKey::Hma([h, f, q]) => {
@@ -1206,6 +1202,8 @@ mod tests {
         for (key, want) in [
             (ArrayKey::Wma(300), oracle::wma(x, 300)),
             (ArrayKey::Sma(41), oracle::sma(x, 41)),
+            (ArrayKey::Sma(1), oracle::sma(x, 1)),
+            (ArrayKey::Sma(3_000), oracle::sma(x, 3_000)),
             (ArrayKey::Hma([300, 600, 24]), oracle::hma(x, 300, 600, 24)),
             (ArrayKey::Hma([9, 9, 9]), oracle::hma(x, 9, 9, 9)),
             (
