@@ -141,7 +141,8 @@ WALK_FORWARD_FOLD_COLUMNS = ("fold", "train_start", "train_end", "test_start", "
 
 def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY, action: str = "sweep") -> bytes:
     """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
-    ``keyed``) answering each message with ``action`` (``sweep``, ``trades`` or ``equity``)."""
+    ``keyed``) answering each message with ``action`` (``sweep``, ``trades``, ``equity`` or
+    ``walk_forward``)."""
     if strategy == DEFAULT_STRATEGY and action == "sweep":
         return KEYED_SESSION_COMMAND if keyed else SESSION_COMMAND
     command: dict[str, Any] = {"op": "session"}

@@ -713,14 +713,14 @@ class Client:
         *,
         keyed: bool = False,
         strategy: str | None = None,
-        action: Literal["sweep", "trades", "equity"] = "sweep",
+        action: Literal["sweep", "trades", "equity", "walk_forward"] = "sweep",
         timeout: float | None = None,
     ) -> Session:
         """Opens a ``session``: many small sweeps on one open stream, a message each way
         instead of a gRPC call each (for tight loops of params-only sweeps). A session serves
         unkeyed datasets, or keyed ones if ``keyed``, one ``strategy`` (default hma_sar) and
-        one ``action``: its calls are :meth:`Session.sweep` (default), :meth:`Session.trades` or
-        :meth:`Session.equity`. Use it as a context manager::
+        one ``action``: its calls are :meth:`Session.sweep` (default), :meth:`Session.trades`,
+        :meth:`Session.equity` or :meth:`Session.walk_forward`. Use it as a context manager::
 
             with sf.session() as s:
                 for L in range(6, 200):
@@ -993,8 +993,8 @@ class Session:
     def __init__(
         self, client: Client, keyed: bool, strategy: str, options: flight.FlightCallOptions, action: str = "sweep"
     ) -> None:
-        if action not in ("sweep", "trades", "equity"):
-            raise InvalidRequest(f"a session's action is 'sweep', 'trades' or 'equity', got {action!r}")
+        if action not in ("sweep", "trades", "equity", "walk_forward"):
+            raise InvalidRequest(f"a session's action is 'sweep', 'trades', 'equity' or 'walk_forward', got {action!r}")
         self._action, self._strategy = action, strategy
         command = _protocol.session_command(keyed, strategy, action)
         with translated():
@@ -1048,7 +1048,7 @@ class Session:
             Cancelled: the server ended the session (it is shutting down).
         """
         request = self._request(name, lengths, params, options)
-        table = self._call("sweep", request)
+        table = self._call("sweep", request.body())
         _check(table.schema)
         return _result(table, request, as_arrow)
 
@@ -1060,7 +1060,7 @@ class Session:
         **options: Unpack[SweepOptions],
     ) -> pl.DataFrame:
         """:meth:`Client.trades` on a session opened with ``action="trades"``."""
-        table = self._call("trades", self._request(name, lengths, params, options))
+        table = self._call("trades", self._request(name, lengths, params, options).body())
         return _reply(table, _protocol.trades_schema)
 
     def equity(
@@ -1071,8 +1071,23 @@ class Session:
         **options: Unpack[SweepOptions],
     ) -> pl.DataFrame:
         """:meth:`Client.equity` on a session opened with ``action="equity"``."""
-        table = self._call("equity", self._request(name, lengths, params, options))
+        table = self._call("equity", self._request(name, lengths, params, options).body())
         return _reply(table, _protocol.equity_schema)
+
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = "pnl",
+        **options: Unpack[SweepOptions],
+    ) -> pl.DataFrame:
+        """:meth:`Client.walk_forward` on a session opened with ``action="walk_forward"``
+        (answered on the stream, not as a job: no progress bar, no cancel but closing)."""
+        wf = _walk_forward(self._request(name, lengths, params, options), folds, select)
+        return _walk_forward_frame(self._call("walk_forward", wf.body()), wf)
 
     def _request(
         self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
@@ -1080,13 +1095,12 @@ class Session:
         """A call's request, of the session's strategy unless it names one."""
         return _request(name, lengths, params, {"strategy": self._strategy, **options})
 
-    def _call(self, action: str, request: SweepRequest) -> pa.Table:
-        """One message out, its reply back, on a session opened for ``action``."""
+    def _call(self, action: str, body: bytes) -> pa.Table:
+        """One message out (``body``), its reply back, on a session opened for ``action``."""
         if action != self._action:
             raise InvalidRequest(f"this session answers {self._action}; open one with action={action!r}")
         if not self._open:
             raise InvalidRequest("this session is closed; open a new one")
-        body = request.body()
         try:
             with translated():
                 self._writer.write_metadata(pa.py_buffer(body))

@@ -143,6 +143,13 @@ def test_walk_forward_equals_the_folds_run_by_hand(sf: sweepflight.Client) -> No
     want = by_hand(sf, "paper", folds, "sharpe", **options)
     got = list(zip(wf["combo"], wf["train_score"], wf["pnl"], strict=True))
     assert got == want
+    # The session form answers each message as the action does, twice on one stream.
+    with sf.session(strategy="sma_cross", action="walk_forward") as s:
+        for _ in range(2):
+            again = s.walk_forward("paper", folds={"train": 40_000, "test": 20_000}, select="sharpe", **options)  # type: ignore[arg-type]
+            assert again.equals(wf)
+        with pytest.raises(sweepflight.InvalidRequest, match="this session answers walk_forward"):
+            s.sweep("paper", lengths=[6])
     # As a job, with explicit folds and ascending selection.
     job = sf.submit(
         "paper",

@@ -415,6 +415,8 @@ pub enum SessionReply {
     Trades,
     /// The chosen combos' equity curves (the `equity` action).
     Equity,
+    /// Each message a `walk_forward` body, answered with its folds' rows.
+    WalkForward,
 }
 
 impl SessionReply {
@@ -424,6 +426,7 @@ impl SessionReply {
             Self::Sweep => "sweep",
             Self::Trades => "trades",
             Self::Equity => "equity",
+            Self::WalkForward => "walk_forward",
         }
     }
 
@@ -432,8 +435,9 @@ impl SessionReply {
             "sweep" => Ok(Self::Sweep),
             "trades" => Ok(Self::Trades),
             "equity" => Ok(Self::Equity),
+            "walk_forward" => Ok(Self::WalkForward),
             other => Err(Error::new(format!(
-                "a session's `action` is \"sweep\", \"trades\" or \"equity\", got {other:?}"
+                "a session's `action` is \"sweep\", \"trades\", \"equity\" or \"walk_forward\", got {other:?}"
             ))),
         }
     }
@@ -1499,6 +1503,16 @@ mod tests {
             trades
         );
         assert_eq!(ExchangeCommand::decode(&trades.encode()).unwrap(), trades);
+        let walk = ExchangeCommand::Session {
+            keyed: false,
+            strategy: Strategy::SmaCross,
+            reply: SessionReply::WalkForward,
+        };
+        assert_eq!(
+            cmd(r#"{"op": "session", "strategy": "sma_cross", "action": "walk_forward"}"#).unwrap(),
+            walk
+        );
+        assert_eq!(ExchangeCommand::decode(&walk.encode()).unwrap(), walk);
         for bad in [
             r#"{"op": "session", "action": "walk"}"#,
             r#"{"op": "sweep", "action": "trades", "lengths": [6]}"#,

@@ -1,7 +1,7 @@
 //! DoExchange: `echo` (every message back unchanged), the stateless `sweep` (the series
 //! travels with the parameters; nothing is stored) and the `session` extension (many
-//! params-only sweeps, or `trades` / `equity` calls, on one open stream, without a gRPC call
-//! each).
+//! params-only sweeps, or `trades` / `equity` / `walk_forward` calls, on one open stream,
+//! without a gRPC call each).
 
 use std::sync::{Arc, Mutex};
 
@@ -11,8 +11,8 @@ use arrow_ipc::writer::IpcWriteOptions;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sweepflight_protocol::{
-    ExchangeCommand, ExchangeSweep, SessionReply, Strategy, SweepRequest, equity_schema,
-    strategy_schema, trades_schema,
+    ExchangeCommand, ExchangeSweep, SessionReply, Strategy, SweepRequest, WalkForwardRequest,
+    equity_schema, strategy_schema, trades_schema, walk_forward_schema,
 };
 use tracing::Instrument;
 
@@ -74,9 +74,10 @@ async fn transient(
 }
 
 /// The `session` exchange: the reply schema first, then for each inbound message (its
-/// app_metadata a `sweep` body) one reply batch, in order, carrying the same app_metadata so
-/// a client can match replies: the sweep's rows, or with `"action"` the `trades` or `equity`
-/// action's. A bad request ends the session with its error status.
+/// app_metadata a `sweep` body, or with `"action": "walk_forward"` a `walk_forward` body) one
+/// reply batch, in order, carrying the same app_metadata so a client can match replies: the
+/// sweep's rows, or with `"action"` the `trades`, `equity` or `walk_forward` action's. A bad
+/// request ends the session with its error status.
 ///
 /// The point is latency: a params-only call on an open stream costs one message each way,
 /// where a DoAction costs a whole gRPC call (headers, trailers, a new HTTP/2 stream).
@@ -91,6 +92,7 @@ fn session(
         SessionReply::Sweep => strategy_schema(strategy, keyed),
         SessionReply::Trades => trades_schema(keyed),
         SessionReply::Equity => equity_schema(keyed),
+        SessionReply::WalkForward => walk_forward_schema(strategy, keyed),
     };
     let schema = SchemaAsIpc::new(&schema, &IpcWriteOptions::default()).into();
     // Requests are answered one at a time and in order, so one encoder serves the session.
@@ -104,7 +106,14 @@ fn session(
             combos = tracing::field::Empty
         );
         async move {
-            let request = SweepRequest::decode(&msg.app_metadata)?;
+            // A walk-forward body is a sweep body plus its folds and selection.
+            let (request, walk) = match reply {
+                SessionReply::WalkForward => {
+                    let walk = WalkForwardRequest::decode(&msg.app_metadata)?;
+                    (walk.sweep.clone(), Some(walk))
+                }
+                _ => (SweepRequest::decode(&msg.app_metadata)?, None),
+            };
             if request.compression.is_some() {
                 return Err(Error::invalid(
                     "a session's replies are single messages on one stream: `compression` applies to action replies and DoGet",
@@ -120,17 +129,25 @@ fn session(
             span.record("dataset", request.dataset.as_str());
             span.record("combos", request.len());
             let keyed = Some(keyed);
-            let batch = match reply {
-                SessionReply::Sweep if request.execution.blocks.is_some() => {
+            let batch = match (reply, walk) {
+                (SessionReply::WalkForward, Some(walk)) => {
+                    crate::sweep::walk_forward::run(&state.engine, &walk, keyed, None).await?
+                }
+                (SessionReply::WalkForward, None) => {
+                    unreachable!("a walk-forward session decodes walk-forward bodies")
+                }
+                (SessionReply::Sweep, _) if request.execution.blocks.is_some() => {
                     return Err(Error::invalid(
                         "a session's replies share one schema and `blocks` adds a column: ask for blocks with the `sweep` action",
                     ));
                 }
-                SessionReply::Sweep => crate::sweep::run(&state.engine, &request, keyed, None).await?,
-                SessionReply::Trades => {
+                (SessionReply::Sweep, _) => {
+                    crate::sweep::run(&state.engine, &request, keyed, None).await?
+                }
+                (SessionReply::Trades, _) => {
                     crate::sweep::detail(&state.engine, &request, keyed, Detail::Trades, None).await?
                 }
-                SessionReply::Equity => {
+                (SessionReply::Equity, _) => {
                     crate::sweep::detail(&state.engine, &request, keyed, Detail::Equity, None).await?
                 }
             };

@@ -2,7 +2,7 @@
 //! with `rows`, `warmup`, `where`, `order_by` and `top: 1`, then the chosen combo on the test
 //! rows): row for row, for rolling, anchored, stepped and explicit folds, on a universe whose
 //! series have different lengths (so different fold counts), with folds where no combo passes
-//! `where`, and through a job.
+//! `where`, through a job and on a session.
 
 use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_flight::FlightClient;
@@ -324,6 +324,21 @@ async fn a_universe_of_different_lengths_where_no_combo_passes_and_a_job() {
         "some fold should have no combo passing `where`"
     );
     assert!(want.iter().any(|w| w.2.is_some()));
+    // The session form: each message answered as the action answers it, in order; a sweep
+    // body (no folds) ends the session with INVALID_ARGUMENT.
+    let open =
+        json!({"op": "session", "keyed": true, "strategy": "ema_cross", "action": "walk_forward"});
+    let replies = session(&mut c, &open, &[body.clone(), body.clone()])
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 2);
+    for reply in &replies {
+        assert_eq!(reply, &got);
+    }
+    let refused = session(&mut c, &open, std::slice::from_ref(&base))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&refused), tonic::Code::InvalidArgument, "{refused}");
     // One series, by name; and the same body as a job.
     body["series"] = json!(["B"]);
     let only_b = walk(&mut c, &body).await;
