@@ -13,13 +13,16 @@ is not.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import math
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 import polars as pl
@@ -45,6 +48,9 @@ PROGRESS_MIN_CHUNKS = 4
 #: progress comes from the kernel, Ctrl-C and ``timeout=`` cancel it there. Smaller calls are
 #: one DoAction (a few hundred microseconds; Ctrl-C waits for such a call to end).
 JOB_MIN_RUNS = 2_000
+#: Seconds a ``submit`` call gets at the least, whatever is left of the caller's timeout (see
+#: ``Client._submit``).
+SUBMIT_MIN_TIMEOUT = 5.0
 #: The clock a call's ``timeout=`` is measured on (a name of its own, so tests can move it).
 _clock = time.monotonic
 #: Schema metadata key under which an Arrow result keeps its request (JSON).
@@ -476,7 +482,7 @@ class Client:
         (progress from the kernel; Ctrl-C and the timeout cancel it on the server)."""
         runs = request.combos * (len(request.series) if request.series is not None else 1)
         if job if job is not None else (moved is not None or runs >= JOB_MIN_RUNS):
-            table = self._submit("sweep", request.body(), request, timeout)._run(timeout, moved)
+            table = self._job_call("sweep", request.body(), request, timeout, moved)
         else:
             table = self._table_call("sweep", request, timeout)
         _check(table.schema)
@@ -511,7 +517,8 @@ class Client:
             print(job.progress)         # 0.0 .. 1.0, from the kernel
             df = job.result(progress=True)
 
-        ``timeout`` bounds the submit call only.
+        ``timeout`` bounds the submit call only (at least :data:`SUBMIT_MIN_TIMEOUT` seconds: a job
+        whose ID never came back would run on unseen).
 
         Raises:
             InvalidRequest, NotFound: as the action would, at once (the body, dataset, series,
@@ -528,15 +535,42 @@ class Client:
             raise InvalidRequest(f"a job runs 'sweep', 'trades', 'equity' or 'walk_forward', got {action!r}")
         return self._submit(action, request.body(), request, timeout)
 
+    def _job_call(
+        self,
+        action: str,
+        body: bytes,
+        request: Any,
+        timeout: float | None,
+        moved: Callable[[float], None] | None,
+    ) -> pa.Table:
+        """``body`` run as a job, waited for and fetched as Arrow; ``timeout`` bounds it all,
+        the submit call included (past it the job is cancelled on the server)."""
+        deadline = None if timeout is None else _clock() + timeout
+        job = self._submit(action, body, request, timeout)
+        return job._run(None if deadline is None else deadline - _clock(), moved)
+
     def _submit(self, action: str, body: bytes, request: Any, timeout: float | None) -> Job:
-        with translated():
-            results = list(
-                self._flight.do_action(
-                    flight.Action("submit", _protocol.submit_body(action, body)), options=self._options(timeout)
+        """Submits ``body``; the job. A job whose ID never reached the client would run on
+        unseen, so the call is not cut short by a nearly spent ``timeout`` (it gets at least
+        :data:`SUBMIT_MIN_TIMEOUT`; a wait that follows cancels the job once the caller's time
+        is up), and a Ctrl-C during it is held until the ID is back: the job is then
+        cancelled and the interrupt delivered."""
+        floor = None if timeout is None else max(timeout, SUBMIT_MIN_TIMEOUT)
+        with _interrupts_held() as interrupted:
+            with translated():
+                results = list(
+                    self._flight.do_action(
+                        flight.Action("submit", _protocol.submit_body(action, body)), options=self._options(floor)
+                    )
                 )
-            )
-        status = json.loads(b"".join(r.body.to_pybytes() for r in results))
-        return Job(self, status["job"], action, request)
+            status = json.loads(b"".join(r.body.to_pybytes() for r in results))
+            job = Job(self, status["job"], action, request)
+        if interrupted():
+            try:
+                job.cancel(timeout=5.0)
+            finally:
+                signal.raise_signal(signal.SIGINT)
+        return job
 
     def job(self, job_id: str, *, timeout: float | None = None) -> Job:
         """The job ``job_id`` (as :attr:`Job.id` gave it), from this or another process: its
@@ -616,7 +650,7 @@ class Client:
         """
         request = _request(name, lengths, params, options)
         wf = _walk_forward(request, folds, select)
-        table = self._submit("walk_forward", wf.body(), wf, timeout)._run(timeout, _bar(progress, "walk-forward"))
+        table = self._job_call("walk_forward", wf.body(), wf, timeout, _bar(progress, "walk-forward"))
         return table if as_arrow else _walk_forward_frame(table, wf)
 
     def walk_forward_equity(self, result: pl.DataFrame, *, timeout: float | None = None) -> pl.DataFrame:
@@ -1127,6 +1161,21 @@ class Session:
             self._writer.close()
         except (flight.FlightError, pa.ArrowException, OSError):
             pass  # the server may already have ended it
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[Callable[[], bool]]:
+    """Holds Ctrl-C (SIGINT) for the block, on the main thread (the only one it reaches);
+    yields whether one came. The caller delivers it after the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        yield lambda: bool(came)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _request(

@@ -474,7 +474,7 @@ class Cluster:
         tasks = self._walk_tasks(wf)
 
         def call(client: Client, part: WalkForward) -> pa.Table:
-            return client._submit("walk_forward", part.body(), part, self.timeout)._run(self.timeout, None)
+            return client._job_call("walk_forward", part.body(), part, self.timeout, None)
 
         tables = self._run(tasks, None, call, weight=lambda _: 1, stop=stop)
         fixed = []

@@ -72,17 +72,68 @@ def test_a_job_returns_what_its_call_returns(sf: sweepflight.Client) -> None:
 
 def test_ctrl_c_cancels_the_sweep_on_the_server(sf: sweepflight.Client) -> None:
     before = sf.stats()["sweeps_cancelled"]
-    # The main thread is interrupted while it waits, as Ctrl-C would.
-    timer = threading.Timer(0.5, _thread.interrupt_main)
+
+    def interrupt_once_running() -> None:
+        # The main thread is interrupted while it waits on the running job, as Ctrl-C would
+        # (an interrupt during the submit call is the next test's).
+        with sweepflight.connect(sf.uri) as other:
+            for _ in range(3_000):
+                if any(j["state"] == "running" and j["combos_done"] > 0 for j in other.stats()["jobs"]):
+                    break
+                time.sleep(0.01)
+        _thread.interrupt_main()
+
+    timer = threading.Thread(target=interrupt_once_running)
     timer.start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         sf.sweep("paper", strategy="sma_cross", grid=LONG)
+    timer.join()
     assert time.monotonic() - started < 30
     stats = idle(sf)
     assert stats["sweeps_cancelled"] == before + 1
     assert stats["sweep_reserved_bytes"] == 0
     assert [j["state"] for j in stats["jobs"] if j["state"] != "done"] == ["cancelled"]
+
+
+def test_ctrl_c_or_the_timeout_during_the_submit_call_still_cancel_the_job(
+    sf: sweepflight.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cancelled() -> int:
+        stats = idle(sf)
+        assert stats["sweep_reserved_bytes"] == 0
+        assert not [j for j in stats["jobs"] if j["state"] in ("queued", "running")], stats
+        return sum(j["state"] == "cancelled" for j in stats["jobs"])
+
+    before = cancelled()
+    submit_body = sweepflight.client._protocol.submit_body
+
+    # The interrupt comes while the submit body is made, before the job's ID is back: it is
+    # held, the job is cancelled once its ID arrives, then the interrupt goes on.
+    def interrupted(action: str, body: bytes) -> bytes:
+        _thread.interrupt_main()
+        return submit_body(action, body)
+
+    with monkeypatch.context() as m:
+        m.setattr(sweepflight.client._protocol, "submit_body", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            sf.submit("paper", strategy="sma_cross", grid=LONG)
+    assert cancelled() == before + 1
+    # The caller's time runs out during the submit call: the call still gets the job's ID
+    # (it is never cut short below SUBMIT_MIN_TIMEOUT), and the wait cancels the job.
+    now = sweepflight.client._clock
+    late = [0.0]
+
+    def slow(action: str, body: bytes) -> bytes:
+        late[0] = 1_000.0
+        return submit_body(action, body)
+
+    with monkeypatch.context() as m:
+        m.setattr(sweepflight.client, "_clock", lambda: now() + late[0])
+        m.setattr(sweepflight.client._protocol, "submit_body", slow)
+        with pytest.raises(sweepflight.DeadlineExceeded):
+            sf.sweep("paper", strategy="sma_cross", grid=LONG, timeout=30)
+    assert cancelled() == before + 2
 
 
 def test_timeout_bounds_a_job_and_cancels_it(sf: sweepflight.Client) -> None:
