@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 
 use sweepflight_protocol::{
     CANCEL, DROP, DatasetMeta, ECHO, EQUITY, JobBody, JobRef, JobStatus, PutSummary, PutTarget,
-    STATUS, SUBMIT, SWEEP, Strategy, SweepRequest, TRADES, Ticket, WALK_FORWARD,
+    STATUS, SUBMIT, SWEEP, SessionReply, Strategy, SweepRequest, TRADES, Ticket, WALK_FORWARD,
     WalkForwardRequest,
 };
 
@@ -271,7 +271,13 @@ impl Client {
     /// # Errors
     /// [`Error::Status`] if the server refuses the exchange (UNAUTHENTICATED, for one).
     pub async fn session(&mut self) -> Result<Session> {
-        Session::open(&mut self.flight, false, Strategy::HmaSar).await
+        Session::open(
+            &mut self.flight,
+            false,
+            Strategy::HmaSar,
+            SessionReply::Sweep,
+        )
+        .await
     }
 
     /// Opens a `session` for keyed datasets (replies start with the `series` column).
@@ -279,7 +285,13 @@ impl Client {
     /// # Errors
     /// As [`Client::session`].
     pub async fn keyed_session(&mut self) -> Result<Session> {
-        Session::open(&mut self.flight, true, Strategy::HmaSar).await
+        Session::open(
+            &mut self.flight,
+            true,
+            Strategy::HmaSar,
+            SessionReply::Sweep,
+        )
+        .await
     }
 
     /// Opens a `session` for sweeps of `strategy` (a session's replies have one schema: one
@@ -288,7 +300,22 @@ impl Client {
     /// # Errors
     /// As [`Client::session`].
     pub async fn strategy_session(&mut self, strategy: Strategy, keyed: bool) -> Result<Session> {
-        Session::open(&mut self.flight, keyed, strategy).await
+        Session::open(&mut self.flight, keyed, strategy, SessionReply::Sweep).await
+    }
+
+    /// Opens a `session` whose messages are answered as the `reply` action answers them
+    /// ([`Session::trades`], [`Session::equity`], [`Session::walk_forward`]), for `strategy`
+    /// (keyed datasets if `keyed`).
+    ///
+    /// # Errors
+    /// As [`Client::session`].
+    pub async fn action_session(
+        &mut self,
+        reply: SessionReply,
+        strategy: Strategy,
+        keyed: bool,
+    ) -> Result<Session> {
+        Session::open(&mut self.flight, keyed, strategy, reply).await
     }
 
     /// Runs a large sweep as calls of at most `chunk` combos, in sequence; `progress` is told

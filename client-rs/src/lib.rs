@@ -43,6 +43,6 @@ pub use error::{Error, Result};
 pub use session::Session;
 pub use sweepflight_protocol::{
     Compression, Execution, Folds, Grid, JobBody, JobState, JobStatus, PutSummary, PutTarget,
-    RowRange, Sample, Side, Strategy, SweepRequest, WalkForwardRequest,
+    RowRange, Sample, SessionReply, Side, Strategy, SweepRequest, WalkForwardRequest,
 };
 pub use types::{ComboRow, DatasetInfo, SweepResult};

@@ -5,7 +5,9 @@
 //! (docs/benchmarks.md, "The params-only floor"). The contract (docs/protocol.md): the server
 //! sends the result schema first, then answers each inbound message, whose `app_metadata` is a
 //! `sweep` body, with one record batch carrying that same `app_metadata`; a bad request ends the
-//! session with its error status.
+//! session with its error status. A session opened for `trades`, `equity` or `walk_forward`
+//! answers each message as that action does (a `walk_forward` session's messages are
+//! `walk_forward` bodies).
 
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
 use arrow_flight::error::FlightError;
@@ -14,7 +16,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::channel::mpsc;
 
-use sweepflight_protocol::{ExchangeCommand, Strategy, SweepRequest};
+use arrow_array::RecordBatch;
+use sweepflight_protocol::{
+    ExchangeCommand, SessionReply, Strategy, SweepRequest, WalkForwardRequest,
+};
 
 use crate::types::SweepResult;
 use crate::{Error, Result};
@@ -31,15 +36,18 @@ pub struct Session {
     replies: FlightDataDecoder,
     /// Requests sent whose replies have not been read.
     unanswered: usize,
+    /// The action each message is answered as.
+    reply: SessionReply,
 }
 
 impl Session {
-    /// Opens a session (for keyed datasets if `keyed`) on `flight` and reads the schema the
-    /// server sends first.
+    /// Opens a session (for keyed datasets if `keyed`) answering each message as `reply` on
+    /// `flight`, and reads the schema the server sends first.
     pub(crate) async fn open(
         flight: &mut FlightClient,
         keyed: bool,
         strategy: Strategy,
+        reply: SessionReply,
     ) -> Result<Self> {
         let (requests, outbound) = mpsc::unbounded();
         // The server reads the descriptor before it answers with headers, so it must be queued
@@ -47,7 +55,7 @@ impl Session {
         let command = ExchangeCommand::Session {
             keyed,
             strategy,
-            reply: sweepflight_protocol::SessionReply::Sweep,
+            reply,
         }
         .encode();
         let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(command));
@@ -60,6 +68,7 @@ impl Session {
                 requests,
                 replies,
                 unanswered: 0,
+                reply,
             }),
             _ => Err(Error::Protocol(
                 "a session must start with the result schema".into(),
@@ -74,7 +83,44 @@ impl Session {
     /// [`Error::SessionEnded`] if the server had ended the session (at shutdown, or after an
     /// earlier error).
     pub async fn sweep(&mut self, request: &SweepRequest) -> Result<SweepResult> {
-        let body = Bytes::from(request.encode());
+        SweepResult::check(self.call(SessionReply::Sweep, request.encode()).await?)
+    }
+
+    /// [`Client::trades`](crate::Client::trades) on a session opened for `trades`.
+    ///
+    /// # Errors
+    /// As [`Session::sweep`]; [`Error::InvalidRequest`] on a session opened for another action.
+    pub async fn trades(&mut self, request: &SweepRequest) -> Result<RecordBatch> {
+        self.call(SessionReply::Trades, request.encode()).await
+    }
+
+    /// [`Client::equity`](crate::Client::equity) on a session opened for `equity`.
+    ///
+    /// # Errors
+    /// As [`Session::trades`].
+    pub async fn equity(&mut self, request: &SweepRequest) -> Result<RecordBatch> {
+        self.call(SessionReply::Equity, request.encode()).await
+    }
+
+    /// [`Client::walk_forward`](crate::Client::walk_forward) on a session opened for
+    /// `walk_forward`.
+    ///
+    /// # Errors
+    /// As [`Session::trades`].
+    pub async fn walk_forward(&mut self, request: &WalkForwardRequest) -> Result<RecordBatch> {
+        self.call(SessionReply::WalkForward, request.encode()).await
+    }
+
+    /// One message out (`body`, of a call that `reply` answers), its record batch back.
+    async fn call(&mut self, reply: SessionReply, body: Vec<u8>) -> Result<RecordBatch> {
+        if reply != self.reply {
+            return Err(Error::InvalidRequest(format!(
+                "this session answers {}; open one for {}",
+                self.reply.name(),
+                reply.name()
+            )));
+        }
+        let body = Bytes::from(body);
         let message = FlightData::new().with_app_metadata(body.clone());
         self.requests
             .unbounded_send(Ok(message))
@@ -88,9 +134,7 @@ impl Session {
         let reply = next_payload(&mut self.replies).await?;
         self.unanswered -= 1;
         match reply {
-            (DecodedPayload::RecordBatch(batch), metadata) if metadata == body => {
-                SweepResult::check(batch)
-            }
+            (DecodedPayload::RecordBatch(batch), metadata) if metadata == body => Ok(batch),
             (DecodedPayload::RecordBatch(_), _) => Err(Error::Protocol(
                 "session reply does not carry its request".into(),
             )),

@@ -162,6 +162,47 @@ async fn errors_carry_codes_and_messages() {
 }
 
 #[tokio::test]
+async fn action_sessions_answer_as_their_actions() {
+    use sweepflight_client::{Folds, SessionReply, Strategy, WalkForwardRequest};
+    let s = server(|_| {}).await;
+    let mut c = Client::connect(s.uri()).await.unwrap();
+    c.put_closes("s", &series(3_000)).await.unwrap();
+    let request = SweepRequest::lengths("s", [6, 20, 40]);
+    let mut trades = c
+        .action_session(SessionReply::Trades, Strategy::HmaSar, false)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let got = trades.trades(&request).await.unwrap();
+        assert!(got.num_rows() > 0);
+        assert_eq!(got, c.trades(&request).await.unwrap());
+    }
+    // A call the session does not answer is refused before anything is sent.
+    let wrong = trades.sweep(&request).await.unwrap_err();
+    assert!(matches!(wrong, Error::InvalidRequest(_)), "{wrong:?}");
+    assert_eq!(
+        trades.trades(&request).await.unwrap(),
+        c.trades(&request).await.unwrap()
+    );
+    trades.close().await.unwrap();
+    let folds = Folds::Rolling {
+        train: 1_000,
+        test: 500,
+        step: 500,
+        anchored: false,
+    };
+    let walk = WalkForwardRequest::new(request.clone(), folds, "pnl", true).unwrap();
+    let mut session = c
+        .action_session(SessionReply::WalkForward, Strategy::HmaSar, false)
+        .await
+        .unwrap();
+    let got = session.walk_forward(&walk).await.unwrap();
+    assert_eq!(got.num_rows(), 4);
+    assert_eq!(got, c.walk_forward(&walk).await.unwrap());
+    session.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn session_sweeps_equal_action_sweeps_until_an_error_ends_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = unix_server(dir.path()).await;
