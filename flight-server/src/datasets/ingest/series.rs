@@ -309,18 +309,8 @@ impl CloseColumn {
                 extend_from_bytes(&mut v, bytes);
                 Storage::Heap(v)
             }
-            Storage::Mapped(mut m, len) => {
-                let end = m.append_bytes(len, bytes)?;
-                Storage::Mapped(m, end)
-            }
-            Storage::Single(_) | Storage::Heap(_) => {
-                let prefix: &[f64] = match &storage {
-                    Storage::Single(a) => a.values(),
-                    Storage::Heap(v) => v,
-                    _ => unreachable!("matched above"),
-                };
-                let mut m = Mapping::reserve(self.max_bytes)?;
-                let len = m.append(0, prefix)?;
+            held => {
+                let (mut m, len) = self.mapped(held)?;
                 let end = m.append_bytes(len, bytes)?;
                 Storage::Mapped(m, end)
             }
@@ -350,23 +340,29 @@ impl CloseColumn {
                 fill(bytes)?;
                 Storage::Heap(v)
             }
-            Storage::Mapped(mut m, len) => {
-                let end = m.append_with(len, n, fill)?;
-                Storage::Mapped(m, end)
-            }
-            Storage::Single(_) | Storage::Heap(_) => {
-                let prefix: &[f64] = match &storage {
-                    Storage::Single(a) => a.values(),
-                    Storage::Heap(v) => v,
-                    _ => unreachable!("matched above"),
-                };
-                let mut m = Mapping::reserve(self.max_bytes)?;
-                let len = m.append(0, prefix)?;
+            held => {
+                let (mut m, len) = self.mapped(held)?;
                 let end = m.append_with(len, n, fill)?;
                 Storage::Mapped(m, end)
             }
         };
         Ok(self.tail(n))
+    }
+
+    /// The column held so far (not empty) in a mapping, and its length: a mapping as it is, a
+    /// first message's values copied into a new one.
+    fn mapped(&self, held: Storage) -> Result<(Mapping, usize)> {
+        if let Storage::Mapped(m, len) = held {
+            return Ok((m, len));
+        }
+        let prefix: &[f64] = match &held {
+            Storage::Single(a) => a.values(),
+            Storage::Heap(v) => v,
+            Storage::Mapped(..) | Storage::Empty => &[],
+        };
+        let mut m = Mapping::reserve(self.max_bytes)?;
+        let len = m.append(0, prefix)?;
+        Ok((m, len))
     }
 
     /// The last `n` values.
