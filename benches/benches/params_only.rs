@@ -2,7 +2,7 @@
 //! stored 64-bar dataset (the params-only floor of docs/benchmarks.md), stage by stage.
 //!
 //! Inside the timer: decoding the JSON body, the store lookup and the sweep with a warm kernel
-//! cache (the `sweep` use case through [`Engine`], which runs a sweep this small inline), building the result table,
+//! cache (the `sweep` use case through [`Engine`](sweepflight_server::Engine), which runs a sweep this small inline), building the result table,
 //! and encoding it for each reply shape (the `sweep` action's IPC stream, a `session`
 //! message). Outside: the store and dataset, made once. Everything but the network and
 //! gRPC: what the server adds to an echo. The session reply is checked against the action's
@@ -11,35 +11,19 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arrow_array::{Float64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::RecordBatch;
 use criterion::{Criterion, criterion_group, criterion_main};
+use sweepflight_benches::tiny_engine;
 use sweepflight_protocol::SweepRequest;
-use sweepflight_server::{
-    Engine, MAX_RESULT_BODY, ServerConfig, SessionEncoder, ipc_stream_bodies,
-};
+use sweepflight_server::{MAX_RESULT_BODY, SessionEncoder, ipc_stream_bodies};
 
 const BODY: &[u8] = br#"{"dataset": "tiny", "lengths": [6]}"#;
-
-fn engine(rt: &tokio::runtime::Runtime) -> Engine {
-    let close: Float64Array = (0..64).map(|i| 100.0 + f64::from(i).sin()).collect();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "close",
-        DataType::Float64,
-        false,
-    )]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
-    let engine = Engine::in_memory(ServerConfig::default()).expect("an engine");
-    rt.block_on(engine.put("tiny", &schema, vec![batch], None))
-        .expect("stored");
-    engine
-}
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let engine = engine(&rt);
+    let engine = tiny_engine(&rt);
     // The server's own path from a body to a table: the action's use case (the handler adds
     // only the decoding).
     let sweep = |body: &[u8]| -> RecordBatch {

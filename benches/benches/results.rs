@@ -2,19 +2,18 @@
 //! `sweep` action sends, then decoding it as a client does.
 //!
 //! Inside the timer: `ipc_stream_bodies` (encode), or `StreamReader` over the concatenated
-//! bodies (decode). Outside: the table, made once by the server's own sweep ([`Engine`]) of
+//! bodies (decode). Outside: the table, made once by the server's own sweep ([`Engine`](sweepflight_server::Engine)) of
 //! 1, 80 and 100,000 hma_sar combos on a 64-bar series (every metric column filled as in a
 //! real reply). Throughput: combos. The decoded table is checked against the encoded one
 //! before timing.
 
 use std::hint::black_box;
-use std::sync::Arc;
 
-use arrow_array::{Float64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::RecordBatch;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use sweepflight_benches::tiny_engine;
 use sweepflight_protocol::SweepRequest;
-use sweepflight_server::{Engine, MAX_RESULT_BODY, ServerConfig, ipc_stream_bodies};
+use sweepflight_server::{MAX_RESULT_BODY, ipc_stream_bodies};
 
 fn decode(bodies: &[bytes::Bytes]) -> RecordBatch {
     let joined = bodies.concat();
@@ -27,16 +26,7 @@ fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let engine = Engine::in_memory(ServerConfig::default()).expect("an engine");
-    let close: Float64Array = (0..64).map(|i| 100.0 + f64::from(i).sin()).collect();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "close",
-        DataType::Float64,
-        false,
-    )]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
-    rt.block_on(engine.put("tiny", &schema, vec![batch], None))
-        .expect("stored");
+    let engine = tiny_engine(&rt);
     let mut group = c.benchmark_group("results");
     for n in [1u32, 80, 100_000] {
         let request = SweepRequest::lengths("tiny", (0..n).map(|i| 1 + i % 500));

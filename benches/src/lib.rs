@@ -1,5 +1,6 @@
-//! Shared helpers of the benchmark tools: loading the paper series fixture. (The equivalence
-//! gate every timing must pass first is `sweepflight_kernel::paper::check_gate`.)
+//! Shared helpers of the benchmark tools: loading the paper series fixture, and the in-process
+//! engine the criterion benches time. (The equivalence gate every timing must pass first is
+//! `sweepflight_kernel::paper::check_gate`.)
 
 // The server binary's allocator, so in-process timings allocate as the service does.
 #[global_allocator]
@@ -8,9 +9,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use anyhow::{Context, ensure};
 use arrow_array::{Array, Float64Array, RecordBatch};
-use arrow_schema::ArrowError;
+use arrow_schema::{ArrowError, DataType, Field, Schema};
+use sweepflight_server::{Engine, ServerConfig};
 
 /// The committed paper series fixture (`kernel/testdata/paper-close.arrow`).
 pub fn paper_fixture_path() -> PathBuf {
@@ -45,4 +49,23 @@ pub fn closes(
         close.extend_from_slice(col.values());
     }
     Ok(close)
+}
+
+/// An in-memory engine (the server's defaults) holding `tiny`, a 64-bar series: the stored
+/// dataset of the params-only floor.
+///
+/// # Panics
+/// If the engine cannot be made or refuses the series (neither happens with the defaults).
+pub fn tiny_engine(rt: &tokio::runtime::Runtime) -> Engine {
+    let close: Float64Array = (0..64).map(|i| 100.0 + f64::from(i).sin()).collect();
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "close",
+        DataType::Float64,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(close)]).expect("batch");
+    let engine = Engine::in_memory(ServerConfig::default()).expect("an engine");
+    rt.block_on(engine.put("tiny", &schema, vec![batch], None))
+        .expect("stored");
+    engine
 }
