@@ -30,6 +30,20 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A formula the language refuses (expressions.md): which field, where, and why.
+    #[error("{field}: {message} (at byte {offset})")]
+    Formula {
+        /// The body field the formula came from (`long`, `stop_loss`, `constraint`...).
+        field: String,
+        /// 0-based byte offset into the formula.
+        offset: usize,
+        /// What is wrong, as a user can act on it.
+        message: String,
+    },
+    /// A strategy whose formulas are fine one by one but not together (none of `long` and
+    /// `short`, a column the series lacks).
+    #[error("{0}")]
+    Strategy(String),
     /// The caller's cancellation check answered true before the sweep finished.
     #[error("sweep cancelled")]
     Cancelled,

@@ -212,6 +212,22 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
     }
 
+    /// The exit conditions at bar `i` (expressions.md, "From conditions to trades"): after
+    /// the stops, before the signal, a long position closes on `long`, a short one on
+    /// `short`. Call it before [`Engine::signal`] for the same bar.
+    #[inline]
+    pub(crate) fn exit(&mut self, i: usize, long: bool, short: bool) {
+        if i < self.exec.start {
+            return;
+        }
+        if self.stops {
+            self.stops_through(i);
+        }
+        if (long && self.pos > 0.0) || (short && self.pos < 0.0) {
+            self.close_at(i);
+        }
+    }
+
     fn open(&mut self, pos: f64, c: f64, i: usize) {
         self.pos = pos;
         self.entry = c;

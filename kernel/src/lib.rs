@@ -27,13 +27,18 @@
 //! assert_eq!(results.len(), 3);
 //! ```
 
+pub mod builtins;
 mod certified;
 mod combo;
 mod error;
+pub mod eval;
 pub mod execution;
+pub mod expr;
 mod ledger;
+pub mod lines;
 pub mod oracle;
 pub mod paper;
+pub mod plan;
 pub mod record;
 mod signal;
 pub mod strategy;

@@ -234,6 +234,19 @@ pub struct Trade {
 /// The spec's execution loop, bar by bar, over `signals` from bar `exec.start`: every booked
 /// trade in order.
 pub fn execute(close: &[f64], signals: &[i8], exec: &Execution) -> Vec<Trade> {
+    execute_with_exits(close, signals, (&[], &[]), exec)
+}
+
+/// [`execute`] with the exit conditions of a formula strategy (expressions.md): at each bar,
+/// after the stops and before the signal, a long position closes where `exits.0` holds and a
+/// short one where `exits.1` does (an empty slice: never).
+pub fn execute_with_exits(
+    close: &[f64],
+    signals: &[i8],
+    exits: (&[bool], &[bool]),
+    exec: &Execution,
+) -> Vec<Trade> {
+    let exit_at = |e: &[bool], i: usize| e.get(i).copied().unwrap_or(false);
     let mut trades = Vec::new();
     let (mut pos, mut entry, mut entry_row) = (0i8, 0.0f64, 0usize);
     let book = |pos: i8, entry: f64, entry_row: usize, i: usize, trades: &mut Vec<Trade>| {
@@ -260,6 +273,10 @@ pub fn execute(close: &[f64], signals: &[i8], exec: &Execution) -> Vec<Trade> {
                 book(pos, entry, entry_row, i, &mut trades);
                 pos = 0;
             }
+        }
+        if pos > 0 && exit_at(exits.0, i) || pos < 0 && exit_at(exits.1, i) {
+            book(pos, entry, entry_row, i, &mut trades);
+            pos = 0;
         }
         let s = signals[i];
         if exec.side == Side::Long && s == -1 {

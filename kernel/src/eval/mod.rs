@@ -1,0 +1,567 @@
+//! Evaluation of a formula strategy over one series: the sweep entry of protocol v1.3's own
+//! strategies ([`sweep_program`]) and its oracle ([`oracle`]).
+//!
+//! Combos are bound into a [`Plan`] a group at a time (a group closes once the arrays it must
+//! hold pass the working set), then in two phases on the pool:
+//! 1. **Shared arrays.** Every function call's series and every input of a call is computed
+//!    once for the group, level by level (a level's nodes in parallel), by the registry's fast
+//!    computation. These are the arrays two combos or two formulas share.
+//! 2. **Combos.** Each combo evaluates what is its own (arithmetic and comparisons of the shared
+//!    arrays with its constants, `and`/`or`/`not`, crosses) in blocks of bars that stay in
+//!    cache, and hands each block's signals and exits straight to the execution loop. No
+//!    per-combo array of the whole series is ever written.
+//!
+//! The results do not depend on grouping, block size or thread count.
+
+pub mod oracle;
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::execution::{Book, Engine, Execution};
+use crate::expr::registry::{Compute, function};
+use crate::expr::{Column, Program};
+use crate::ledger::{Books, Moves};
+use crate::lines::{Bars, Input};
+use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan};
+use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
+use crate::{ComboResult, Error, Result};
+
+/// Bars per block of the per-combo phase: a few blocks of f64 and bytes stay in L1/L2.
+const BLOCK: usize = 1024;
+/// A group holds at most this many distinct nodes (the plan's own memory stays flat).
+const MAX_GROUP_DEFS: usize = 1 << 20;
+
+/// The columns of `bars` by name, checking the formulas' columns are there.
+///
+/// # Errors
+/// [`Error::Strategy`] naming a column the formulas read and the bars lack.
+pub fn check_columns(program: &Program, bars: &Bars<'_>) -> Result<()> {
+    for c in program.columns() {
+        if column(bars, c).is_none() {
+            return Err(Error::Strategy(format!(
+                "the strategy reads `{}`, which this dataset does not have",
+                c.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
+    match c {
+        Column::Open => bars.open,
+        Column::High => bars.high,
+        Column::Low => bars.low,
+        Column::Close => Some(bars.close),
+        Column::Volume => bars.volume,
+    }
+}
+
+/// A materialised node of a group.
+enum Array {
+    Series(Vec<f64>),
+    Cond(Vec<u8>),
+}
+
+/// One group's plan and what phase 1 computed.
+struct Group {
+    plan: Plan,
+    /// Which defs phase 1 computes.
+    shared: Vec<bool>,
+    /// Bytes of those.
+    bytes: usize,
+}
+
+impl Group {
+    fn new() -> Self {
+        Self {
+            plan: Plan::new(),
+            shared: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Marks the inputs of every call added since `from`, and whatever those read, as shared.
+    fn mark(&mut self, from: usize, bars: usize) {
+        let defs = self.plan.defs();
+        self.shared.resize(defs.len(), false);
+        let mut stack: Vec<u32> = Vec::new();
+        for (id, def) in defs.iter().enumerate().skip(from) {
+            if let Def::Call { .. } = def {
+                if def.is_series() {
+                    stack.push(id as u32);
+                }
+                stack.extend(def.inputs());
+            }
+        }
+        while let Some(id) = stack.pop() {
+            let def = &defs[id as usize];
+            if self.shared[id as usize] || matches!(def, Def::Column(_)) {
+                continue;
+            }
+            self.shared[id as usize] = true;
+            self.bytes += if def.is_series() { bars * 8 } else { bars };
+            stack.extend(def.inputs());
+        }
+    }
+}
+
+/// Runs `program` for every combo of `values` (`width` values each, in the program's
+/// parameter order) over `bars` under `exec`, in input order.
+///
+/// # Errors
+/// As [`Execution::validate`]; [`Error::Strategy`] for a column the bars lack;
+/// [`Error::Cancelled`] once `control.cancelled` answers true.
+pub fn sweep_program(
+    bars: &Bars<'_>,
+    program: &Program,
+    values: &[f64],
+    combos: usize,
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
+    exec.validate()?;
+    check_columns(program, bars)?;
+    let width = program.params.len();
+    debug_assert_eq!(values.len(), width * combos);
+    let value = |i: usize| &values[i * width..(i + 1) * width];
+    let len = bars.len();
+    let parallel = control
+        .parallel
+        .unwrap_or_else(|| (combos as u64).saturating_mul(len as u64 * 8) >= PARALLEL_MIN_WORK);
+    let moves = control
+        .bar_metrics
+        .then(|| Moves::cached(bars.close, control.cache));
+    let books = Books {
+        close: bars.close,
+        moves: moves.as_ref(),
+        records: control.records,
+    };
+    let check = || {
+        if (control.cancelled)() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    let mut results = vec![ComboResult::default(); combos];
+    let mut next = 0;
+    while next < combos {
+        check()?;
+        let mut group = Group::new();
+        let mut members: Vec<(usize, ComboPlan)> = Vec::new();
+        while next < combos {
+            let before = group.plan.defs().len();
+            let combo = group.plan.bind(program, value(next));
+            group.mark(before, len);
+            members.push((next, combo));
+            next += 1;
+            if group.bytes > control.working_set_bytes || group.plan.defs().len() > MAX_GROUP_DEFS {
+                break;
+            }
+        }
+        let arrays = materialise(bars, &group, parallel)?;
+        let run = |scratch: &mut Scratch,
+                   &(i, combo): &(usize, ComboPlan)|
+         -> Result<(usize, ComboResult)> {
+            check()?;
+            let ledger = books.ledger(exec, i);
+            let result = if combo.longest_window > len {
+                ledger.done()
+            } else {
+                let ctx = Ctx {
+                    bars,
+                    defs: group.plan.defs(),
+                    arrays: &arrays,
+                };
+                run_combo(&ctx, &combo, exec, ledger, scratch).done()
+            };
+            control.report(1, len);
+            Ok((i, result))
+        };
+        let done: Vec<(usize, ComboResult)> = if parallel {
+            members
+                .par_iter()
+                .map_init(Scratch::default, run)
+                .collect::<Result<_>>()?
+        } else {
+            let mut scratch = Scratch::default();
+            members
+                .iter()
+                .map(|m| run(&mut scratch, m))
+                .collect::<Result<_>>()?
+        };
+        for (i, r) in done {
+            results[i] = r;
+        }
+    }
+    Ok(results)
+}
+
+/// Phase 1: the group's shared nodes, in dependency order, each level's in parallel.
+fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Option<Array>>> {
+    let defs = group.plan.defs();
+    let mut level = vec![0usize; defs.len()];
+    for (id, def) in defs.iter().enumerate() {
+        level[id] = def
+            .inputs()
+            .iter()
+            .map(|&i| level[i as usize] + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    let mut arrays: Vec<Option<Array>> = (0..defs.len()).map(|_| None).collect();
+    let top = level.iter().copied().max().unwrap_or(0);
+    for l in 0..=top {
+        let ids: Vec<usize> = (0..defs.len())
+            .filter(|&id| group.shared[id] && level[id] == l)
+            .collect();
+        let ctx = Ctx {
+            bars,
+            defs,
+            arrays: &arrays,
+        };
+        let compute = |&id: &usize| (id, ctx.whole(id));
+        let done: Vec<(usize, Array)> = if parallel && ids.len() > 1 {
+            ids.par_iter().map(compute).collect()
+        } else {
+            ids.iter().map(compute).collect()
+        };
+        for (id, a) in done {
+            arrays[id] = Some(a);
+        }
+    }
+    Ok(arrays)
+}
+
+/// What evaluation reads: the bars, the group's nodes and its shared arrays.
+struct Ctx<'a> {
+    bars: &'a Bars<'a>,
+    defs: &'a [Def],
+    arrays: &'a [Option<Array>],
+}
+
+impl<'a> Ctx<'a> {
+    /// A whole-series input (a column, a shared array or a constant).
+    fn input(&self, a: &CallArg) -> Input<'a> {
+        match *a {
+            CallArg::Window(w) => Input::Window(w as usize),
+            CallArg::Operand(Operand::Const(bits)) => Input::Const(f64::from_bits(bits)),
+            CallArg::Operand(Operand::Node(n)) => match &self.defs[n as usize] {
+                Def::Column(c) => Input::Series(column(self.bars, *c).expect("checked")),
+                _ => match self.arrays[n as usize]
+                    .as_ref()
+                    .expect("a call's inputs are shared")
+                {
+                    Array::Series(s) => Input::Series(s),
+                    Array::Cond(c) => Input::Cond(c),
+                },
+            },
+        }
+    }
+
+    /// Node `id` over the whole series (phase 1).
+    fn whole(&self, id: usize) -> Array {
+        let len = self.bars.len();
+        let def = &self.defs[id];
+        if let Def::Call { func, args } = def {
+            let inputs: Vec<Input<'_>> = args.iter().map(|a| self.input(a)).collect();
+            return match function(*func).compute {
+                Compute::Series(f) => {
+                    let mut out = vec![0.0; len];
+                    f(self.bars, &inputs, &mut out);
+                    Array::Series(out)
+                }
+                Compute::Cond(f) => {
+                    let mut out = vec![0u8; len];
+                    f(&inputs, 0, &mut out);
+                    Array::Cond(out)
+                }
+            };
+        }
+        // An operator node that a call reads: evaluated as one block of the whole series.
+        let mut scratch = Scratch::default();
+        let mut slots = Slots::default();
+        let order = self.own_nodes(&[id as u32], &mut Vec::new());
+        evaluate_block(self, &order, 0, len, &mut scratch, &mut slots);
+        let slot = slots.of(id as u32);
+        if def.is_series() {
+            Array::Series(std::mem::take(&mut scratch.series[slot]))
+        } else {
+            Array::Cond(std::mem::take(&mut scratch.conds[slot]))
+        }
+    }
+
+    /// The nodes reachable from `roots` that are not shared arrays or columns, in dependency
+    /// order: what a combo evaluates itself.
+    fn own_nodes(&self, roots: &[u32], stack: &mut Vec<u32>) -> Vec<u32> {
+        let mut seen: Vec<u32> = Vec::new();
+        stack.clear();
+        stack.extend_from_slice(roots);
+        while let Some(id) = stack.pop() {
+            let def = &self.defs[id as usize];
+            if self.arrays[id as usize].is_some() || matches!(def, Def::Column(_)) {
+                continue;
+            }
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            stack.extend(def.inputs());
+        }
+        // Ids are interned operands first: ascending is a dependency order.
+        seen.sort_unstable();
+        seen
+    }
+}
+
+/// Per-worker buffers of the per-combo phase.
+#[derive(Default)]
+struct Scratch {
+    series: Vec<Vec<f64>>,
+    conds: Vec<Vec<u8>>,
+    stack: Vec<u32>,
+}
+
+/// Where each of a combo's own nodes lives in the scratch.
+#[derive(Default)]
+struct Slots {
+    map: HashMap<u32, usize>,
+    series: usize,
+    conds: usize,
+}
+
+impl Slots {
+    fn of(&self, id: u32) -> usize {
+        self.map[&id]
+    }
+}
+
+/// A block's view of a number operand.
+enum Num<'a> {
+    Const(f64),
+    Slice(&'a [f64]),
+}
+
+impl Num<'_> {
+    #[inline(always)]
+    fn at(&self, j: usize) -> f64 {
+        match self {
+            Self::Const(v) => *v,
+            Self::Slice(s) => s[j],
+        }
+    }
+}
+
+/// A block's view of a condition node.
+enum Flag<'a> {
+    Always(bool),
+    Slice(&'a [u8]),
+}
+
+impl Flag<'_> {
+    #[inline(always)]
+    fn at(&self, j: usize) -> bool {
+        match self {
+            Self::Always(b) => *b,
+            Self::Slice(s) => s[j] != 0,
+        }
+    }
+}
+
+/// Evaluates `order` (a combo's own nodes) over bars `[b0, b1)` into the scratch.
+fn evaluate_block(
+    ctx: &Ctx<'_>,
+    order: &[u32],
+    b0: usize,
+    b1: usize,
+    scratch: &mut Scratch,
+    slots: &mut Slots,
+) {
+    let n = b1 - b0;
+    for &id in order {
+        let def = &ctx.defs[id as usize];
+        let series = def.is_series();
+        let slot = *slots.map.entry(id).or_insert_with(|| {
+            if series {
+                slots.series += 1;
+                slots.series - 1
+            } else {
+                slots.conds += 1;
+                slots.conds - 1
+            }
+        });
+        if series {
+            if scratch.series.len() <= slot {
+                scratch.series.resize_with(slot + 1, Vec::new);
+            }
+            let mut out = std::mem::take(&mut scratch.series[slot]);
+            out.resize(n, 0.0);
+            {
+                let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
+                match def {
+                    Def::Neg(a) => {
+                        let a = num(a);
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = -a.at(j);
+                        }
+                    }
+                    Def::Arith(op, a, b) => {
+                        let (a, b) = (num(a), num(b));
+                        match (&a, &b) {
+                            (Num::Slice(x), Num::Slice(y)) => {
+                                for ((o, x), y) in out.iter_mut().zip(*x).zip(*y) {
+                                    *o = op.apply(*x, *y);
+                                }
+                            }
+                            _ => {
+                                for (j, o) in out.iter_mut().enumerate() {
+                                    *o = op.apply(a.at(j), b.at(j));
+                                }
+                            }
+                        }
+                    }
+                    _ => unreachable!("series calls are shared arrays"),
+                }
+            }
+            scratch.series[slot] = out;
+        } else {
+            if scratch.conds.len() <= slot {
+                scratch.conds.resize_with(slot + 1, Vec::new);
+            }
+            let mut out = std::mem::take(&mut scratch.conds[slot]);
+            out.resize(n, 0);
+            {
+                let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
+                let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
+                match def {
+                    Def::Compare(op, a, b) => {
+                        let (a, b) = (num(a), num(b));
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = u8::from(op.apply(a.at(j), b.at(j)));
+                        }
+                    }
+                    Def::Not(a) => {
+                        let a = flag(*a);
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = u8::from(!a.at(j));
+                        }
+                    }
+                    Def::And(a, b) | Def::Or(a, b) => {
+                        let (a, b) = (flag(*a), flag(*b));
+                        let and = matches!(def, Def::And(..));
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = u8::from(if and {
+                                a.at(j) && b.at(j)
+                            } else {
+                                a.at(j) || b.at(j)
+                            });
+                        }
+                    }
+                    Def::Always(b) => out.fill(u8::from(*b)),
+                    Def::Call { func, args } => {
+                        let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
+                        match function(*func).compute {
+                            Compute::Cond(f) => f(&inputs, b0, &mut out),
+                            Compute::Series(_) => unreachable!("series calls are shared"),
+                        }
+                    }
+                    Def::Column(_) | Def::Neg(_) | Def::Arith(..) => unreachable!("series"),
+                }
+            }
+            scratch.conds[slot] = out;
+        }
+    }
+}
+
+fn num<'a>(
+    ctx: &'a Ctx<'_>,
+    scratch: &'a Scratch,
+    slots: &Slots,
+    o: Operand,
+    b0: usize,
+    b1: usize,
+) -> Num<'a> {
+    match o {
+        Operand::Const(bits) => Num::Const(f64::from_bits(bits)),
+        Operand::Node(n) => match &ctx.defs[n as usize] {
+            Def::Column(c) => Num::Slice(&column(ctx.bars, *c).expect("checked")[b0..b1]),
+            _ => match &ctx.arrays[n as usize] {
+                Some(Array::Series(s)) => Num::Slice(&s[b0..b1]),
+                Some(Array::Cond(_)) => unreachable!("a number operand"),
+                None => Num::Slice(&scratch.series[slots.of(n)]),
+            },
+        },
+    }
+}
+
+fn flag<'a>(
+    ctx: &'a Ctx<'_>,
+    scratch: &'a Scratch,
+    slots: &Slots,
+    c: u32,
+    b0: usize,
+    b1: usize,
+) -> Flag<'a> {
+    match (&ctx.defs[c as usize], &ctx.arrays[c as usize]) {
+        (Def::Always(b), _) => Flag::Always(*b),
+        (_, Some(Array::Cond(a))) => Flag::Slice(&a[b0..b1]),
+        (_, Some(Array::Series(_))) => unreachable!("a condition"),
+        (_, None) => Flag::Slice(&scratch.conds[slots.of(c)]),
+    }
+}
+
+/// Phase 2 for one combo: its own nodes a block at a time, each block's signals and exits
+/// into the execution loop.
+fn run_combo<B: Book>(
+    ctx: &Ctx<'_>,
+    combo: &ComboPlan,
+    exec: &Execution,
+    book: B,
+    scratch: &mut Scratch,
+) -> B {
+    let roots: Vec<u32> = combo
+        .conditions
+        .iter()
+        .filter_map(|c| match c {
+            Cond::Node(n) => Some(*n),
+            Cond::Always(_) => None,
+        })
+        .collect();
+    let mut stack = std::mem::take(&mut scratch.stack);
+    let order = ctx.own_nodes(&roots, &mut stack);
+    scratch.stack = stack;
+    let mut slots = Slots::default();
+    let exits = !matches!(
+        combo.conditions[2..],
+        [Cond::Always(false), Cond::Always(false)]
+    );
+    let len = ctx.bars.len();
+    let mut engine = Engine::<B, false>::new(ctx.bars.close, exec, book);
+    let mut b0 = exec.start.min(len);
+    while b0 < len {
+        let b1 = (b0 + BLOCK).min(len);
+        evaluate_block(ctx, &order, b0, b1, scratch, &mut slots);
+        let view = |c: Cond| match c {
+            Cond::Always(b) => Flag::Always(b),
+            Cond::Node(n) => flag(ctx, scratch, &slots, n, b0, b1),
+        };
+        let [long, short, exit_long, exit_short] = combo.conditions.map(view);
+        for j in 0..b1 - b0 {
+            let (l, s) = (long.at(j), short.at(j));
+            if exits {
+                let (el, es) = (exit_long.at(j), exit_short.at(j));
+                if el || es {
+                    engine.exit(b0 + j, el, es);
+                }
+            }
+            if l != s {
+                engine.signal(b0 + j, if l { 1.0 } else { -1.0 });
+            }
+        }
+        b0 = b1;
+    }
+    engine.finish()
+}

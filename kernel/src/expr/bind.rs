@@ -1,0 +1,418 @@
+//! The binder: a strategy's formulas checked as a whole. It reads the fields in the spec's
+//! order, resolves every name (column or parameter), numbers the parameters in order of first
+//! appearance, decides each parameter's kind (int where it is a window anywhere) and each
+//! node's kind (series, condition or constant), and refuses what the language does not allow,
+//! naming the field and the byte offset. The result, a [`Program`], is what the planner binds
+//! per combo.
+
+use super::parse::{self, ParseError};
+use super::registry::{Arg, Returns, function};
+use super::tree::{Column, Formula, Node};
+use crate::{Error, Result};
+
+/// The largest window a formula may use.
+pub const MAX_WINDOW: u32 = 67_108_864;
+/// At most this many nodes over all of a strategy's formulas.
+pub const MAX_TOTAL_NODES: usize = 1024;
+/// At most this many distinct parameters.
+pub const MAX_PARAMS: usize = 32;
+
+/// The names a parameter may not take: the columns of a sweep or walk_forward reply.
+pub const RESERVED: [&str; 24] = [
+    "series",
+    "combo",
+    "fold",
+    "train_start",
+    "train_end",
+    "test_start",
+    "test_end",
+    "train_score",
+    "pnl",
+    "trades",
+    "wins",
+    "win_rate",
+    "max_drawdown",
+    "avg_trade",
+    "best_trade",
+    "worst_trade",
+    "profit_factor",
+    "exposure",
+    "avg_bars",
+    "sharpe",
+    "sortino",
+    "sqn",
+    "total_return",
+    "block_pnl",
+];
+
+/// A formula field of a strategy body, in the order parameters are numbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    /// Enter (or reverse to) long.
+    Long,
+    /// Enter (or reverse to) short.
+    Short,
+    /// Close a long position.
+    ExitLong,
+    /// Close a short position.
+    ExitShort,
+    /// The parameter constraint.
+    Constraint,
+}
+
+impl Field {
+    /// The strategy object's fields, in numbering order (the constraint is a body field).
+    pub const STRATEGY: [Self; 4] = [Self::Long, Self::Short, Self::ExitLong, Self::ExitShort];
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Long => "long",
+            Self::Short => "short",
+            Self::ExitLong => "exit_long",
+            Self::ExitShort => "exit_short",
+            Self::Constraint => "constraint",
+        }
+    }
+}
+
+/// Whether a parameter takes integers (it is a window somewhere) or any finite number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A window: a JSON integer in `1..=67108864`.
+    Int,
+    /// Any finite number.
+    Number,
+}
+
+impl ParamKind {
+    /// The wire name (`explain`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Int => "int",
+            Self::Number => "number",
+        }
+    }
+}
+
+/// A parameter of a program.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Param {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: ParamKind,
+}
+
+/// The kind of a sub-formula.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One float64 per bar.
+    Series,
+    /// One boolean per bar.
+    Cond,
+    /// One float64 per combo.
+    Const,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Series => "a series",
+            Self::Cond => "a condition",
+            Self::Const => "a number",
+        }
+    }
+}
+
+/// One checked formula: its tree, each node's kind, and each parameter node's index.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// Which field it is.
+    pub field: Field,
+    /// The tree.
+    pub formula: Formula,
+    /// Each node's kind.
+    pub kinds: Vec<Kind>,
+    /// For each node that is a parameter, its index in [`Program::params`].
+    pub params: Vec<Option<u16>>,
+}
+
+/// A strategy's formulas, checked together.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The formulas present, in field order.
+    pub formulas: Vec<Bound>,
+    /// The parameters in order of first appearance.
+    pub params: Vec<Param>,
+}
+
+fn located(field: Field, e: ParseError) -> Error {
+    Error::Formula {
+        field: field.name().to_owned(),
+        offset: e.offset,
+        message: e.message,
+    }
+}
+
+impl Program {
+    /// Parses and checks `formulas` (field, text), in any order.
+    ///
+    /// # Errors
+    /// [`Error::Formula`] naming the field, the byte offset and what is wrong; a strategy with
+    /// neither `long` nor `short`, past the node or parameter limits, or with a parameter
+    /// named like a reply column is refused too.
+    pub fn new(formulas: &[(Field, &str)]) -> Result<Self> {
+        Self::with_leading(&[], formulas)
+    }
+
+    /// [`Program::new`] with parameters that come first whatever the formulas say (a built-in
+    /// strategy's, in its own order, before those of the execution formulas).
+    ///
+    /// # Errors
+    /// As [`Program::new`].
+    pub fn with_leading(leading: &[Param], formulas: &[(Field, &str)]) -> Result<Self> {
+        let mut sorted: Vec<(Field, &str)> = formulas.to_vec();
+        sorted.sort_by_key(|(f, _)| *f);
+        if !sorted
+            .iter()
+            .any(|(f, _)| matches!(f, Field::Long | Field::Short))
+        {
+            return Err(Error::Strategy(
+                "a strategy needs `long` or `short` (or both)".into(),
+            ));
+        }
+        let mut params: Vec<Param> = leading.to_vec();
+        let mut out = Vec::new();
+        let mut total = 0;
+        for (field, text) in sorted {
+            let formula = parse::parse(text).map_err(|e| located(field, e))?;
+            total += formula.nodes.len();
+            if total > MAX_TOTAL_NODES {
+                return Err(Error::Formula {
+                    field: field.name().to_owned(),
+                    offset: 0,
+                    message: format!(
+                        "the strategy's formulas have more than {MAX_TOTAL_NODES} nodes in all (limit)"
+                    ),
+                });
+            }
+            out.push(check(field, formula, &mut params)?);
+        }
+        Ok(Self {
+            formulas: out,
+            params,
+        })
+    }
+
+    /// The formula of `field`, if present.
+    pub fn formula(&self, field: Field) -> Option<&Bound> {
+        self.formulas.iter().find(|b| b.field == field)
+    }
+
+    /// The dataset columns the formulas read, in the order open, high, low, close, volume.
+    pub fn columns(&self) -> Vec<Column> {
+        let mut read = [false; 5];
+        for b in &self.formulas {
+            for node in &b.formula.nodes {
+                match node {
+                    Node::Column(c) => read[*c as usize] = true,
+                    Node::Call { func, .. } => {
+                        for c in function(*func).reads {
+                            read[*c as usize] = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Column::ALL
+            .into_iter()
+            .filter(|c| read[*c as usize])
+            .collect()
+    }
+
+    /// The canonical text of each formula, in field order.
+    pub fn canonical(&self) -> Vec<(Field, String)> {
+        self.formulas
+            .iter()
+            .map(|b| (b.field, super::canon::text(&b.formula)))
+            .collect()
+    }
+}
+
+fn check(field: Field, formula: Formula, params: &mut Vec<Param>) -> Result<Bound> {
+    let here = |id: u32, message: String| Error::Formula {
+        field: field.name().to_owned(),
+        offset: formula.offset(id),
+        message,
+    };
+    let n = formula.nodes.len();
+    let mut kinds: Vec<Kind> = Vec::with_capacity(n);
+    let mut indices: Vec<Option<u16>> = vec![None; n];
+    // Windows are found where they are used, after the parameter node itself: note them, and
+    // mark the parameters int once every node is seen.
+    let mut windows: Vec<u16> = Vec::new();
+    for (i, node) in formula.nodes.iter().enumerate() {
+        let id = i as u32;
+        let number = |a: u32, what: &str| -> Result<()> {
+            match kinds[a as usize] {
+                Kind::Cond => Err(here(
+                    a,
+                    format!("{what} takes a number or a series here, got a condition"),
+                )),
+                _ => Ok(()),
+            }
+        };
+        let cond = |a: u32, what: &str| -> Result<()> {
+            match kinds[a as usize] {
+                Kind::Cond => Ok(()),
+                k => Err(here(
+                    a,
+                    format!("{what} takes a condition here, got {}", k.noun()),
+                )),
+            }
+        };
+        let kind = match node {
+            Node::Number { .. } => Kind::Const,
+            Node::Column(_) => Kind::Series,
+            Node::Param(name) => {
+                if RESERVED.contains(&&**name) {
+                    return Err(here(
+                        id,
+                        format!(
+                            "`{name}` names a column of the reply; call the parameter something else"
+                        ),
+                    ));
+                }
+                let k = match params.iter().position(|p| *p.name == **name) {
+                    Some(k) => k,
+                    None => {
+                        if params.len() == MAX_PARAMS {
+                            return Err(here(
+                                id,
+                                format!("a strategy has at most {MAX_PARAMS} parameters (limit)"),
+                            ));
+                        }
+                        params.push(Param {
+                            name: name.to_string(),
+                            kind: ParamKind::Number,
+                        });
+                        params.len() - 1
+                    }
+                };
+                indices[i] = Some(k as u16);
+                Kind::Const
+            }
+            Node::Call { func, args } => {
+                let f = function(*func);
+                for (&a, arg) in args.iter().zip(f.args) {
+                    let what = f.signature.to_owned();
+                    match arg {
+                        Arg::Series => number(a, &what)?,
+                        Arg::Cond => cond(a, &what)?,
+                        Arg::Window => match formula.node(a) {
+                            Node::Number {
+                                value,
+                                integer: true,
+                            } if (1.0..=f64::from(MAX_WINDOW)).contains(value) => {}
+                            Node::Number { value, .. } => {
+                                return Err(here(
+                                    a,
+                                    format!(
+                                        "a window of {} is an integer in 1..={MAX_WINDOW} or a parameter, got {}",
+                                        f.signature,
+                                        super::canon::number(*value)
+                                    ),
+                                ));
+                            }
+                            Node::Param(_) => {
+                                windows.push(indices[a as usize].expect("a parameter node"))
+                            }
+                            _ => {
+                                return Err(here(
+                                    a,
+                                    format!(
+                                        "a window of {} is an integer or a parameter, not a formula (no arithmetic in a window)",
+                                        f.signature
+                                    ),
+                                ));
+                            }
+                        },
+                    }
+                }
+                match f.returns {
+                    Returns::Series => Kind::Series,
+                    Returns::Cond => Kind::Cond,
+                }
+            }
+            Node::Neg(a) => {
+                number(*a, "unary `-`")?;
+                kinds[*a as usize]
+            }
+            Node::Arith(op, a, b) => {
+                let what = format!("`{}`", op.symbol());
+                number(*a, &what)?;
+                number(*b, &what)?;
+                if kinds[*a as usize] == Kind::Series || kinds[*b as usize] == Kind::Series {
+                    Kind::Series
+                } else {
+                    Kind::Const
+                }
+            }
+            Node::Compare(op, a, b) => {
+                let what = format!("`{}` (comparisons of conditions are refused)", op.symbol());
+                number(*a, &what)?;
+                number(*b, &what)?;
+                Kind::Cond
+            }
+            Node::Not(a) => {
+                cond(*a, "`not`")?;
+                Kind::Cond
+            }
+            Node::And(a, b) | Node::Or(a, b) => {
+                let what = if matches!(node, Node::And(..)) {
+                    "`and`"
+                } else {
+                    "`or`"
+                };
+                cond(*a, what)?;
+                cond(*b, what)?;
+                Kind::Cond
+            }
+        };
+        kinds.push(kind);
+    }
+    for k in windows {
+        params[k as usize].kind = ParamKind::Int;
+    }
+    let root = formula.root();
+    let want_cond = true;
+    if want_cond && kinds[root as usize] != Kind::Cond {
+        return Err(here(
+            root,
+            format!(
+                "`{}` must be a condition (a comparison, a cross, and/or/not), got {}",
+                field.name(),
+                kinds[root as usize].noun()
+            ),
+        ));
+    }
+    if field == Field::Constraint
+        && let Some(i) = formula
+            .nodes
+            .iter()
+            .position(|n| matches!(n, Node::Column(_) | Node::Call { .. }))
+    {
+        return Err(here(
+            i as u32,
+            "a constraint reads only parameters and numbers (no columns, no functions)".into(),
+        ));
+    }
+    Ok(Bound {
+        field,
+        formula,
+        kinds,
+        params: indices,
+    })
+}

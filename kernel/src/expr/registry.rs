@@ -1,0 +1,438 @@
+//! The function registry: every function of the strategy language, one entry each (its name,
+//! its arguments' kinds, what it returns, the columns it reads, its lookback, its fast
+//! computation and its oracle). The parser, the binder, the planner and the evaluator find all
+//! they need here; none of them names a function. Adding a function is one entry below plus
+//! its two computations in `crate::lines` and its rows in the tests.
+
+use super::tree::Column;
+use crate::lines::{Bars, Input, plain, series};
+
+/// The kind of one argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// A series or a constant (a constant is that value at every bar).
+    Series,
+    /// A window: an integer literal or a parameter, `1..=67108864`.
+    Window,
+    /// A condition.
+    Cond,
+}
+
+/// What a call gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    /// One float64 per bar.
+    Series,
+    /// One boolean per bar.
+    Cond,
+}
+
+/// A function's fast computation over whole arrays.
+#[derive(Clone, Copy)]
+pub enum Compute {
+    /// Writes one value per bar of `bars`.
+    Series(fn(&Bars<'_>, &[Input<'_>], &mut [f64])),
+    /// Writes one byte per bar of `from..from + out.len()` (the arguments are whole series).
+    Cond(fn(&[Input<'_>], usize, &mut [u8])),
+}
+
+/// A function's oracle: the spec's definition bar by bar (`crate::lines::plain`).
+#[derive(Clone, Copy)]
+pub enum Plain {
+    /// A series.
+    Series(fn(&Bars<'_>, &[Input<'_>]) -> Vec<f64>),
+    /// A condition.
+    Cond(fn(&Bars<'_>, &[Input<'_>]) -> Vec<bool>),
+}
+
+/// The windows of a full form from the one window of its short form.
+pub type Derive = fn(u32) -> Vec<u32>;
+
+/// One function of the language.
+pub struct Function {
+    /// The name formulas call it by.
+    pub name: &'static str,
+    /// Its arguments' kinds, in order.
+    pub args: &'static [Arg],
+    /// How a user sees the call, for messages: `sma(x, n)`.
+    pub signature: &'static str,
+    /// A series or a condition.
+    pub returns: Returns,
+    /// The columns it reads besides its arguments.
+    pub reads: &'static [Column],
+    /// The lookback (expressions.md's column) from, per argument, the lookback of a series or
+    /// condition argument or the value of a window argument.
+    pub lookback: fn(&[usize]) -> usize,
+    /// For a short form: the windows of the full form it stands for, and the full form's name
+    /// (`hma(x, n)` is `hma(x, h, n, s)`).
+    pub expands: Option<(Derive, &'static str)>,
+    /// The fast computation.
+    pub compute: Compute,
+    /// The oracle.
+    pub plain: Plain,
+}
+
+use Arg::{Cond as C, Series as S, Window as W};
+
+fn window_fn(a: &[usize]) -> usize {
+    a[0] + a[1] - 1
+}
+
+fn lagged(a: &[usize]) -> usize {
+    a[0] + a[1]
+}
+
+fn elementwise(a: &[usize]) -> usize {
+    a.iter().copied().max().unwrap_or(0)
+}
+
+fn crossing(a: &[usize]) -> usize {
+    a[0].max(a[1]) + 1
+}
+
+/// `hma(x, n)`'s windows `[h, n, s]`: kernel.md's length rule.
+fn hma_windows(n: u32) -> Vec<u32> {
+    let round = |v: f64| (v.round_ties_even() as u32).max(1);
+    let l = f64::from(n);
+    vec![round(l / 2.0), n, round(l.sqrt())]
+}
+
+const HLC: &[Column] = &[Column::High, Column::Low, Column::Close];
+
+macro_rules! function {
+    ($name:literal, [$($arg:expr),*], $sig:literal, $ret:ident, $reads:expr, $lookback:expr, $fast:path, $plain:path) => {
+        function!(short $name, [$($arg),*], $sig, $ret, $reads, $lookback, None, $fast, $plain)
+    };
+    (short $name:literal, [$($arg:expr),*], $sig:literal, $ret:ident, $reads:expr, $lookback:expr, $expands:expr, $fast:path, $plain:path) => {
+        Function {
+            name: $name,
+            args: &[$($arg),*],
+            signature: $sig,
+            returns: Returns::$ret,
+            reads: $reads,
+            lookback: $lookback,
+            expands: $expands,
+            compute: Compute::$ret($fast),
+            plain: Plain::$ret($plain),
+        }
+    };
+}
+
+/// Every function, in the order the spec's table lists them.
+pub static FUNCTIONS: &[Function] = &[
+    function!(
+        "lag",
+        [S, W],
+        "lag(x, n)",
+        Series,
+        &[],
+        lagged,
+        series::lag,
+        plain::lag
+    ),
+    function!(
+        "change",
+        [S, W],
+        "change(x, n)",
+        Series,
+        &[],
+        lagged,
+        series::change,
+        plain::change
+    ),
+    function!(
+        "roc",
+        [S, W],
+        "roc(x, n)",
+        Series,
+        &[],
+        lagged,
+        series::roc,
+        plain::roc
+    ),
+    function!(
+        "sum",
+        [S, W],
+        "sum(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::sum,
+        plain::sum
+    ),
+    function!(
+        "sma",
+        [S, W],
+        "sma(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::sma,
+        plain::sma
+    ),
+    function!(
+        "wma",
+        [S, W],
+        "wma(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::wma,
+        plain::wma
+    ),
+    function!(
+        "std",
+        [S, W],
+        "std(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::std,
+        plain::std
+    ),
+    function!(
+        "highest",
+        [S, W],
+        "highest(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::highest,
+        plain::highest
+    ),
+    function!(
+        "lowest",
+        [S, W],
+        "lowest(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::lowest,
+        plain::lowest
+    ),
+    function!(
+        "ema",
+        [S, W],
+        "ema(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::ema,
+        plain::ema
+    ),
+    function!(
+        "rma",
+        [S, W],
+        "rma(x, n)",
+        Series,
+        &[],
+        window_fn,
+        series::rma,
+        plain::rma
+    ),
+    function!(
+        "rsi",
+        [S, W],
+        "rsi(x, n)",
+        Series,
+        &[],
+        lagged,
+        series::rsi,
+        plain::rsi
+    ),
+    function!("tr", [], "tr()", Series, HLC, |_| 0, series::tr, plain::tr),
+    function!(
+        "atr",
+        [W],
+        "atr(n)",
+        Series,
+        HLC,
+        |a| a[0],
+        series::atr,
+        plain::atr
+    ),
+    function!(
+        "hma",
+        [S, W, W, W],
+        "hma(x, half, full, sqrt)",
+        Series,
+        &[],
+        |a| a[0] + a[1].max(a[2]) - 1 + a[3] - 1,
+        series::hma,
+        plain::hma
+    ),
+    function!(short "hma", [S, W], "hma(x, n)", Series, &[], |_| unreachable!("expanded"),
+        Some((hma_windows, "hma")), series::hma, plain::hma),
+    function!(
+        "hma3",
+        [S, W, W, W],
+        "hma3(x, p3, p2, p)",
+        Series,
+        &[],
+        |a| a[0] + a[1].max(a[2]).max(a[3]) - 1 + a[3] - 1,
+        series::hma3,
+        plain::hma3
+    ),
+    function!(
+        "abs",
+        [S],
+        "abs(x)",
+        Series,
+        &[],
+        elementwise,
+        series::abs,
+        plain::abs
+    ),
+    function!(
+        "sqrt",
+        [S],
+        "sqrt(x)",
+        Series,
+        &[],
+        elementwise,
+        series::sqrt,
+        plain::sqrt
+    ),
+    function!(
+        "log",
+        [S],
+        "log(x)",
+        Series,
+        &[],
+        elementwise,
+        series::log,
+        plain::log
+    ),
+    function!(
+        "min",
+        [S, S],
+        "min(a, b)",
+        Series,
+        &[],
+        elementwise,
+        series::min,
+        plain::min
+    ),
+    function!(
+        "max",
+        [S, S],
+        "max(a, b)",
+        Series,
+        &[],
+        elementwise,
+        series::max,
+        plain::max
+    ),
+    function!(
+        "where",
+        [C, S, S],
+        "where(c, a, b)",
+        Series,
+        &[],
+        elementwise,
+        series::where_,
+        plain::where_
+    ),
+    function!(
+        "cross_above",
+        [S, S],
+        "cross_above(a, b)",
+        Cond,
+        &[],
+        crossing,
+        series::cross_above,
+        plain::cross_above
+    ),
+    function!(
+        "cross_below",
+        [S, S],
+        "cross_below(a, b)",
+        Cond,
+        &[],
+        crossing,
+        series::cross_below,
+        plain::cross_below
+    ),
+];
+
+/// The entry of function `id`.
+pub fn function(id: u16) -> &'static Function {
+    &FUNCTIONS[id as usize]
+}
+
+/// The full form a short form stands for (`hma(x, n)` for `hma(x, h, n, s)`), with its id.
+pub(crate) fn full_form(f: &Function) -> Option<(u16, Derive)> {
+    let (windows, name) = f.expands?;
+    let id = FUNCTIONS
+        .iter()
+        .position(|g| g.name == name && g.expands.is_none())
+        .expect("a short form names a full one");
+    Some((id as u16, windows))
+}
+
+/// The function called `name` with `arity` arguments.
+///
+/// # Errors
+/// A message naming what the function takes, or for an unknown name the closest known one.
+pub fn lookup(name: &str, arity: usize) -> Result<u16, String> {
+    let mut named = FUNCTIONS
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.name == name)
+        .peekable();
+    if named.peek().is_none() {
+        let closest = FUNCTIONS
+            .iter()
+            .map(|f| (distance(name, f.name), f.name))
+            .min()
+            .map(|(_, n)| n)
+            .expect("the registry is not empty");
+        return Err(format!(
+            "unknown function `{name}`; did you mean `{closest}`? (known: {})",
+            names().join(", ")
+        ));
+    }
+    let forms: Vec<(usize, &Function)> = named.collect();
+    forms
+        .iter()
+        .find(|(_, f)| f.args.len() == arity)
+        .map(|(i, _)| *i as u16)
+        .ok_or_else(|| {
+            format!(
+                "{name} takes {}, got {arity} argument{}",
+                forms
+                    .iter()
+                    .map(|(_, f)| f.signature)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                if arity == 1 { "" } else { "s" }
+            )
+        })
+}
+
+/// The function names, once each, in table order.
+pub fn names() -> Vec<&'static str> {
+    let mut out: Vec<&str> = Vec::new();
+    for f in FUNCTIONS {
+        if !out.contains(&f.name) {
+            out.push(f.name);
+        }
+    }
+    out
+}
+
+/// Levenshtein distance (names are short ASCII).
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

@@ -1,0 +1,111 @@
+//! The computations of the strategy language's functions (expressions.md's table): arrays in,
+//! arrays out, each value in the order the spec writes it. Nothing here knows formulas, plans
+//! or sweeps; the function registry (`crate::expr::registry`) points at these.
+//!
+//! Two implementations of every function, kept apart on purpose: [`series`], the fast one the
+//! sweep runs (loops blocked across outputs, monotone queues, one pass per recurrence), and
+//! [`plain`], the test oracle, written bar by bar from the spec's table and sharing no code
+//! with the fast one. The tests hold the two equal bit for bit.
+
+pub mod plain;
+pub mod series;
+
+/// The columns of one series' bars over the computed range (bar 0 is the range's first).
+/// `close` is always there; the others when the dataset has them usable.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bars<'a> {
+    /// Opens.
+    pub open: Option<&'a [f64]>,
+    /// Highs.
+    pub high: Option<&'a [f64]>,
+    /// Lows.
+    pub low: Option<&'a [f64]>,
+    /// Closes.
+    pub close: &'a [f64],
+    /// Volumes.
+    pub volume: Option<&'a [f64]>,
+}
+
+impl<'a> Bars<'a> {
+    /// Bars of closes only.
+    pub fn closes(close: &'a [f64]) -> Self {
+        Self {
+            close,
+            ..Self::default()
+        }
+    }
+
+    /// The number of bars.
+    pub fn len(&self) -> usize {
+        self.close.len()
+    }
+
+    /// True with no bar.
+    pub fn is_empty(&self) -> bool {
+        self.close.is_empty()
+    }
+
+    /// The high, low and close, which the true range reads (the binder has checked they are
+    /// there before anything runs).
+    pub(crate) fn hlc(&self) -> (&'a [f64], &'a [f64], &'a [f64]) {
+        (
+            self.high.expect("the binder checks `high` is present"),
+            self.low.expect("the binder checks `low` is present"),
+            self.close,
+        )
+    }
+
+    /// The bars `[from, to)` as bars of their own.
+    pub fn slice(&self, from: usize, to: usize) -> Self {
+        let cut = |c: Option<&'a [f64]>| c.map(|c| &c[from..to]);
+        Self {
+            open: cut(self.open),
+            high: cut(self.high),
+            low: cut(self.low),
+            close: &self.close[from..to],
+            volume: cut(self.volume),
+        }
+    }
+}
+
+/// One argument of a function over a computed range.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// A series, one value per bar.
+    Series(&'a [f64]),
+    /// A constant: the same value at every bar.
+    Const(f64),
+    /// A window length (>= 1).
+    Window(usize),
+    /// A condition, one byte (0 or 1) per bar.
+    Cond(&'a [u8]),
+}
+
+impl Input<'_> {
+    /// The value at bar `i` of a series or constant argument.
+    #[inline(always)]
+    pub fn at(&self, i: usize) -> f64 {
+        match self {
+            Self::Series(s) => s[i],
+            Self::Const(v) => *v,
+            Self::Window(_) | Self::Cond(_) => unreachable!("not a number argument"),
+        }
+    }
+
+    /// A window argument.
+    pub fn window(&self) -> usize {
+        match self {
+            Self::Window(n) => *n,
+            _ => unreachable!("not a window argument"),
+        }
+    }
+
+    /// A condition argument at bar `i`.
+    #[inline(always)]
+    pub fn cond(&self, i: usize) -> bool {
+        match self {
+            Self::Cond(c) => c[i] != 0,
+            _ => unreachable!("not a condition argument"),
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The plan of a call: every combo's formulas bound to its parameter values, each distinct
+//! node of the whole call interned once under its canonical key (the function or operator,
+//! its operand nodes, its window and constant values), so an array that two formulas or two
+//! combos reach is one node, computed once per series.
+//!
+//! Constants are folded per combo (`2 * atr(14)` and `k * atr(14)` with `k = 2` are one node;
+//! constants are compared by their bits, so `x / 0.0` and `x / -0.0`, which differ, stay two).
+//! Binding walks each formula's post-order arena with a loop: no recursion, whatever the
+//! formula.
+
+use std::collections::HashMap;
+
+use crate::expr::bind::{Bound, Field, Kind, MAX_WINDOW, Program};
+use crate::expr::registry::{Arg, Returns, full_form, function};
+use crate::expr::{BinOp, CmpOp, Column, Node};
+
+/// An operand of a node: another node, or a constant (its bits, so keys hash and compare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operand {
+    /// Node `id` of the plan.
+    Node(u32),
+    /// A constant's `f64::to_bits`.
+    Const(u64),
+}
+
+impl Operand {
+    fn constant(v: f64) -> Self {
+        Self::Const(v.to_bits())
+    }
+}
+
+/// A call's argument: an operand or a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallArg {
+    /// A series, a constant or a condition node.
+    Operand(Operand),
+    /// A window length.
+    Window(u32),
+}
+
+/// One distinct node of a call, its operands interned before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Def {
+    /// A column of the bars.
+    Column(Column),
+    /// A function call ([`crate::expr::registry::FUNCTIONS`]).
+    Call {
+        /// The function.
+        func: u16,
+        /// Its arguments.
+        args: Box<[CallArg]>,
+    },
+    /// Unary minus of a series.
+    Neg(Operand),
+    /// Arithmetic with at least one series operand.
+    Arith(BinOp, Operand, Operand),
+    /// A comparison with at least one series operand.
+    Compare(CmpOp, Operand, Operand),
+    /// `not` of a condition node.
+    Not(u32),
+    /// `and` of two condition nodes.
+    And(u32, u32),
+    /// `or` of two condition nodes.
+    Or(u32, u32),
+    /// A condition true or false at every bar.
+    Always(bool),
+}
+
+impl Def {
+    /// The nodes it reads.
+    pub fn inputs(&self) -> Vec<u32> {
+        let node = |o: &Operand| match o {
+            Operand::Node(n) => Some(*n),
+            Operand::Const(_) => None,
+        };
+        match self {
+            Self::Column(_) | Self::Always(_) => Vec::new(),
+            Self::Call { args, .. } => args
+                .iter()
+                .filter_map(|a| match a {
+                    CallArg::Operand(o) => node(o),
+                    CallArg::Window(_) => None,
+                })
+                .collect(),
+            Self::Neg(a) => node(a).into_iter().collect(),
+            Self::Arith(_, a, b) | Self::Compare(_, a, b) => {
+                node(a).into_iter().chain(node(b)).collect()
+            }
+            Self::Not(a) => vec![*a],
+            Self::And(a, b) | Self::Or(a, b) => vec![*a, *b],
+        }
+    }
+
+    /// Whether it is a series (else a condition).
+    pub fn is_series(&self) -> bool {
+        match self {
+            Self::Column(_) | Self::Neg(_) | Self::Arith(..) => true,
+            Self::Call { func, .. } => function(*func).returns == Returns::Series,
+            Self::Compare(..) | Self::Not(_) | Self::And(..) | Self::Or(..) | Self::Always(_) => {
+                false
+            }
+        }
+    }
+}
+
+/// A condition of one combo: a node, or the same value at every bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    /// True or false everywhere (an absent formula is false).
+    Always(bool),
+    /// A condition node.
+    Node(u32),
+}
+
+/// One combo as the plan holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComboPlan {
+    /// `long`, `short`, `exit_long`, `exit_short`.
+    pub conditions: [Cond; 4],
+    /// The longest window any of its formulas uses (0 with none).
+    pub longest_window: usize,
+    /// The largest lookback of its formulas (expressions.md's table).
+    pub lookback: usize,
+}
+
+/// The distinct nodes of a call.
+#[derive(Debug, Default)]
+pub struct Plan {
+    defs: Vec<Def>,
+    index: HashMap<Def, u32>,
+}
+
+/// A bound value during the walk of one formula.
+#[derive(Debug, Clone, Copy)]
+enum Val {
+    Const(f64),
+    Bool(bool),
+    Node(u32),
+}
+
+impl Plan {
+    /// An empty plan.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The distinct nodes, every operand before the node that reads it.
+    pub fn defs(&self) -> &[Def] {
+        &self.defs
+    }
+
+    /// The number of distinct series nodes that are not columns: `explain`'s `arrays`.
+    pub fn arrays(&self) -> usize {
+        self.defs
+            .iter()
+            .filter(|d| d.is_series() && !matches!(d, Def::Column(_)))
+            .count()
+    }
+
+    fn intern(&mut self, def: Def) -> u32 {
+        if let Some(&id) = self.index.get(&def) {
+            return id;
+        }
+        let id = self.defs.len() as u32;
+        self.defs.push(def.clone());
+        self.index.insert(def, id);
+        id
+    }
+
+    /// The id of `def` if the plan holds it (for walks over a finished plan).
+    pub fn find(&self, def: &Def) -> Option<u32> {
+        self.index.get(def).copied()
+    }
+
+    /// Binds `program` to one combo's parameter `values` (in [`Program::params`] order),
+    /// interning every node it reaches.
+    pub fn bind(&mut self, program: &Program, values: &[f64]) -> ComboPlan {
+        let mut conditions = [Cond::Always(false); 4];
+        let mut longest_window = 0;
+        let mut lookback = 0;
+        for bound in &program.formulas {
+            let (root, w, l) = self.bind_formula(bound, values);
+            longest_window = longest_window.max(w);
+            lookback = lookback.max(l);
+            let slot = match bound.field {
+                Field::Long => 0,
+                Field::Short => 1,
+                Field::ExitLong => 2,
+                Field::ExitShort => 3,
+                Field::Constraint => continue,
+            };
+            conditions[slot] = match root {
+                Val::Bool(b) => Cond::Always(b),
+                Val::Node(n) => Cond::Node(n),
+                Val::Const(_) => unreachable!("the binder checked the formula is a condition"),
+            };
+        }
+        ComboPlan {
+            conditions,
+            longest_window,
+            lookback,
+        }
+    }
+
+    fn cond_node(&mut self, v: Val) -> u32 {
+        match v {
+            Val::Bool(b) => self.intern(Def::Always(b)),
+            Val::Node(n) => n,
+            Val::Const(_) => unreachable!("the binder checked kinds"),
+        }
+    }
+
+    /// The root's value, the longest window and the lookback of one formula for one combo.
+    fn bind_formula(&mut self, bound: &Bound, values: &[f64]) -> (Val, usize, usize) {
+        let f = &bound.formula;
+        let mut vals: Vec<Val> = Vec::with_capacity(f.nodes.len());
+        let mut looks: Vec<usize> = Vec::with_capacity(f.nodes.len());
+        let mut longest = 0usize;
+        let operand = |v: Val| match v {
+            Val::Const(c) => Operand::constant(c),
+            Val::Node(n) => Operand::Node(n),
+            Val::Bool(_) => unreachable!("the binder checked kinds"),
+        };
+        for (i, node) in f.nodes.iter().enumerate() {
+            let (val, look) = match node {
+                Node::Number { value, .. } => (Val::Const(*value), 0),
+                Node::Param(_) => (
+                    Val::Const(values[bound.params[i].expect("a parameter") as usize]),
+                    0,
+                ),
+                Node::Column(c) => (Val::Node(self.intern(Def::Column(*c))), 0),
+                Node::Call { func, args } => {
+                    let mut entry = function(*func);
+                    let mut id = *func;
+                    let mut call: Vec<CallArg> = Vec::with_capacity(args.len() + 2);
+                    let mut arg_looks: Vec<usize> = Vec::with_capacity(args.len() + 2);
+                    for (&a, kind) in args.iter().zip(entry.args) {
+                        let v = vals[a as usize];
+                        match kind {
+                            Arg::Window => {
+                                let Val::Const(w) = v else {
+                                    unreachable!("a window is a number or a parameter")
+                                };
+                                // Protocol checks make windows integers in range; clamp so a
+                                // direct kernel caller cannot wrap.
+                                let w = w.clamp(1.0, f64::from(MAX_WINDOW)) as u32;
+                                call.push(CallArg::Window(w));
+                                arg_looks.push(w as usize);
+                            }
+                            Arg::Series => {
+                                call.push(CallArg::Operand(operand(v)));
+                                arg_looks.push(looks[a as usize]);
+                            }
+                            Arg::Cond => {
+                                let n = self.cond_node(v);
+                                call.push(CallArg::Operand(Operand::Node(n)));
+                                arg_looks.push(looks[a as usize]);
+                            }
+                        }
+                    }
+                    if let Some((full, windows)) = full_form(entry) {
+                        let CallArg::Window(n) = call[1] else {
+                            unreachable!("a short form's second argument is a window")
+                        };
+                        let derived = windows(n);
+                        call.truncate(1);
+                        arg_looks.truncate(1);
+                        for w in derived {
+                            call.push(CallArg::Window(w));
+                            arg_looks.push(w as usize);
+                        }
+                        id = full;
+                        entry = function(full);
+                    }
+                    for a in &call {
+                        if let CallArg::Window(w) = a {
+                            longest = longest.max(*w as usize);
+                        }
+                    }
+                    let look = (entry.lookback)(&arg_looks);
+                    let def = Def::Call {
+                        func: id,
+                        args: call.into(),
+                    };
+                    (Val::Node(self.intern(def)), look)
+                }
+                Node::Neg(a) => match vals[*a as usize] {
+                    Val::Const(c) => (Val::Const(-c), 0),
+                    v => (
+                        Val::Node(self.intern(Def::Neg(operand(v)))),
+                        looks[*a as usize],
+                    ),
+                },
+                Node::Arith(op, a, b) => {
+                    let look = looks[*a as usize].max(looks[*b as usize]);
+                    match (vals[*a as usize], vals[*b as usize]) {
+                        (Val::Const(x), Val::Const(y)) => (Val::Const(op.apply(x, y)), 0),
+                        (x, y) => (
+                            Val::Node(self.intern(Def::Arith(*op, operand(x), operand(y)))),
+                            look,
+                        ),
+                    }
+                }
+                Node::Compare(op, a, b) => {
+                    let look = looks[*a as usize].max(looks[*b as usize]);
+                    match (vals[*a as usize], vals[*b as usize]) {
+                        (Val::Const(x), Val::Const(y)) => (Val::Bool(op.apply(x, y)), 0),
+                        (x, y) => (
+                            Val::Node(self.intern(Def::Compare(*op, operand(x), operand(y)))),
+                            look,
+                        ),
+                    }
+                }
+                Node::Not(a) => match vals[*a as usize] {
+                    Val::Bool(b) => (Val::Bool(!b), 0),
+                    v => {
+                        let n = self.cond_node(v);
+                        (Val::Node(self.intern(Def::Not(n))), looks[*a as usize])
+                    }
+                },
+                Node::And(a, b) | Node::Or(a, b) => {
+                    let and = matches!(node, Node::And(..));
+                    let look = looks[*a as usize].max(looks[*b as usize]);
+                    match (vals[*a as usize], vals[*b as usize]) {
+                        (Val::Bool(x), Val::Bool(y)) => {
+                            (Val::Bool(if and { x && y } else { x || y }), 0)
+                        }
+                        (x, y) => {
+                            let (x, y) = (self.cond_node(x), self.cond_node(y));
+                            let def = if and { Def::And(x, y) } else { Def::Or(x, y) };
+                            (Val::Node(self.intern(def)), look)
+                        }
+                    }
+                }
+            };
+            vals.push(val);
+            looks.push(look);
+        }
+        (
+            *vals.last().expect("a formula has a node"),
+            longest,
+            *looks.last().expect("a formula has a node"),
+        )
+    }
+}
+
+/// Whether a constraint formula holds for `values` (a constraint is parameters and numbers
+/// only, so it folds to one boolean).
+pub fn constraint_holds(program: &Program, values: &[f64]) -> bool {
+    program.formula(Field::Constraint).is_none_or(|bound| {
+        let mut plan = Plan::new();
+        matches!(plan.bind_formula(bound, values).0, Val::Bool(true))
+    })
+}
+
+/// The lookback of `program` for one combo: the largest of its formulas' (`warmup: "auto"`).
+pub fn lookback(program: &Program, values: &[f64]) -> usize {
+    Plan::new().bind(program, values).lookback
+}
+
+/// The kind of the root of a bound formula (for callers that hold a [`Bound`]).
+pub fn root_kind(bound: &Bound) -> Kind {
+    bound.kinds[bound.formula.root() as usize]
+}

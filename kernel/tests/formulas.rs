@@ -1,0 +1,809 @@
+//! The strategy language (expressions.md) against its oracles: every function's fast
+//! computation against the plain one written from the spec, on random, near-tie, integer,
+//! flat, NaN-prefixed and gappy series; every built-in against its formula form on every
+//! result column and option; random formula strategies (fast sweep vs the plain interpreter,
+//! trade for trade); the parser's canonical text, errors and limits; `explain`'s array count.
+
+use std::time::Instant;
+
+use proptest::prelude::*;
+use sweepflight_kernel::builtins::BUILTINS;
+use sweepflight_kernel::eval::{oracle as interp, sweep_program};
+use sweepflight_kernel::expr::registry::{Arg, Compute, FUNCTIONS, Plain};
+use sweepflight_kernel::expr::{Field, ParamKind, Program, canon, parse};
+use sweepflight_kernel::lines::{Bars, Input};
+use sweepflight_kernel::plan::Plan;
+use sweepflight_kernel::{
+    Combo, Execution, Params, Records, Side, Strategy, SweepControl, sweep_params,
+};
+
+/// A small deterministic generator (xorshift*), so failures replay.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The kinds of series every function is tried on.
+fn series_kinds(len: usize, seed: u64) -> Vec<(&'static str, Vec<f64>)> {
+    let mut r = Rng(seed | 1);
+    let mut walk = Vec::with_capacity(len);
+    let mut p = 100.0;
+    for _ in 0..len {
+        p *= 1.0 + (r.unit() - 0.5) * 0.02;
+        walk.push(p);
+    }
+    let ticks: Vec<f64> = walk.iter().map(|v| (v * 4.0).round() / 4.0).collect();
+    let integers: Vec<f64> = walk.iter().map(|v| v.round()).collect();
+    let flat: Vec<f64> = (0..len)
+        .map(|i| if (i / 40) % 2 == 0 { 50.0 } else { 51.0 })
+        .collect();
+    let mut nan_prefixed = walk.clone();
+    for v in nan_prefixed.iter_mut().take(len / 10 + 3) {
+        *v = f64::NAN;
+    }
+    let mut gappy = walk.clone();
+    for (i, v) in gappy.iter_mut().enumerate() {
+        if i % 97 == 13 || i % 131 == 0 {
+            *v = f64::NAN;
+        }
+    }
+    vec![
+        ("walk", walk),
+        ("ticks", ticks),
+        ("integers", integers),
+        ("flat", flat),
+        ("nan-prefixed", nan_prefixed),
+        ("gappy", gappy),
+    ]
+}
+
+/// Bars around `close`: highs and lows a random distance out, opens between them.
+fn bars_of(close: &[f64], seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut r = Rng(seed | 1);
+    let high: Vec<f64> = close.iter().map(|c| c + r.unit() * 0.8).collect();
+    let low: Vec<f64> = close.iter().map(|c| c - r.unit() * 0.8).collect();
+    let open: Vec<f64> = low
+        .iter()
+        .zip(&high)
+        .map(|(l, h)| l + (h - l) * 0.3)
+        .collect();
+    let volume: Vec<f64> = close.iter().map(|_| (r.unit() * 1000.0).round()).collect();
+    (open, high, low, volume)
+}
+
+fn same(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+}
+
+#[test]
+fn every_function_equals_its_oracle_bit_for_bit() {
+    let len = 700;
+    for (kind, x) in series_kinds(len, 7) {
+        // Columns must be finite for the true range: it reads the walk's bars.
+        let walk = &series_kinds(len, 7)[0].1;
+        let (open, high, low, volume) = bars_of(walk, 11);
+        let bars = Bars {
+            open: Some(&open),
+            high: Some(&high),
+            low: Some(&low),
+            close: walk,
+            volume: Some(&volume),
+        };
+        let other: Vec<f64> = x.iter().rev().copied().collect();
+        let mut r = Rng(3);
+        let cond: Vec<u8> = (0..len).map(|_| u8::from(r.unit() < 0.4)).collect();
+        for f in FUNCTIONS.iter().filter(|f| f.expands.is_none()) {
+            for windows in [
+                [1, 1, 1],
+                [2, 3, 1],
+                [5, 9, 3],
+                [14, 4, 7],
+                [30, 60, 8],
+                [len, 2, 2],
+                [len + 1, 3, 2],
+            ] {
+                let mut w = windows.iter();
+                let mut series_args = [&x, &other].into_iter().cycle();
+                let inputs: Vec<Input<'_>> = f
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Window => Input::Window(*w.next().unwrap()),
+                        Arg::Series => Input::Series(series_args.next().unwrap()),
+                        Arg::Cond => Input::Cond(&cond),
+                    })
+                    .collect();
+                let what = format!("{} on {kind} with windows {windows:?}", f.signature);
+                match (f.compute, f.plain) {
+                    (Compute::Series(fast), Plain::Series(plain)) => {
+                        let mut out = vec![0.0; len];
+                        fast(&bars, &inputs, &mut out);
+                        assert!(same(&out, &plain(&bars, &inputs)), "{what}");
+                    }
+                    (Compute::Cond(fast), Plain::Cond(plain)) => {
+                        let want: Vec<u8> =
+                            plain(&bars, &inputs).into_iter().map(u8::from).collect();
+                        let mut out = vec![0u8; len];
+                        fast(&inputs, 0, &mut out);
+                        assert_eq!(out, want, "{what}");
+                        // From the middle, as the per-combo phase asks for blocks.
+                        let mut part = vec![0u8; len - 100];
+                        fast(&inputs, 100, &mut part);
+                        assert_eq!(part, want[100..], "{what} from bar 100");
+                    }
+                    _ => panic!("{} has mismatched computations", f.name),
+                }
+                // A constant where a series goes.
+                if f.args.first() == Some(&Arg::Series) {
+                    let mut with_const = inputs.clone();
+                    with_const[0] = Input::Const(2.5);
+                    if let (Compute::Series(fast), Plain::Series(plain)) = (f.compute, f.plain) {
+                        let mut out = vec![0.0; len];
+                        fast(&bars, &with_const, &mut out);
+                        assert!(same(&out, &plain(&bars, &with_const)), "{what}, constant x");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn functions_follow_the_spec_on_hand_computed_values() {
+    let x = [1.0, 2.0, 4.0, 8.0, f64::NAN, 3.0, 5.0];
+    let bars = Bars::closes(&x);
+    let run = |name: &str, n: usize| {
+        let f = FUNCTIONS
+            .iter()
+            .find(|f| f.name == name && f.args.len() == 2)
+            .unwrap();
+        let Compute::Series(g) = f.compute else {
+            panic!()
+        };
+        let mut out = vec![0.0; x.len()];
+        g(&bars, &[Input::Series(&x), Input::Window(n)], &mut out);
+        out
+    };
+    let nan = f64::NAN;
+    assert!(same(&run("sum", 2), &[nan, 3.0, 6.0, 12.0, nan, nan, 8.0]));
+    assert!(same(&run("sma", 2), &[nan, 1.5, 3.0, 6.0, nan, nan, 4.0]));
+    assert!(same(
+        &run("wma", 2),
+        &[nan, 5.0 / 3.0, 10.0 / 3.0, 20.0 / 3.0, nan, nan, 13.0 / 3.0]
+    ));
+    assert!(same(&run("lag", 1), &[nan, 1.0, 2.0, 4.0, 8.0, nan, 3.0]));
+    assert!(same(
+        &run("change", 2),
+        &[nan, nan, 3.0, 6.0, nan, -5.0, nan]
+    ));
+    assert!(same(
+        &run("highest", 3),
+        &[nan, nan, 4.0, 8.0, nan, nan, nan]
+    ));
+    assert!(same(&run("std", 2), &[nan, 0.5, 1.0, 2.0, nan, nan, 1.0]));
+    // EMA from the first defined bar; a NaN poisons what follows.
+    let e = run("ema", 3);
+    assert_eq!((e[0], e[1]), (1.0, 0.5 * 2.0 + 0.5 * 1.0));
+    assert!(e[4].is_nan() && e[6].is_nan());
+    // RMA seeded with the mean of the first n defined values.
+    let r = run("rma", 2);
+    assert!(r[0].is_nan());
+    assert_eq!((r[1], r[2]), (1.5, (1.5 * 1.0 + 4.0) / 2.0));
+    // RSI of a rising series is 100, of a flat one 50.
+    let up: Vec<f64> = (0..20).map(f64::from).collect();
+    let flat = vec![5.0; 20];
+    for (s, want) in [(&up, 100.0), (&flat, 50.0)] {
+        let f = FUNCTIONS.iter().find(|f| f.name == "rsi").unwrap();
+        let Compute::Series(g) = f.compute else {
+            panic!()
+        };
+        let mut out = vec![0.0; 20];
+        g(
+            &Bars::closes(s),
+            &[Input::Series(s), Input::Window(14)],
+            &mut out,
+        );
+        assert!(out[13].is_nan());
+        assert_eq!(out[14], want);
+    }
+    // ATR's first value is at bar n: the first true range needs a previous close.
+    let c = [10.0, 11.0, 12.0, 11.5, 13.0];
+    let h = [10.5, 11.5, 12.5, 12.0, 13.5];
+    let l = [9.5, 10.0, 11.0, 11.0, 12.0];
+    let bars = Bars {
+        high: Some(&h),
+        low: Some(&l),
+        close: &c,
+        ..Bars::default()
+    };
+    let f = FUNCTIONS.iter().find(|f| f.name == "atr").unwrap();
+    let Compute::Series(g) = f.compute else {
+        panic!()
+    };
+    let mut out = vec![0.0; 5];
+    g(&bars, &[Input::Window(2)], &mut out);
+    assert!(out[0].is_nan() && out[1].is_nan());
+    // tr[1] = max(1.5, 1.5, 0) = 1.5, tr[2] = max(1.5, 1.5, 0) = 1.5.
+    assert_eq!(out[2], (1.5 + 1.5) / 2.0);
+}
+
+/// A grid of combos for a built-in, in its parameter order.
+fn builtin_grid(name: &str) -> Vec<Vec<f64>> {
+    let mut out = Vec::new();
+    match name {
+        "hma_sar" => {
+            for l in [4u32, 6, 13, 40, 150, 5000] {
+                let c = Combo::from_length(l).unwrap();
+                out.push(c.windows().iter().map(|&w| f64::from(w)).collect());
+            }
+            out.push(vec![3.0, 7.0, 2.0, 1.0, 2.0, 3.0]);
+        }
+        "sma_cross" | "ema_cross" => {
+            for a in [1.0, 3.0, 8.0, 30.0] {
+                for b in [2.0, 8.0, 21.0, 4000.0] {
+                    out.push(vec![a, b]);
+                }
+            }
+        }
+        "donchian" => {
+            for n in [1.0, 2.0, 5.0, 20.0, 60.0, 4000.0] {
+                out.push(vec![n]);
+            }
+        }
+        "rsi_revert" => {
+            for n in [2.0, 6.0, 14.0, 4000.0] {
+                for (lo, hi) in [(30.0, 70.0), (10.0, 90.0), (49.5, 50.5), (0.0, 100.0)] {
+                    out.push(vec![n, lo, hi]);
+                }
+            }
+        }
+        _ => unreachable!(),
+    }
+    out
+}
+
+fn executions(start: usize) -> Vec<Execution> {
+    let base = Execution::new(0.0009);
+    vec![
+        base,
+        Execution {
+            side: Side::Long,
+            ..base
+        },
+        Execution {
+            side: Side::Short,
+            stop_loss: Some(0.01),
+            ..base
+        },
+        Execution {
+            stop_loss: Some(0.005),
+            take_profit: Some(0.01),
+            ..base
+        },
+        Execution { start, ..base },
+        Execution {
+            start,
+            side: Side::Long,
+            take_profit: Some(0.003),
+            ..base
+        },
+    ]
+}
+
+#[test]
+fn every_builtin_equals_its_formula_form_on_every_column() {
+    let kinds = series_kinds(2500, 5);
+    for b in &BUILTINS {
+        let program = b.program();
+        let strategy = Strategy::from_name(b.name).unwrap();
+        // The formula form's parameters are the built-in's, in its order, with its kinds.
+        let names: Vec<(&str, ParamKind)> = program
+            .params
+            .iter()
+            .map(|p| (p.name.as_str(), p.kind))
+            .collect();
+        let want: Vec<(&str, ParamKind)> = strategy
+            .params()
+            .iter()
+            .map(|(n, k)| {
+                (
+                    *n,
+                    if *k == sweepflight_kernel::strategy::ParamKind::Int {
+                        ParamKind::Int
+                    } else {
+                        ParamKind::Number
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(names, want, "{}", b.name);
+        let grid = builtin_grid(b.name);
+        let combos: Vec<Params> = grid
+            .iter()
+            .map(|v| Params::new(strategy, v).unwrap())
+            .collect();
+        let flat: Vec<f64> = grid.concat();
+        // The built-ins read NaN-free closes; the first four kinds are.
+        for (kind, close) in kinds.iter().take(4) {
+            let bars = Bars::closes(close);
+            for exec in executions(300) {
+                for parallel in [false, true] {
+                    let records =
+                        Records::new(grid.len(), close.len(), exec.start, true, 4).unwrap();
+                    let control = SweepControl {
+                        parallel: Some(parallel),
+                        records: Some(&records),
+                        ..SweepControl::default()
+                    };
+                    let want = sweep_params(
+                        close,
+                        &combos,
+                        &exec,
+                        &SweepControl {
+                            parallel: Some(parallel),
+                            ..SweepControl::default()
+                        },
+                    )
+                    .unwrap();
+                    let got =
+                        sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap();
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(
+                            g, w,
+                            "{} combo {:?} on {kind} under {exec:?}",
+                            b.name, grid[i]
+                        );
+                        assert_eq!(g.metrics(252.0), w.metrics(252.0), "{} metrics", b.name);
+                    }
+                    // And the oracle's trades, for the last combos.
+                    let kept = records.into_records();
+                    for (i, values) in grid.iter().enumerate().rev().take(3) {
+                        let trades = interp::run(&bars, &program, values, &exec);
+                        let fast: Vec<(i8, usize, usize, u64)> = kept[i]
+                            .trades
+                            .iter()
+                            .map(|t| (t.side, t.entry_row, t.exit_row, t.net.to_bits()))
+                            .collect();
+                        let plain: Vec<(i8, usize, usize, u64)> = trades
+                            .iter()
+                            .map(|t| (t.side, t.entry_row, t.exit_row, t.net.to_bits()))
+                            .collect();
+                        assert_eq!(fast, plain, "{} {values:?} on {kind}", b.name);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A random formula of `kind` ("c" condition, "s" series) at most `depth` deep over the
+/// parameters `a` (a window), `k` and `t` (numbers).
+fn random_formula(r: &mut Rng, kind: char, depth: usize) -> String {
+    let window = |r: &mut Rng| {
+        if r.below(3) == 0 {
+            "a".to_owned()
+        } else {
+            (1 + r.below(25)).to_string()
+        }
+    };
+    if kind == 'c' {
+        return match r.below(if depth == 0 { 2 } else { 6 }) {
+            0 => format!(
+                "{} {} {}",
+                random_formula(r, 's', depth.saturating_sub(1)),
+                [">", "<", ">=", "<=", "==", "!="][r.below(6)],
+                random_formula(r, 's', depth.saturating_sub(1))
+            ),
+            1 => format!(
+                "cross_above({}, {})",
+                random_formula(r, 's', depth.saturating_sub(1)),
+                random_formula(r, 's', depth.saturating_sub(1))
+            ),
+            2 => format!(
+                "cross_below({}, {})",
+                random_formula(r, 's', depth - 1),
+                random_formula(r, 's', depth - 1)
+            ),
+            3 => format!(
+                "({}) and ({})",
+                random_formula(r, 'c', depth - 1),
+                random_formula(r, 'c', depth - 1)
+            ),
+            4 => format!(
+                "({}) or ({})",
+                random_formula(r, 'c', depth - 1),
+                random_formula(r, 'c', depth - 1)
+            ),
+            _ => format!("not ({})", random_formula(r, 'c', depth - 1)),
+        };
+    }
+    if depth == 0 {
+        return [
+            "close", "high", "low", "open", "volume", "k", "t", "1.5", "100",
+        ][r.below(9)]
+        .to_owned();
+    }
+    let x = |r: &mut Rng| random_formula(r, 's', depth - 1);
+    match r.below(14) {
+        0 => format!("{} {} {}", x(r), ["+", "-", "*", "/"][r.below(4)], x(r)),
+        1 => format!("-({})", x(r)),
+        2 => format!(
+            "where({}, {}, {})",
+            random_formula(r, 'c', depth - 1),
+            x(r),
+            x(r)
+        ),
+        3 => format!("{}({}, {})", ["min", "max"][r.below(2)], x(r), x(r)),
+        4 => format!("{}({})", ["abs", "sqrt", "log"][r.below(3)], x(r)),
+        5 => "tr()".to_owned(),
+        6 => format!("atr({})", window(r)),
+        7 => format!("hma({}, {})", x(r), window(r)),
+        8 => format!(
+            "hma3({}, {}, {}, {})",
+            x(r),
+            window(r),
+            window(r),
+            window(r)
+        ),
+        _ => {
+            let f = [
+                "lag", "change", "roc", "sum", "sma", "wma", "std", "highest", "lowest", "ema",
+                "rma", "rsi",
+            ][r.below(12)];
+            format!("{f}({}, {})", x(r), window(r))
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// Random strategies of random formulas: the fast sweep books the plain interpreter's
+    /// trades, bit for bit, for every combo, side and stop, serial or parallel, in any
+    /// working set.
+    #[test]
+    fn random_formulas_trade_as_the_interpreter(seed in any::<u64>(), which in 0usize..6, side in 0usize..3, tight in any::<bool>()) {
+        let mut r = Rng(seed | 1);
+        let mut fields = vec![(Field::Long, random_formula(&mut r, 'c', 3))];
+        if r.below(3) > 0 { fields.push((Field::Short, random_formula(&mut r, 'c', 3))); }
+        if r.below(2) > 0 { fields.push((Field::ExitLong, random_formula(&mut r, 'c', 2))); }
+        if r.below(2) > 0 { fields.push((Field::ExitShort, random_formula(&mut r, 'c', 2))); }
+        let texts: Vec<(Field, &str)> = fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
+        let Ok(program) = Program::new(&texts) else { return Ok(()) };
+        let kinds = series_kinds(400, seed);
+        let close = &kinds[which.min(3)].1;
+        let (open, high, low, volume) = bars_of(close, seed ^ 9);
+        let bars = Bars { open: Some(&open), high: Some(&high), low: Some(&low), close, volume: Some(&volume) };
+        let mut combos: Vec<Vec<f64>> = Vec::new();
+        for _ in 0..6 {
+            combos.push(program.params.iter().map(|p| match p.kind {
+                ParamKind::Int => (1 + r.below(40)) as f64,
+                ParamKind::Number => [0.5, 1.0, 2.0, 50.0, 100.0, 0.0][r.below(6)],
+            }).collect());
+        }
+        let flat: Vec<f64> = combos.concat();
+        let exec = Execution {
+            side: [Side::Both, Side::Long, Side::Short][side],
+            stop_loss: (side == 1).then_some(0.01),
+            start: if tight { 37 } else { 0 },
+            ..Execution::new(0.0009)
+        };
+        let records = Records::new(combos.len(), close.len(), exec.start, true, 0).unwrap();
+        let control = SweepControl {
+            records: Some(&records),
+            working_set_bytes: if tight { 1 } else { 512 << 20 },
+            parallel: Some(!tight),
+            ..SweepControl::default()
+        };
+        let results = sweep_program(&bars, &program, &flat, combos.len(), &exec, &control).unwrap();
+        let kept = records.into_records();
+        for (i, values) in combos.iter().enumerate() {
+            let want = interp::run(&bars, &program, values, &exec);
+            let got: Vec<(i8, usize, usize, u64, u64)> = kept[i].trades.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+            let plain: Vec<(i8, usize, usize, u64, u64)> = want.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+            prop_assert_eq!(&got, &plain, "{:?} {:?}", texts, values);
+            prop_assert_eq!(results[i].trades as usize, want.len());
+        }
+    }
+
+    /// Canonical text parses back to the same canonical text, for random formulas.
+    #[test]
+    fn canonical_text_round_trips(seed in any::<u64>()) {
+        let mut r = Rng(seed | 1);
+        let text = random_formula(&mut r, 'c', 4);
+        let Ok(f) = parse::parse(&text) else { return Ok(()) };
+        let canonical = canon::text(&f);
+        let again = parse::parse(&canonical).unwrap();
+        prop_assert_eq!(canon::text(&again), canonical.clone());
+        prop_assert_eq!(again.nodes, f.nodes, "{} -> {}", text, canonical);
+    }
+}
+
+#[test]
+fn canonical_text_follows_the_spec() {
+    for (text, want) in [
+        ("(a and b) and c", "a and b and c"),
+        ("a and (b and c)", "a and (b and c)"),
+        ("((close))>sma( close ,n)", "close > sma(close, n)"),
+        ("1.50 * x - -y", "1.5 * x - -y"),
+        ("-(a + b) * c", "-(a + b) * c"),
+        ("a - (b - c)", "a - (b - c)"),
+        ("(a - b) - c", "a - b - c"),
+        ("not (x > 1 or y < 2)", "not (x > 1 or y < 2)"),
+        ("not not x > 1e-5", "not not x > 1e-05"),
+        ("x > 1e16 and y < .5", "x > 1e+16 and y < 0.5"),
+        ("x > 2.0", "x > 2"),
+    ] {
+        assert_eq!(canon::text(&parse::parse(text).unwrap()), want, "{text}");
+    }
+}
+
+#[test]
+fn parse_errors_name_the_offset_and_what_was_expected() {
+    for (text, offset, needle) in [
+        ("close >", 7, "expected a number, a name, a call or `(`"),
+        ("smaa(close, 5) > 1", 0, "did you mean `sma`"),
+        ("sma(close) > 1", 0, "sma takes sma(x, n), got 1 argument"),
+        (
+            "hma(close, 1, 2) > 1",
+            0,
+            "hma(x, half, full, sqrt) or hma(x, n)",
+        ),
+        ("a < b < c", 6, "comparisons do not chain"),
+        ("010 > x", 0, "may not start with 0"),
+        ("x > 1.", 5, "expected digits after `.`"),
+        ("x > 1e", 5, "exponent"),
+        ("x > 1e999", 4, "not a finite"),
+        ("Close > 1", 0, "lower case"),
+        ("x & y", 2, "write `and`"),
+        ("if > 1", 0, "Python keyword"),
+        ("x = 1", 2, "compare with `==`"),
+        ("sma(close, 5,) > 1", 13, "no trailing commas"),
+        ("x > 2x", 5, "must be followed by"),
+        ("x > 1 $", 6, "unexpected character"),
+        ("(x > 1", 6, "expected `)`"),
+        ("", 0, "empty"),
+        ("x ** 2 > 1", 2, "no powers"),
+    ] {
+        let e = parse::parse(text).unwrap_err();
+        assert_eq!(e.offset, offset, "{text}: {e:?}");
+        assert!(e.message.contains(needle), "{text}: {}", e.message);
+    }
+}
+
+#[test]
+fn limits_hold_without_recursion_a_hostile_formula_can_exhaust() {
+    let started = Instant::now();
+    let deep = format!("{}x{}", "(".repeat(100_000), ")".repeat(100_000));
+    assert!(
+        parse::parse(&deep)
+            .unwrap_err()
+            .message
+            .contains("4096 bytes")
+    );
+    let parens = format!("{}x > 1{}", "(".repeat(65), ")".repeat(65));
+    assert!(
+        parse::parse(&parens)
+            .unwrap_err()
+            .message
+            .contains("nested parentheses")
+    );
+    let ok = format!("{}x > 1{}", "(".repeat(64), ")".repeat(64));
+    assert!(parse::parse(&ok).is_ok());
+    let minus = format!("{}x > 1", "-".repeat(2000));
+    assert!(parse::parse(&minus).unwrap_err().message.contains("depth"));
+    let nots = format!("{}x > 1", "not ".repeat(1000));
+    assert!(parse::parse(&nots).unwrap_err().message.contains("depth"));
+    let long_sum = format!("{} > 1", vec!["x"; 70].join(" + "));
+    assert!(
+        parse::parse(&long_sum)
+            .unwrap_err()
+            .message
+            .contains("deep")
+    );
+    let many = format!("{} > 1", vec!["x"; 130].join(" + "));
+    assert!(parse::parse(&many).unwrap_err().message.contains("nodes"));
+    let name = format!("{} > 1", "x".repeat(65));
+    assert!(
+        parse::parse(&name)
+            .unwrap_err()
+            .message
+            .contains("at most 64 bytes")
+    );
+    // Well under a second, all of it, on any machine this runs on.
+    assert!(started.elapsed().as_secs() < 5);
+}
+
+#[test]
+fn binder_refuses_what_the_language_does_not_allow() {
+    let err = |fields: &[(Field, &str)]| Program::new(fields).unwrap_err().to_string();
+    for (fields, needle) in [
+        (vec![(Field::ExitLong, "x > 1")], "needs `long` or `short`"),
+        (vec![(Field::Long, "sma(close, n)")], "must be a condition"),
+        (
+            vec![(Field::Long, "close + 1 > 2 and close")],
+            "takes a condition here, got a series",
+        ),
+        (
+            vec![(Field::Long, "(close > 1) > 2")],
+            "comparisons of conditions are refused",
+        ),
+        (
+            vec![(Field::Long, "sma(close, n + 1) > 1")],
+            "no arithmetic in a window",
+        ),
+        (
+            vec![(Field::Long, "sma(close, 2.5) > 1")],
+            "integer in 1..=67108864",
+        ),
+        (
+            vec![(Field::Long, "sma(close, 0) > 1")],
+            "integer in 1..=67108864",
+        ),
+        (
+            vec![(Field::Long, "sma(close, 1e2) > 1")],
+            "integer in 1..=67108864",
+        ),
+        (
+            vec![(Field::Long, "where(close, 1, 2) > 1")],
+            "takes a condition here",
+        ),
+        (
+            vec![(Field::Long, "sma(close > 1, 3) > 1")],
+            "takes a number or a series here",
+        ),
+        (
+            vec![(Field::Long, "close > pnl")],
+            "names a column of the reply",
+        ),
+        (
+            vec![(Field::Long, "close > 1"), (Field::Constraint, "close > 1")],
+            "only parameters and numbers",
+        ),
+        (
+            vec![(Field::Long, "close > 1"), (Field::Constraint, "a + 1")],
+            "must be a condition",
+        ),
+    ] {
+        let e = err(&fields);
+        assert!(e.contains(needle), "{fields:?}: {e}");
+    }
+    let params: String = (0..33)
+        .map(|i| format!("p{i}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    assert!(err(&[(Field::Long, &format!("close > {params}"))]).contains("at most 32 parameters"));
+}
+
+#[test]
+fn parameters_number_in_order_of_first_appearance_with_their_kinds() {
+    let p = Program::new(&[
+        (Field::Short, "close < sma(close, n) - k * std(close, n)"),
+        (Field::Long, "close > sma(close, m) + k * std(close, n)"),
+        (Field::Constraint, "m < n and z > 0"),
+    ])
+    .unwrap();
+    let names: Vec<(&str, ParamKind)> =
+        p.params.iter().map(|p| (p.name.as_str(), p.kind)).collect();
+    assert_eq!(
+        names,
+        [
+            ("m", ParamKind::Int),
+            ("k", ParamKind::Number),
+            ("n", ParamKind::Int),
+            ("z", ParamKind::Number)
+        ]
+    );
+    // A parameter may be called like a function, or `sqrt` (as hma_sar's is).
+    let hma = Program::new(&[(Field::Long, "sqrt(close) > sqrt")]).unwrap();
+    assert_eq!(hma.params[0].name, "sqrt");
+}
+
+#[test]
+fn explain_counts_the_distinct_series_nodes() {
+    let bollinger = Program::new(&[
+        (
+            Field::Long,
+            "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+        ),
+        (
+            Field::Short,
+            "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
+        ),
+        (Field::ExitLong, "close > sma(close, n)"),
+        (Field::ExitShort, "close < sma(close, n)"),
+    ])
+    .unwrap();
+    let count = |ns: &[f64], ks: &[f64]| {
+        let mut plan = Plan::new();
+        for &n in ns {
+            for &k in ks {
+                plan.bind(&bollinger, &[n, k]);
+            }
+        }
+        plan.arrays()
+    };
+    // Per n: sma, std; per (n, k): k*std, sma - k*std, sma + k*std; rsi once.
+    assert_eq!(count(&[10.0], &[2.0]), 2 + 3 + 1);
+    assert_eq!(count(&[10.0, 20.0], &[1.0, 2.0, 3.0]), 2 * 2 + 6 * 3 + 1);
+    // The same array written in two formulas or reached from two combos is one; constants
+    // compare by value; hma(x, n) is the node of its derived windows.
+    let p = Program::new(&[
+        (Field::Long, "close > 2 * atr(14) + hma(close, 16)"),
+        (Field::Short, "close < k * atr(14) + hma(close, 8, 16, 4)"),
+    ])
+    .unwrap();
+    let mut plan = Plan::new();
+    plan.bind(&p, &[2.0]);
+    // atr, hma, 2*atr, 2*atr + hma.
+    assert_eq!(plan.arrays(), 4);
+}
+
+#[test]
+fn constraint_and_lookback() {
+    let p = Program::new(&[
+        (
+            Field::Long,
+            "cross_above(sma(close, fast), sma(close, slow))",
+        ),
+        (Field::Constraint, "fast < slow"),
+    ])
+    .unwrap();
+    assert!(sweepflight_kernel::plan::constraint_holds(&p, &[5.0, 20.0]));
+    assert!(!sweepflight_kernel::plan::constraint_holds(
+        &p,
+        &[20.0, 20.0]
+    ));
+    assert_eq!(sweepflight_kernel::plan::lookback(&p, &[5.0, 20.0]), 20);
+    let q = Program::new(&[(
+        Field::Long,
+        "rsi(sma(close, 10), 14) > lag(atr(5), 3) and hma(close, 16) > 1",
+    )])
+    .unwrap();
+    // rsi: 9 + 14; lag(atr(5), 3): 5 + 3; hma(close, 16) = hma(close, 8, 16, 4): 15 + 3.
+    assert_eq!(sweepflight_kernel::plan::lookback(&q, &[]), 23);
+}
+
+#[test]
+fn random_formulas_are_mostly_valid_programs() {
+    // The property tests above skip what the binder refuses: make sure that is rare, so they
+    // test something.
+    let mut r = Rng(12345);
+    let close = &series_kinds(400, 1)[0].1;
+    let (open, high, low, volume) = bars_of(close, 2);
+    let bars = Bars {
+        open: Some(&open),
+        high: Some(&high),
+        low: Some(&low),
+        close,
+        volume: Some(&volume),
+    };
+    let (mut valid, mut trading) = (0, 0);
+    for _ in 0..400 {
+        let long = random_formula(&mut r, 'c', 3);
+        let short = random_formula(&mut r, 'c', 3);
+        if let Ok(p) = Program::new(&[(Field::Long, &long), (Field::Short, &short)]) {
+            valid += 1;
+            let values: Vec<f64> = p.params.iter().map(|_| 5.0).collect();
+            trading +=
+                usize::from(!interp::run(&bars, &p, &values, &Execution::default()).is_empty());
+        }
+    }
+    assert!(valid > 300, "{valid} of 400");
+    assert!(trading > 150, "{trading} of {valid} trade");
+}
