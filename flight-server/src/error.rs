@@ -157,7 +157,9 @@ impl Error {
                 K::InvalidWindow { .. }
                 | K::InvalidFee(_)
                 | K::InvalidParam { .. }
-                | K::InvalidOption { .. },
+                | K::InvalidOption { .. }
+                | K::Formula { .. }
+                | K::Strategy(_),
             ) => Code::InvalidArgument,
             Self::Kernel(K::Cancelled) => Code::Cancelled,
             Self::DatasetNotFound(_) | Self::SeriesNotFound { .. } | Self::JobNotFound(_) => {

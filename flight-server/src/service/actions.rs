@@ -27,6 +27,21 @@ pub(super) fn list() -> Vec<ActionType> {
         .collect()
 }
 
+/// The `strategies` reply: the protocol's list, each built-in with its expression form
+/// (protocol.md v1.3) from the kernel's table of built-ins.
+fn strategies() -> serde_json::Value {
+    let mut list = strategies_json();
+    for entry in list.as_array_mut().into_iter().flatten() {
+        let builtin = entry["name"]
+            .as_str()
+            .and_then(sweepflight_kernel::builtins::Builtin::named);
+        if let Some(b) = builtin {
+            entry["formulas"] = serde_json::json!({"long": b.long, "short": b.short});
+        }
+    }
+    list
+}
+
 /// Runs one action to completion and returns its Result messages.
 pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_flight::Result>> {
     let body = &action.body;
@@ -35,7 +50,7 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
         ECHO => vec![action.body],
         DROP => vec![drop(state, body).await?],
         STATS => vec![stats(state)],
-        STRATEGIES => vec![Bytes::from(strategies_json().to_string())],
+        STRATEGIES => vec![Bytes::from(strategies().to_string())],
         TRADES => sweep(state, body, Some(Detail::Trades)).await?,
         EQUITY => sweep(state, body, Some(Detail::Equity)).await?,
         WALK_FORWARD => walk_forward(state, body).await?,

@@ -646,6 +646,16 @@ async fn samples_the_strategy_list_and_strategy_sessions() {
         list[4]["params"][1],
         json!({"name": "lower", "type": "number"})
     );
+    // v1.3: each built-in with its expression form (expressions.md's table).
+    assert_eq!(
+        list[1]["formulas"],
+        json!({"long": "cross_above(sma(close, fast), sma(close, slow))",
+               "short": "cross_below(sma(close, fast), sma(close, slow))"})
+    );
+    assert_eq!(
+        list[3]["formulas"]["long"],
+        json!("close > lag(highest(close, n), 1)")
+    );
 
     // A session for sma_cross: its schema first, then one reply per request.
     let open = FlightData::new().with_descriptor(FlightDescriptor::new_cmd(

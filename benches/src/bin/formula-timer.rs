@@ -1,0 +1,133 @@
+//! `formula-timer`: times the strategy language's sweep (`eval::sweep_program`) against the
+//! built-in strategies' tuned paths on the paper series, in one process, and prints JSON.
+//!
+//! ```text
+//! formula-timer [--runs N] [--series FILE]
+//! ```
+//!
+//! Cases (each checked before it is timed: the formula form's results must equal the
+//! built-in's, every field): `sma_cross` over vectorbt's 435 pairs (fast < slow, 2..=30) and
+//! `hma_sar` over the 80 paper combos, each built-in beside its formula form; and the Bollinger
+//! + RSI strategy with exits (n in 10..=49, k in 1.0..=3.25 by 0.25: 400 combos) and the same
+//! with twice the k values (no new array), checked against the plain interpreter on two combos.
+//! Every run is cold: no cache, all cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
+
+use std::time::Instant;
+
+use anyhow::ensure;
+use sweepflight_benches::{paper_fixture_path, read_close};
+use sweepflight_kernel::builtins::Builtin;
+use sweepflight_kernel::eval::{oracle, sweep_program};
+use sweepflight_kernel::expr::{Field, Program};
+use sweepflight_kernel::lines::Bars;
+use sweepflight_kernel::{
+    ComboResult, Execution, Params, Records, Strategy, SweepControl, paper, sweep_params,
+};
+
+fn time(runs: usize, mut f: impl FnMut() -> Vec<ComboResult>) -> Vec<f64> {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let runs: usize = flag("--runs").map_or(Ok(5), |v| v.parse())?;
+    let path = flag("--series").map_or_else(paper_fixture_path, Into::into);
+    let close = read_close(&path)?;
+    let bars = Bars::closes(&close);
+    let exec = Execution::default();
+    let control = SweepControl::default();
+    let mut out = serde_json::Map::new();
+
+    // Built-ins beside their formula forms.
+    let sma: Vec<Vec<f64>> = (2..=30)
+        .flat_map(|f| (f + 1..=30).map(move |s| vec![f64::from(f), f64::from(s)]))
+        .collect();
+    let hma: Vec<Vec<f64>> = paper::combos()
+        .iter()
+        .map(|c| c.windows().iter().map(|&w| f64::from(w)).collect())
+        .collect();
+    for (name, grid) in [("sma_cross", &sma), ("hma_sar", &hma)] {
+        let strategy = Strategy::from_name(name).expect("a built-in");
+        let params: Vec<Params> = grid
+            .iter()
+            .map(|v| Params::new(strategy, v))
+            .collect::<Result<_, _>>()?;
+        let program = Builtin::named(name).expect("a built-in").program();
+        let flat = grid.concat();
+        let builtin = sweep_params(&close, &params, &exec, &control)?;
+        let formula = sweep_program(&bars, &program, &flat, grid.len(), &exec, &control)?;
+        ensure!(
+            builtin == formula,
+            "{name}: the formula form differs from the built-in"
+        );
+        if name == "hma_sar" {
+            paper::check_gate(&formula).map_err(anyhow::Error::msg)?;
+        }
+        let b = time(runs, || {
+            sweep_params(&close, &params, &exec, &control).unwrap()
+        });
+        let f = time(runs, || {
+            sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
+        });
+        out.insert(format!("{name} builtin"), b.into());
+        out.insert(format!("{name} formula"), f.into());
+    }
+
+    // Bollinger + RSI with exits, and the same with twice the k values.
+    let program = Program::new(&[
+        (
+            Field::Long,
+            "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+        ),
+        (
+            Field::Short,
+            "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
+        ),
+        (Field::ExitLong, "close > sma(close, n)"),
+        (Field::ExitShort, "close < sma(close, n)"),
+    ])?;
+    for (label, step) in [
+        ("bollinger_rsi 400", 0.25),
+        ("bollinger_rsi 800 (k twice)", 0.125),
+    ] {
+        let ks = (2.25 / step) as usize + 1;
+        let grid: Vec<Vec<f64>> = (10..=49)
+            .flat_map(|n| (0..ks).map(move |j| vec![f64::from(n), 1.0 + j as f64 * step]))
+            .collect();
+        let flat = grid.concat();
+        let records = Records::new(grid.len(), close.len(), 0, true, 0)?;
+        let checked = SweepControl {
+            records: Some(&records),
+            ..SweepControl::default()
+        };
+        sweep_program(&bars, &program, &flat, grid.len(), &exec, &checked)?;
+        let kept = records.into_records();
+        for i in [0, grid.len() - 1] {
+            let want = oracle::run(&bars, &program, &grid[i], &exec);
+            let same = want.len() == kept[i].trades.len()
+                && want.iter().zip(&kept[i].trades).all(|(w, g)| {
+                    (w.entry_row, w.exit_row, w.net.to_bits())
+                        == (g.entry_row, g.exit_row, g.net.to_bits())
+                });
+            ensure!(same, "{label}: combo {i} differs from the interpreter");
+        }
+        let t = time(runs, || {
+            sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
+        });
+        out.insert(label.to_owned(), t.into());
+    }
+    let report = serde_json::json!({"bars": close.len(), "runs": out});
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
