@@ -7,8 +7,8 @@
 //!
 //! Cases (each checked before it is timed: the formula form's results must equal the
 //! built-in's, every field): `sma_cross` over vectorbt's 435 pairs (fast < slow, 2..=30) and
-//! `hma_sar` over the 80 paper combos, each built-in beside its formula form; and the Bollinger
-//! + RSI strategy with exits (n in 10..=49, k in 1.0..=3.25 by 0.25: 400 combos) and the same
+//! `hma_sar` over the 80 paper combos, each built-in beside its formula form; and the
+//! Bollinger and RSI strategy with exits (n in 10..=49, k in 1.0..=3.25 by 0.25: 400 combos) and the same
 //! with twice the k values (no new array), checked against the plain interpreter on two combos.
 //! Every run is cold: no cache, all cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
