@@ -485,7 +485,8 @@ proptest! {
         if r.below(2) > 0 { fields.push((Field::ExitShort, random_formula(&mut r, 'c', 2))); }
         let texts: Vec<(Field, &str)> = fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
         let Ok(program) = Program::new(&texts) else { return Ok(()) };
-        let kinds = series_kinds(400, seed);
+        // Long enough, some of the time, for the per-combo phase's blocks of 1,024 bars.
+        let kinds = series_kinds(if which % 2 == 0 { 2600 } else { 400 }, seed);
         let close = &kinds[which.min(3)].1;
         let (open, high, low, volume) = bars_of(close, seed ^ 9);
         let bars = Bars { open: Some(&open), high: Some(&high), low: Some(&low), close, volume: Some(&volume) };

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::execution::{Book, Engine, Execution};
 use crate::expr::registry::{Compute, function};
-use crate::expr::{Column, Program};
+use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::ledger::{Books, Moves};
 use crate::lines::{Bars, Input};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan};
@@ -323,6 +323,9 @@ struct Scratch {
     series: Vec<Vec<f64>>,
     conds: Vec<Vec<u8>>,
     stack: Vec<u32>,
+    /// One block's event bytes, and its exits' before they are merged in.
+    events: Vec<u8>,
+    exits: Vec<u8>,
 }
 
 /// Where each of a combo's own nodes lives in the scratch.
@@ -345,13 +348,51 @@ enum Num<'a> {
     Slice(&'a [f64]),
 }
 
-impl Num<'_> {
-    #[inline(always)]
-    fn at(&self, j: usize) -> f64 {
-        match self {
-            Self::Const(v) => *v,
-            Self::Slice(s) => s[j],
+/// `out[j] = f(a[j], b[j])`, with a loop per shape of the operands so each one vectorises
+/// (`f` is one operation of the spec's, inlined).
+#[inline(always)]
+fn zip<T: Copy>(a: &Num<'_>, b: &Num<'_>, out: &mut [T], f: impl Fn(f64, f64) -> T) {
+    match (a, b) {
+        (Num::Slice(x), Num::Slice(y)) => {
+            for ((o, x), y) in out.iter_mut().zip(*x).zip(*y) {
+                *o = f(*x, *y);
+            }
         }
+        (Num::Slice(x), Num::Const(c)) => {
+            for (o, x) in out.iter_mut().zip(*x) {
+                *o = f(*x, *c);
+            }
+        }
+        (Num::Const(c), Num::Slice(y)) => {
+            for (o, y) in out.iter_mut().zip(*y) {
+                *o = f(*c, *y);
+            }
+        }
+        (Num::Const(c), Num::Const(d)) => out.fill(f(*c, *d)),
+    }
+}
+
+/// [`zip`] over condition bytes (0 or 1).
+#[inline(always)]
+fn zip_flags(a: &Flag<'_>, b: &Flag<'_>, out: &mut [u8], f: impl Fn(u8, u8) -> u8) {
+    let byte = |v: bool| u8::from(v);
+    match (a, b) {
+        (Flag::Slice(x), Flag::Slice(y)) => {
+            for ((o, x), y) in out.iter_mut().zip(*x).zip(*y) {
+                *o = f(*x, *y);
+            }
+        }
+        (Flag::Slice(x), Flag::Always(c)) => {
+            for (o, x) in out.iter_mut().zip(*x) {
+                *o = f(*x, byte(*c));
+            }
+        }
+        (Flag::Always(c), Flag::Slice(y)) => {
+            for (o, y) in out.iter_mut().zip(*y) {
+                *o = f(byte(*c), *y);
+            }
+        }
+        (Flag::Always(c), Flag::Always(d)) => out.fill(f(byte(*c), byte(*d))),
     }
 }
 
@@ -359,16 +400,6 @@ impl Num<'_> {
 enum Flag<'a> {
     Always(bool),
     Slice(&'a [u8]),
-}
-
-impl Flag<'_> {
-    #[inline(always)]
-    fn at(&self, j: usize) -> bool {
-        match self {
-            Self::Always(b) => *b,
-            Self::Slice(s) => s[j] != 0,
-        }
-    }
 }
 
 /// Evaluates `order` (a combo's own nodes) over bars `[b0, b1)` into the scratch.
@@ -402,25 +433,14 @@ fn evaluate_block(
             {
                 let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
                 match def {
-                    Def::Neg(a) => {
-                        let a = num(a);
-                        for (j, o) in out.iter_mut().enumerate() {
-                            *o = -a.at(j);
-                        }
-                    }
+                    Def::Neg(a) => zip(&num(a), &Num::Const(0.0), &mut out, |x, _| -x),
                     Def::Arith(op, a, b) => {
                         let (a, b) = (num(a), num(b));
-                        match (&a, &b) {
-                            (Num::Slice(x), Num::Slice(y)) => {
-                                for ((o, x), y) in out.iter_mut().zip(*x).zip(*y) {
-                                    *o = op.apply(*x, *y);
-                                }
-                            }
-                            _ => {
-                                for (j, o) in out.iter_mut().enumerate() {
-                                    *o = op.apply(a.at(j), b.at(j));
-                                }
-                            }
+                        match op {
+                            BinOp::Add => zip(&a, &b, &mut out, |x, y| x + y),
+                            BinOp::Sub => zip(&a, &b, &mut out, |x, y| x - y),
+                            BinOp::Mul => zip(&a, &b, &mut out, |x, y| x * y),
+                            BinOp::Div => zip(&a, &b, &mut out, |x, y| x / y),
                         }
                     }
                     _ => unreachable!("series calls are shared arrays"),
@@ -439,27 +459,23 @@ fn evaluate_block(
                 match def {
                     Def::Compare(op, a, b) => {
                         let (a, b) = (num(a), num(b));
-                        for (j, o) in out.iter_mut().enumerate() {
-                            *o = u8::from(op.apply(a.at(j), b.at(j)));
+                        // The language's comparisons: false with a NaN side, `!=` included.
+                        match op {
+                            CmpOp::Lt => zip(&a, &b, &mut out, |x, y| u8::from(x < y)),
+                            CmpOp::Le => zip(&a, &b, &mut out, |x, y| u8::from(x <= y)),
+                            CmpOp::Gt => zip(&a, &b, &mut out, |x, y| u8::from(x > y)),
+                            CmpOp::Ge => zip(&a, &b, &mut out, |x, y| u8::from(x >= y)),
+                            CmpOp::Eq => zip(&a, &b, &mut out, |x, y| u8::from(x == y)),
+                            CmpOp::Ne => {
+                                zip(&a, &b, &mut out, |x, y| u8::from(CmpOp::Ne.apply(x, y)))
+                            }
                         }
                     }
                     Def::Not(a) => {
-                        let a = flag(*a);
-                        for (j, o) in out.iter_mut().enumerate() {
-                            *o = u8::from(!a.at(j));
-                        }
+                        zip_flags(&flag(*a), &Flag::Always(true), &mut out, |x, _| x ^ 1)
                     }
-                    Def::And(a, b) | Def::Or(a, b) => {
-                        let (a, b) = (flag(*a), flag(*b));
-                        let and = matches!(def, Def::And(..));
-                        for (j, o) in out.iter_mut().enumerate() {
-                            *o = u8::from(if and {
-                                a.at(j) && b.at(j)
-                            } else {
-                                a.at(j) || b.at(j)
-                            });
-                        }
-                    }
+                    Def::And(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x & y),
+                    Def::Or(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x | y),
                     Def::Always(b) => out.fill(u8::from(*b)),
                     Def::Call { func, args } => {
                         let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
@@ -540,6 +556,8 @@ fn run_combo<B: Book>(
     );
     let len = ctx.bars.len();
     let mut engine = Engine::<B, false>::new(ctx.bars.close, exec, book);
+    let mut events = std::mem::take(&mut scratch.events);
+    let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);
     while b0 < len {
         let b1 = (b0 + BLOCK).min(len);
@@ -549,19 +567,41 @@ fn run_combo<B: Book>(
             Cond::Node(n) => flag(ctx, scratch, &slots, n, b0, b1),
         };
         let [long, short, exit_long, exit_short] = combo.conditions.map(view);
-        for j in 0..b1 - b0 {
-            let (l, s) = (long.at(j), short.at(j));
-            if exits {
-                let (el, es) = (exit_long.at(j), exit_short.at(j));
-                if el || es {
-                    engine.exit(b0 + j, el, es);
-                }
+        // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
+        // vectorised passes; the loop then visits only the bars with an event, eight at a time.
+        events.resize(b1 - b0, 0);
+        zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
+        if exits {
+            exit_bytes.resize(b1 - b0, 0);
+            zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
+                (l << 2) | (s << 3)
+            });
+            for (e, x) in events.iter_mut().zip(&exit_bytes) {
+                *e |= x;
             }
-            if l != s {
-                engine.signal(b0 + j, if l { 1.0 } else { -1.0 });
+        }
+        for (w, word) in events.chunks(8).enumerate() {
+            let mut bytes = [0u8; 8];
+            bytes[..word.len()].copy_from_slice(word);
+            let mut mask = u64::from_le_bytes(bytes);
+            while mask != 0 {
+                let k = (mask.trailing_zeros() / 8) as usize;
+                mask &= !(0xffu64 << (8 * k));
+                let e = word[k];
+                let i = b0 + w * 8 + k;
+                if e & 0b1100 != 0 {
+                    engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
+                }
+                match e & 0b11 {
+                    0b01 => engine.signal(i, 1.0),
+                    0b10 => engine.signal(i, -1.0),
+                    _ => {}
+                }
             }
         }
         b0 = b1;
     }
+    scratch.events = events;
+    scratch.exits = exit_bytes;
     engine.finish()
 }

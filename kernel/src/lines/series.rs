@@ -410,21 +410,57 @@ pub fn where_(_bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     }
 }
 
-/// `cross_above(a, b)` over bars `from..from + out.len()`, one byte each. IEEE comparisons
-/// are false with a NaN side, so a NaN anywhere in the four leaves the byte 0.
-pub fn cross_above(args: &[Input<'_>], from: usize, out: &mut [u8]) {
-    for (o, i) in out.iter_mut().zip(from..) {
-        *o = u8::from(
-            i > 0 && args[0].at(i) > args[1].at(i) && args[0].at(i - 1) <= args[1].at(i - 1),
-        );
+/// `a` crossing `b` at each bar of `from..from + out.len()` as `now(a[i], b[i])` and
+/// `before(a[i-1], b[i-1])`, one byte each; false at bar 0. IEEE comparisons are false with a
+/// NaN side, so a NaN anywhere in the four leaves the byte 0. A loop per shape of the
+/// arguments, so none of them matches on its inputs per bar.
+#[inline(always)]
+fn crossing(
+    args: &[Input<'_>],
+    from: usize,
+    out: &mut [u8],
+    now: impl Fn(f64, f64) -> bool,
+    before: impl Fn(f64, f64) -> bool,
+) {
+    let mut start = 0;
+    if from == 0 && !out.is_empty() {
+        out[0] = 0;
+        start = 1;
     }
+    let at = from + start;
+    let out = &mut out[start..];
+    let n = out.len();
+    let cross = |a1, b1, a0, b0| u8::from(now(a1, b1) && before(a0, b0));
+    match (args[0], args[1]) {
+        (Input::Series(a), Input::Series(b)) => {
+            for (j, o) in out.iter_mut().enumerate() {
+                let i = at + j;
+                *o = cross(a[i], b[i], a[i - 1], b[i - 1]);
+            }
+        }
+        (Input::Series(a), Input::Const(c)) => {
+            for ((o, a1), a0) in out.iter_mut().zip(&a[at..at + n]).zip(&a[at - 1..]) {
+                *o = cross(*a1, c, *a0, c);
+            }
+        }
+        (Input::Const(c), Input::Series(b)) => {
+            for ((o, b1), b0) in out.iter_mut().zip(&b[at..at + n]).zip(&b[at - 1..]) {
+                *o = cross(c, *b1, c, *b0);
+            }
+        }
+        (x, y) => {
+            let (x, y) = (x.at(0), y.at(0));
+            out.fill(cross(x, y, x, y));
+        }
+    }
+}
+
+/// `cross_above(a, b)` over bars `from..from + out.len()`, one byte each.
+pub fn cross_above(args: &[Input<'_>], from: usize, out: &mut [u8]) {
+    crossing(args, from, out, |a, b| a > b, |a, b| a <= b);
 }
 
 /// `cross_below(a, b)`, as [`cross_above`].
 pub fn cross_below(args: &[Input<'_>], from: usize, out: &mut [u8]) {
-    for (o, i) in out.iter_mut().zip(from..) {
-        *o = u8::from(
-            i > 0 && args[0].at(i) < args[1].at(i) && args[0].at(i - 1) >= args[1].at(i - 1),
-        );
-    }
+    crossing(args, from, out, |a, b| a < b, |a, b| a >= b);
 }
