@@ -26,9 +26,11 @@ pub const STATUS: &str = "status";
 pub const CANCEL: &str = "cancel";
 /// Flight's standard cancel of a PollFlightInfo query (body and reply in protobuf).
 pub const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
+/// `explain`: the plan of a sweep body, nothing run (protocol v1.3).
+pub const EXPLAIN: &str = "explain";
 
 /// Every action type with its description, in ListActions order.
-pub const ACTIONS: [(&str, &str); 12] = [
+pub const ACTIONS: [(&str, &str); 13] = [
     (
         SWEEP,
         "Run a parameter sweep on a stored dataset. Body: JSON {\"dataset\", \"strategy\"?, \"lengths\" | \"params\" | \"grid\" | \"sample\", \"fee\"?, \"side\"?, \"stop_loss\"?, \"take_profit\"?, \"warmup\"?, \"series\"?, \"rows\"?}; reply: one Arrow IPC stream split over the Result bodies.",
@@ -73,5 +75,9 @@ pub const ACTIONS: [(&str, &str); 12] = [
     (
         CANCEL_FLIGHT_INFO,
         "Flight's CancelFlightInfo for a job started by PollFlightInfo. Body: CancelFlightInfoRequest (protobuf); reply: CancelFlightInfoResult.",
+    ),
+    (
+        EXPLAIN,
+        "The plan of a sweep body, nothing run (protocol v1.3). Body: a sweep body whose \"strategy\" is a built-in name or an object of formulas ({\"long\", \"short\", \"exit_long\", \"exit_short\"}), with \"params\" or \"grid\" and \"constraint\"?; reply: JSON {\"params\": [{\"name\", \"kind\"}], \"formulas\", \"combos\", \"lookback\", \"arrays\", \"columns\"}.",
     ),
 ];

@@ -26,8 +26,8 @@ mod ticket;
 mod walk_forward;
 
 pub use actions::{
-    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, STATS, STATUS, STRATEGIES, SUBMIT,
-    SWEEP, TRADES, WALK_FORWARD,
+    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, EXPLAIN, STATS, STATUS, STRATEGIES,
+    SUBMIT, SWEEP, TRADES, WALK_FORWARD,
 };
 pub use error::{Error, Result};
 pub use job::{JobBody, JobRef, JobState, JobStatus, MAX_JOB_ID_LEN};

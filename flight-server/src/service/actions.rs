@@ -1,5 +1,5 @@
 //! ListActions and DoAction: `sweep`, `echo`, `drop`, `stats`, `strategies`, `trades`,
-//! `equity`, `walk_forward`, and the job actions (`submit`, `status`, `cancel`,
+//! `equity`, `walk_forward`, `explain`, and the job actions (`submit`, `status`, `cancel`,
 //! `CancelFlightInfo`).
 
 use std::sync::Arc;
@@ -7,8 +7,9 @@ use std::sync::Arc;
 use arrow_flight::{Action, ActionType};
 use bytes::Bytes;
 use sweepflight_protocol::{
-    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, STATS, STATUS, STRATEGIES, SUBMIT,
-    SWEEP, SweepRequest, TRADES, WALK_FORWARD, WalkForwardRequest, strategies_json, validate_name,
+    ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, EXPLAIN, STATS, STATUS, STRATEGIES,
+    SUBMIT, SWEEP, SweepRequest, TRADES, WALK_FORWARD, WalkForwardRequest, strategies_json,
+    validate_name,
 };
 
 use super::State;
@@ -58,6 +59,12 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
         STATUS => vec![super::jobs::status(state, body)?],
         CANCEL => vec![super::jobs::cancel(state, body).await?],
         CANCEL_FLIGHT_INFO => vec![super::jobs::cancel_flight_info(state, body).await?],
+        EXPLAIN => {
+            let max_grid = state.engine.config.max_grid_combos;
+            vec![Bytes::from(
+                crate::sweep::explain::explain(body, max_grid)?.to_string(),
+            )]
+        }
         other => return Err(Error::UnknownAction(other.to_owned())),
     };
     Ok(bodies.into_iter().map(arrow_flight::Result::new).collect())

@@ -6,6 +6,7 @@
 //! background.
 
 pub(crate) mod engine;
+pub(crate) mod explain;
 pub(crate) mod jobs;
 pub(crate) mod results;
 pub(crate) mod walk_forward;

@@ -197,7 +197,8 @@ async fn echo_action_list_actions_and_handshake() {
             "submit",
             "status",
             "cancel",
-            "CancelFlightInfo"
+            "CancelFlightInfo",
+            "explain"
         ]
     );
     assert!(types.iter().all(|t| !t.description.is_empty()));

@@ -1,0 +1,238 @@
+//! The `explain` action (protocol v1.3): a sweep body's plan from outside, nothing run: the
+//! parameters with their kinds, canonical formulas, combos after the constraint, the lookback,
+//! the distinct arrays (the minimum the sharing rule allows) and the columns; and the bad
+//! formulas and bodies it refuses, each with its code and a message naming what is wrong.
+
+use serde_json::{Value, json};
+use tonic::Code;
+
+use crate::common::{TestServer, action, code};
+
+async fn explain(c: &mut arrow_flight::FlightClient, body: Value) -> Result<Value, (Code, String)> {
+    match action(c, "explain", body.to_string()).await {
+        Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap()),
+        Err(e) => {
+            let message = match &e {
+                arrow_flight::error::FlightError::Tonic(s) => s.message().to_owned(),
+                other => format!("{other}"),
+            };
+            Err((code(&e), message))
+        }
+    }
+}
+
+#[tokio::test]
+async fn explain_plans_formulas_and_builtins_without_running_them() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let ks: Vec<f64> = (0..10).map(|j| 1.0 + f64::from(j) * 0.25).collect();
+    let bollinger = json!({
+        "long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+        "short": "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
+        "exit_long": "close > sma(close, n)",
+        "exit_short": "close<sma(close,n)"
+    });
+    let plan = explain(
+        &mut c,
+        json!({"dataset": "any", "strategy": bollinger, "grid": {"n": (10..50).collect::<Vec<_>>(), "k": ks}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        plan["params"],
+        json!([{"name": "n", "kind": "int"}, {"name": "k", "kind": "number"}])
+    );
+    assert_eq!(plan["combos"], 400);
+    // Per n: sma and std; per (n, k): k * std, sma - k * std, sma + k * std; rsi once.
+    assert_eq!(plan["arrays"], 40 * 2 + 400 * 3 + 1);
+    assert_eq!(plan["lookback"], 48);
+    assert_eq!(plan["columns"], json!(["close"]));
+    assert_eq!(plan["formulas"]["exit_short"], "close < sma(close, n)");
+
+    // A built-in by name, with a constraint: fast < slow over 2..=30 is vectorbt's 406 pairs.
+    let grid: Vec<u32> = (2..=30).collect();
+    let plan = explain(
+        &mut c,
+        json!({"dataset": "any", "strategy": "sma_cross", "grid": {"fast": grid, "slow": grid}, "constraint": "fast < slow"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(plan["combos"], 406);
+    assert_eq!(plan["arrays"], 29);
+    assert_eq!(plan["lookback"], 30);
+    assert_eq!(
+        plan["formulas"]["long"],
+        "cross_above(sma(close, fast), sma(close, slow))"
+    );
+    assert_eq!(plan["formulas"]["constraint"], "fast < slow");
+    // The paper grid: 80 HMA and 80 HMA3 lines.
+    let lengths: Vec<u32> = vec![6, 8, 10, 13, 200];
+    let plan = explain(&mut c, json!({"dataset": "any", "lengths": lengths}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (plan["combos"].as_u64(), plan["arrays"].as_u64()),
+        (Some(5), Some(10))
+    );
+    // Columns the formulas read, in the contract's order.
+    let plan = explain(
+        &mut c,
+        json!({"dataset": "any", "strategy": {"long": "volume > sma(volume, 5) and atr(14) > 0"}, "params": [[]]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(plan["columns"], json!(["high", "low", "close", "volume"]));
+    assert_eq!(plan["params"], json!([]));
+}
+
+#[tokio::test]
+async fn explain_refuses_bad_formulas_and_bodies_with_their_reason() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let f = |long: &str| json!({"dataset": "d", "strategy": {"long": long}, "params": [[5]]});
+    let rows: Vec<(Value, Code, &str)> = vec![
+        (
+            f("close > sma(close, n"),
+            Code::InvalidArgument,
+            "long: expected `,` or `)`",
+        ),
+        (
+            f("close > smaa(close, n)"),
+            Code::InvalidArgument,
+            "did you mean `sma`",
+        ),
+        (
+            f("sma(close, n)"),
+            Code::InvalidArgument,
+            "must be a condition",
+        ),
+        (
+            f("close > sma(close, n) > 1"),
+            Code::InvalidArgument,
+            "comparisons do not chain",
+        ),
+        (
+            f("close > sma(close, n + 1)"),
+            Code::InvalidArgument,
+            "no arithmetic in a window",
+        ),
+        (
+            f("close > sma(close, n) and 1"),
+            Code::InvalidArgument,
+            "takes a condition here",
+        ),
+        (
+            f("close > pnl + n"),
+            Code::InvalidArgument,
+            "names a column of the reply",
+        ),
+        (
+            f(&format!("{}close > n{}", "(".repeat(70), ")".repeat(70))),
+            Code::InvalidArgument,
+            "nested parentheses",
+        ),
+        (
+            f(&format!("{}x{}", "(".repeat(100_000), ")".repeat(100_000))),
+            Code::InvalidArgument,
+            "at most 4096 bytes",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"short": "close > n", "entry": "x > 1"}, "params": [[5]]}),
+            Code::InvalidArgument,
+            "unknown field \"entry\"",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"exit_long": "close > n"}, "params": [[5]]}),
+            Code::InvalidArgument,
+            "needs `long` or `short`",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": 5}, "params": [[5]]}),
+            Code::InvalidArgument,
+            "must be a string",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "macd", "params": [[5]]}),
+            Code::InvalidArgument,
+            "unknown strategy \"macd\"",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > sma(close, n)"}, "params": [[0]]}),
+            Code::InvalidArgument,
+            "params[0]: `n` is a window",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > sma(close, n)"}, "params": [[2.5]]}),
+            Code::InvalidArgument,
+            "`n` is a window",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > k"}, "params": [["x"]]}),
+            Code::InvalidArgument,
+            "`k` must be a finite number",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > sma(close, n)"}, "params": [[5, 6]]}),
+            Code::InvalidArgument,
+            "list of 1 values [n]",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > sma(close, n)"}, "grid": {"m": [5]}}),
+            Code::InvalidArgument,
+            "unknown parameter \"m\"",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > sma(close, n) + k"}, "grid": {"n": [5]}}),
+            Code::InvalidArgument,
+            "no values for parameter `k`",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]], "constraint": "fast > slow"}),
+            Code::InvalidArgument,
+            "params[0] breaks the constraint",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]], "constraint": "close > 1"}),
+            Code::InvalidArgument,
+            "only parameters and numbers",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "rsi_revert", "params": [[14, 70, 30]]}),
+            Code::InvalidArgument,
+            "below upper",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "sma_cross", "lengths": [6]}),
+            Code::InvalidArgument,
+            "`lengths` derives hma_sar windows",
+        ),
+        (
+            json!({"dataset": "d", "strategy": "sma_cross"}),
+            Code::InvalidArgument,
+            "give exactly one of",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > a + b + c + d"}, "grid": {"a": (0..1000).collect::<Vec<_>>(), "b": (0..1000).collect::<Vec<_>>(), "c": (0..1000).collect::<Vec<_>>(), "d": (0..1000).collect::<Vec<_>>()}}),
+            Code::InvalidArgument,
+            "--max-grid-combos",
+        ),
+        (
+            json!([1, 2]),
+            Code::InvalidArgument,
+            "must be a JSON object",
+        ),
+        (
+            json!({"dataset": "d", "strategy": {"long": "close > n"}, "sample": {"n": 5, "seed": 1, "ranges": {"n": [1, 5]}}}),
+            Code::Unimplemented,
+            "not served yet",
+        ),
+    ];
+    for (body, want, needle) in rows {
+        let (got, message) = explain(&mut c, body.clone()).await.unwrap_err();
+        assert_eq!(got, want, "{body}: {message}");
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    // The server keeps serving.
+    let ok = explain(&mut c, f("close > n")).await.unwrap();
+    assert_eq!(ok["combos"], 1);
+}
