@@ -30,6 +30,7 @@
 pub mod builtins;
 mod certified;
 mod combo;
+pub mod combos;
 mod error;
 pub mod eval;
 pub mod execution;
@@ -48,6 +49,7 @@ pub mod wma;
 
 pub use certified::CertifiedBars;
 pub use combo::Combo;
+pub use combos::{Combos, ProgramCombos, sweep_combos};
 pub use error::{Error, Result};
 pub use execution::{Execution, Side};
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};

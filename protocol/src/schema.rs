@@ -50,11 +50,11 @@ pub const V12_METRIC_COLUMNS: [&str; 9] = [
 static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
     Strategy::ALL
         .iter()
-        .map(|&s| [build(s, false), build(s, true)])
+        .map(|s| [build(s, false), build(s, true)])
         .collect()
 });
 
-fn build(strategy: Strategy, keyed: bool) -> SchemaRef {
+fn build(strategy: &Strategy, keyed: bool) -> SchemaRef {
     let mut fields = Vec::with_capacity(COMBO_COLUMNS.len() + 1);
     if keyed {
         fields.push(Field::new(SERIES_COLUMN, DataType::Utf8, false));
@@ -89,19 +89,19 @@ pub fn param_type(kind: ParamKind) -> DataType {
 
 /// The hma_sar result schema: with `keyed`, `series` (utf8) first, then the v1 columns.
 pub fn result_schema(keyed: bool) -> SchemaRef {
-    strategy_schema(Strategy::HmaSar, keyed)
+    strategy_schema(&Strategy::HmaSar, keyed)
 }
 
 /// The result schema of `strategy`: [`series`], `combo`, the strategy's parameter columns
 /// (int64 windows, float64 numbers), then `pnl`, `trades`, `wins`, `win_rate`,
 /// `max_drawdown`, then the v1.2 metrics ([`V12_METRIC_COLUMNS`]). For hma_sar it is
 /// [`result_schema`].
-pub fn strategy_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
-    let i = Strategy::ALL
-        .iter()
-        .position(|&s| s == strategy)
-        .expect("every strategy is listed");
-    Arc::clone(&SCHEMAS[i][usize::from(keyed)])
+pub fn strategy_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
+    // A built-in's schema is made once; a formula strategy's parameters are its own.
+    match Strategy::ALL.iter().position(|s| s == strategy) {
+        Some(i) => Arc::clone(&SCHEMAS[i][usize::from(keyed)]),
+        None => build(strategy, keyed),
+    }
 }
 
 /// The column a body with `"blocks": B` adds after the metrics: the equity's change over each
@@ -110,7 +110,7 @@ pub const BLOCK_PNL_COLUMN: &str = "block_pnl";
 
 /// [`strategy_schema`], with the `block_pnl` column (fixed_size_list<float64>[B]) last when
 /// `blocks` is given.
-pub fn sweep_schema(strategy: Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
+pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
     let base = strategy_schema(strategy, keyed);
     let Some(b) = blocks else { return base };
     let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -163,7 +163,7 @@ pub fn equity_schema(keyed: bool) -> SchemaRef {
 /// strategy's parameter columns, `train_score` (float64: the selection column's in-sample
 /// value), then the test run's `pnl` through `sqn` (v1's metrics as in a sweep, then the v1.2
 /// ones). Everything from `combo` on is null for a fold where no combo passed `where`.
-pub fn walk_forward_schema(strategy: Strategy, keyed: bool) -> SchemaRef {
+pub fn walk_forward_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
     let sweep = strategy_schema(strategy, false);
     let mut fields = series_field(keyed);
     fields.extend(
@@ -221,7 +221,7 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
         })
         .max_by_key(|s| s.params().len())
         .unwrap_or(Strategy::HmaSar);
-    let expected = strategy_schema(strategy, false);
+    let expected = strategy_schema(&strategy, false);
     let required = 1 + strategy.params().len() + 2;
     for (i, want) in expected.fields().iter().enumerate() {
         let (name, t) = (want.name(), want.data_type());
@@ -272,20 +272,20 @@ mod tests {
         // Every strategy's schema checks; its parameter columns come after `combo`.
         for s in Strategy::ALL {
             for keyed in [false, true] {
-                let schema = strategy_schema(s, keyed);
+                let schema = strategy_schema(&s, keyed);
                 assert_eq!(check_result_schema(&schema).unwrap(), keyed);
                 let first = schema.field(usize::from(keyed) + 1);
                 assert_eq!(first.name(), s.params()[0].0);
             }
         }
-        let rsi = strategy_schema(Strategy::RsiRevert, false);
+        let rsi = strategy_schema(&Strategy::RsiRevert, false);
         assert_eq!(
             rsi.field_with_name("upper").unwrap().data_type(),
             &DataType::Float64
         );
         assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9);
         assert!(rsi.field_with_name("sharpe").unwrap().is_nullable());
-        let wf = walk_forward_schema(Strategy::SmaCross, true);
+        let wf = walk_forward_schema(&Strategy::SmaCross, true);
         let names: Vec<&str> = wf.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(
             names[..11],

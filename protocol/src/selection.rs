@@ -47,7 +47,7 @@ impl Selection {
     /// [`Error`] for an unknown or non-numeric column, bounds that are not `[number | null,
     /// number | null]`, `descending` without `order_by`, a `top` that is not an integer >= 1.
     pub(crate) fn decode(
-        strategy: Strategy,
+        strategy: &Strategy,
         filters: Option<&Map<String, Value>>,
         order_by: Option<String>,
         descending: Option<bool>,
@@ -172,11 +172,15 @@ impl Selection {
 }
 
 /// The numeric result columns of `strategy`, in order: what `where` and `order_by` may name.
-fn columns(strategy: Strategy) -> impl Iterator<Item = &'static str> {
-    std::iter::once("combo")
-        .chain(strategy.params().iter().map(|p| p.0))
-        .chain(["pnl", "trades", "wins", "win_rate", "max_drawdown"])
-        .chain(V12_METRIC_COLUMNS)
+fn columns(strategy: &Strategy) -> impl Iterator<Item = String> + '_ {
+    std::iter::once("combo".to_owned())
+        .chain(strategy.params().into_iter().map(|p| p.0.to_owned()))
+        .chain(
+            ["pnl", "trades", "wins", "win_rate", "max_drawdown"]
+                .into_iter()
+                .chain(V12_METRIC_COLUMNS)
+                .map(str::to_owned),
+        )
 }
 
 #[cfg(test)]
@@ -186,7 +190,7 @@ mod tests {
     fn decode(body: &str) -> Result<Selection> {
         let v: Value = serde_json::from_str(body).unwrap();
         Selection::decode(
-            Strategy::SmaCross,
+            &Strategy::SmaCross,
             v.get("where").and_then(Value::as_object),
             v.get("order_by").and_then(Value::as_str).map(str::to_owned),
             v.get("descending").and_then(Value::as_bool),

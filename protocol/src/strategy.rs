@@ -4,12 +4,17 @@
 //!
 //! What a strategy *computes* is the kernel's (`sweepflight-kernel`, strategies.md); this is
 //! what a client may send and what the reply's columns are. The server checks that the two
-//! tables agree.
+//! tables agree. A strategy of the client's own (protocol v1.3: an object of formulas) is
+//! parsed and bound by the kernel's language layer here, so its parameters (names, order,
+//! kinds) are known where the body is decoded, as a built-in's are.
 
 use std::fmt;
+use std::sync::Arc;
 
-/// A strategy of protocol v1.2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+use sweepflight_kernel::expr::{Field, Program};
+
+/// A strategy: a built-in of protocol v1.2, or formulas (v1.3).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Strategy {
     /// The paper's HMA / HMA3 stop-and-reverse (the default).
     #[default]
@@ -22,6 +27,31 @@ pub enum Strategy {
     Donchian,
     /// RSI mean reversion.
     RsiRevert,
+    /// Formulas of the client's own, or a built-in with a `constraint` (v1.3).
+    Formulas(Arc<Formulas>),
+}
+
+/// A strategy of formulas (expressions.md), with its constraint, as sent and as bound.
+#[derive(Debug, Clone)]
+pub struct Formulas {
+    /// The built-in it is the form of, when the body named one (with a `constraint`).
+    pub builtin: Option<&'static str>,
+    /// The strategy object's fields as sent (`long`, `short`, `exit_long`, `exit_short`); empty
+    /// for a built-in.
+    pub fields: Vec<(String, String)>,
+    /// The body's `constraint`.
+    pub constraint: Option<String>,
+    /// The parameters in order of first appearance, with their kinds.
+    pub params: Vec<(String, ParamKind)>,
+    /// The formulas as the kernel binds them.
+    pub program: Arc<Program>,
+}
+
+impl PartialEq for Formulas {
+    fn eq(&self, other: &Self) -> bool {
+        (self.builtin, &self.fields, &self.constraint)
+            == (other.builtin, &other.fields, &other.constraint)
+    }
 }
 
 /// Whether a parameter is a JSON integer or any JSON number.
@@ -43,15 +73,138 @@ impl Strategy {
         Self::RsiRevert,
     ];
 
-    /// The wire name.
-    pub fn name(self) -> &'static str {
+    /// The wire name (a built-in's; `formulas` for a strategy of the client's own).
+    pub fn name(&self) -> &'static str {
         match self {
             Self::HmaSar => "hma_sar",
             Self::SmaCross => "sma_cross",
             Self::EmaCross => "ema_cross",
             Self::Donchian => "donchian",
             Self::RsiRevert => "rsi_revert",
+            Self::Formulas(f) => f.builtin.unwrap_or("formulas"),
         }
+    }
+
+    /// The strategy of a body's `strategy` (a built-in name or an object of formulas, absent:
+    /// hma_sar) and `constraint`.
+    ///
+    /// # Errors
+    /// [`crate::Error`] for an unknown name, a field that is not a formula field, or a formula
+    /// the language refuses (naming the field and the byte offset), or a constraint naming a
+    /// parameter no formula uses.
+    pub fn decode(
+        strategy: Option<&serde_json::Value>,
+        constraint: Option<&str>,
+    ) -> crate::Result<Self> {
+        let (builtin, fields): (Option<Self>, Vec<(String, String)>) = match strategy {
+            None => (Some(Self::HmaSar), Vec::new()),
+            Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
+            Some(serde_json::Value::Object(map)) => {
+                let mut fields = Vec::new();
+                for (key, text) in map {
+                    if !Field::STRATEGY.iter().any(|f| f.name() == key) {
+                        return Err(crate::Error::new(format!(
+                            "`strategy` has unknown field {key:?}; it takes long, short, exit_long, exit_short"
+                        )));
+                    }
+                    let text = text.as_str().ok_or_else(|| {
+                        crate::Error::new(format!("`strategy.{key}` must be a string (a formula)"))
+                    })?;
+                    fields.push((key.clone(), text.to_owned()));
+                }
+                (None, fields)
+            }
+            Some(_) => {
+                return Err(crate::Error::new(
+                    "`strategy` must be a built-in name or an object of formulas",
+                ));
+            }
+        };
+        if let (Some(b), None) = (&builtin, constraint) {
+            return Ok(b.clone());
+        }
+        let name = builtin.as_ref().map(Self::name);
+        let texts: Vec<(Field, &str)> = match name {
+            Some(n) => {
+                let b = sweepflight_kernel::builtins::Builtin::named(n)
+                    .ok_or_else(|| crate::Error::new(format!("no formula form of {n}")))?;
+                vec![(Field::Long, b.long), (Field::Short, b.short)]
+            }
+            None => fields
+                .iter()
+                .map(|(k, t)| {
+                    let f = Field::STRATEGY.into_iter().find(|f| f.name() == k);
+                    (f.expect("checked above"), t.as_str())
+                })
+                .collect(),
+        };
+        let mut all = texts.clone();
+        if let Some(c) = constraint {
+            all.push((Field::Constraint, c));
+        }
+        let program = Program::new(&all).map_err(|e| crate::Error::new(e.to_string()))?;
+        if constraint.is_some() {
+            let without = Program::new(&texts).map_err(|e| crate::Error::new(e.to_string()))?;
+            if let Some(extra) = program.params.get(without.params.len()) {
+                return Err(crate::Error::new(format!(
+                    "`constraint` names `{}`, which no formula of the strategy uses",
+                    extra.name
+                )));
+            }
+        }
+        let params = program
+            .params
+            .iter()
+            .map(|p| {
+                let kind = match p.kind {
+                    sweepflight_kernel::expr::ParamKind::Int => ParamKind::Int,
+                    sweepflight_kernel::expr::ParamKind::Number => ParamKind::Number,
+                };
+                (p.name.clone(), kind)
+            })
+            .collect();
+        Ok(Self::Formulas(Arc::new(Formulas {
+            builtin: name,
+            fields,
+            constraint: constraint.map(str::to_owned),
+            params,
+            program: Arc::new(program),
+        })))
+    }
+
+    /// The body's `strategy` value of this strategy (a name, or the object of formulas).
+    pub fn wire(&self) -> serde_json::Value {
+        match self {
+            Self::Formulas(f) if f.builtin.is_none() => serde_json::Value::Object(
+                f.fields
+                    .iter()
+                    .map(|(k, t)| (k.clone(), serde_json::Value::String(t.clone())))
+                    .collect(),
+            ),
+            s => serde_json::Value::String(s.name().to_owned()),
+        }
+    }
+
+    /// The body's `constraint`, if any.
+    pub fn constraint(&self) -> Option<&str> {
+        match self {
+            Self::Formulas(f) => f.constraint.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The largest window a combo may use: v1.2's for a built-in name, the language's for
+    /// formulas of the client's own.
+    pub fn max_window(&self) -> u32 {
+        match self {
+            Self::Formulas(f) if f.builtin.is_none() => sweepflight_kernel::expr::bind::MAX_WINDOW,
+            _ => crate::MAX_WINDOW,
+        }
+    }
+
+    /// True for the paper's strategy by name (v1's `lengths` and six-window `params`).
+    pub fn is_hma_sar(&self) -> bool {
+        *self == Self::HmaSar
     }
 
     /// The strategy of a wire name.
@@ -65,13 +218,25 @@ impl Strategy {
             .ok_or_else(|| {
                 crate::Error::new(format!(
                     "unknown strategy {name:?}; known: {}",
-                    Self::ALL.map(Self::name).join(", ")
+                    Self::ALL
+                        .iter()
+                        .map(Self::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })
     }
 
     /// The parameters in wire order, with their kinds.
-    pub fn params(self) -> &'static [(&'static str, ParamKind)] {
+    pub fn params(&self) -> Vec<(&str, ParamKind)> {
+        match self {
+            Self::Formulas(f) => f.params.iter().map(|(n, k)| (n.as_str(), *k)).collect(),
+            s => s.builtin_params().to_vec(),
+        }
+    }
+
+    /// A built-in's parameters (none for formulas, whose are [`Strategy::params`]).
+    fn builtin_params(&self) -> &'static [(&'static str, ParamKind)] {
         use ParamKind::{Int, Number};
         match self {
             Self::HmaSar => &[
@@ -85,16 +250,30 @@ impl Strategy {
             Self::SmaCross | Self::EmaCross => &[("fast", Int), ("slow", Int)],
             Self::Donchian => &[("n", Int)],
             Self::RsiRevert => &[("n", Int), ("lower", Number), ("upper", Number)],
+            Self::Formulas(_) => &[],
         }
     }
 
     /// Checks value `v` of parameter `k`: windows are integers in `1..=2147483647`, RSI bands
-    /// numbers in `0..=100`.
+    /// numbers in `0..=100`; a formula strategy's windows integers in `1..=67108864`, its
+    /// numbers any finite number.
     ///
     /// # Errors
     /// What is wrong, as a phrase to follow the parameter's name.
-    pub fn check_value(self, k: usize, v: f64) -> Result<(), String> {
-        match self.params()[k].1 {
+    pub fn check_value(&self, k: usize, v: f64) -> Result<(), String> {
+        if let Self::Formulas(f) = self {
+            let max = f64::from(self.max_window());
+            return match f.params[k].1 {
+                ParamKind::Int if v.fract() == 0.0 && (1.0..=max).contains(&v) => Ok(()),
+                ParamKind::Int => Err(format!("must be an integer in 1..={max}, got {v}")),
+                ParamKind::Number if v.is_finite() => match f.builtin.map(Self::from_name) {
+                    Some(Ok(b)) => b.check_value(k, v),
+                    _ => Ok(()),
+                },
+                ParamKind::Number => Err(format!("must be a finite number, got {v}")),
+            };
+        }
+        match self.builtin_params()[k].1 {
             ParamKind::Int
                 if v.fract() == 0.0 && (1.0..=f64::from(crate::MAX_WINDOW)).contains(&v) =>
             {
@@ -113,7 +292,16 @@ impl Strategy {
     ///
     /// # Errors
     /// The parameter and what is wrong with it.
-    pub fn check_combo(self, values: &[f64]) -> Result<(), (&'static str, String)> {
+    pub fn check_combo(&self, values: &[f64]) -> Result<(), (&'static str, String)> {
+        if let Self::Formulas(f) = self {
+            if let Some(Ok(b)) = f.builtin.map(Self::from_name) {
+                b.check_combo(values)?;
+            }
+            if !sweepflight_kernel::plan::constraint_holds(&f.program, values) {
+                return Err(("constraint", "breaks the constraint".to_owned()));
+            }
+            return Ok(());
+        }
         match self {
             Self::RsiRevert if values[1] >= values[2] => Err((
                 "lower",
@@ -124,8 +312,9 @@ impl Strategy {
     }
 
     /// What the strategy does, in one line (the `strategies` action).
-    pub fn summary(self) -> &'static str {
+    pub fn summary(&self) -> &'static str {
         match self {
+            Self::Formulas(_) => "formulas of the client's own (expressions.md)",
             Self::HmaSar => {
                 "HMA(half, full, sqrt) vs HMA3(p3, p2, p): +1 where HMA3 crosses above HMA, -1 below (the paper's kernel; `lengths` derives the six windows from one L)"
             }
@@ -259,7 +448,7 @@ impl Sample {
     ///
     /// # Errors
     /// [`crate::Error`] if no attempt is valid (ranges whose every draw breaks a constraint).
-    pub fn draw(&self, i: u64, strategy: Strategy) -> crate::Result<Vec<f64>> {
+    pub fn draw(&self, i: u64, strategy: &Strategy) -> crate::Result<Vec<f64>> {
         let kinds = strategy.params();
         let valid = |v: &[f64]| strategy.check_combo(v).is_ok();
         let mut values = vec![0.0; self.ranges.len()];
@@ -321,8 +510,8 @@ mod tests {
             seed: 7,
             ranges: vec![(2.0, 30.0), (0.0, 60.0), (40.0, 100.0)],
         };
-        let a: Vec<Vec<f64>> = (0..100).map(|i| s.draw(i, rsi).unwrap()).collect();
-        let b: Vec<Vec<f64>> = (0..100).rev().map(|i| s.draw(i, rsi).unwrap()).collect();
+        let a: Vec<Vec<f64>> = (0..100).map(|i| s.draw(i, &rsi).unwrap()).collect();
+        let b: Vec<Vec<f64>> = (0..100).rev().map(|i| s.draw(i, &rsi).unwrap()).collect();
         assert_eq!(a, b.into_iter().rev().collect::<Vec<_>>());
         for v in &a {
             assert!(v[0].fract() == 0.0 && (2.0..=30.0).contains(&v[0]), "{v:?}");
@@ -339,7 +528,7 @@ mod tests {
             ranges: vec![(1.0, 2.0)],
         };
         let seen: std::collections::BTreeSet<u64> = (0..64)
-            .map(|i| ints.draw(i, Strategy::Donchian).unwrap()[0] as u64)
+            .map(|i| ints.draw(i, &Strategy::Donchian).unwrap()[0] as u64)
             .collect();
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), [1, 2]);
         // Another seed, other combos.
@@ -347,12 +536,12 @@ mod tests {
             seed: 8,
             ..s.clone()
         };
-        assert_ne!(other.draw(0, rsi).unwrap(), a[0]);
+        assert_ne!(other.draw(0, &rsi).unwrap(), a[0]);
         // Nothing valid (every lower above every upper): an error, not a hang.
         let never = Sample {
             ranges: vec![(2.0, 3.0), (60.0, 70.0), (10.0, 20.0)],
             ..s
         };
-        assert!(never.draw(0, rsi).is_err());
+        assert!(never.draw(0, &rsi).is_err());
     }
 }

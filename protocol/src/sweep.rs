@@ -95,7 +95,7 @@ impl Grid {
     ///
     /// # Errors
     /// A `sample` whose draws all break the strategy's constraints.
-    pub fn values(&self, strategy: Strategy, i: usize) -> Result<Option<Vec<f64>>> {
+    pub fn values(&self, strategy: &Strategy, i: usize) -> Result<Option<Vec<f64>>> {
         Ok(Some(match self {
             Self::Lengths(_) => return Ok(None),
             Self::Params(p) => p[i].iter().map(|&w| f64::from(w)).collect(),
@@ -119,7 +119,7 @@ impl Grid {
     ///
     /// # Errors
     /// As [`Grid::values`].
-    pub fn slice(&self, strategy: Strategy, start: usize, end: usize) -> Result<Self> {
+    pub fn slice(&self, strategy: &Strategy, start: usize, end: usize) -> Result<Self> {
         let len = self.len();
         let range = start.min(len)..end.min(len);
         Ok(match self {
@@ -289,7 +289,7 @@ impl SweepRequest {
             .step_by(max)
             .map(|start| {
                 Ok(Self {
-                    grid: self.grid.slice(self.strategy, start, start + max)?,
+                    grid: self.grid.slice(&self.strategy, start, start + max)?,
                     ..self.clone()
                 })
             })
@@ -302,7 +302,7 @@ impl SweepRequest {
             dataset: Some(self.dataset.clone()),
             compression: self.compression.map(|c| c.name().to_owned()),
             ..Wire::from_fields(
-                self.strategy,
+                &self.strategy,
                 &self.grid,
                 &self.execution,
                 self.fee,
@@ -520,10 +520,7 @@ impl ExchangeCommand {
             Some("echo") => Err(Error::new("`echo` takes no other fields")),
             Some("session") if bare_but_strategy => Ok(Self::Session {
                 keyed: wire.keyed.unwrap_or(false),
-                strategy: wire
-                    .strategy
-                    .as_deref()
-                    .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?,
+                strategy: Strategy::decode(wire.strategy.as_ref(), wire.constraint.as_deref())?,
                 reply: wire
                     .action
                     .as_deref()
@@ -589,7 +586,8 @@ impl ExchangeCommand {
             } => Wire {
                 op: Some("session".into()),
                 keyed: keyed.then_some(true),
-                strategy: (*strategy != Strategy::HmaSar).then(|| strategy.name().to_owned()),
+                strategy: (!strategy.is_hma_sar()).then(|| strategy.wire()),
+                constraint: strategy.constraint().map(str::to_owned),
                 action: (*reply != SessionReply::Sweep).then(|| reply.name().to_owned()),
                 ..Wire::default()
             },
@@ -598,7 +596,7 @@ impl ExchangeCommand {
                 key: s.key.clone(),
                 compression: s.compression.map(|c| c.name().to_owned()),
                 ..Wire::from_fields(
-                    s.strategy,
+                    &s.strategy,
                     &s.grid,
                     &s.execution,
                     s.fee,
@@ -627,7 +625,9 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     params: Option<Vec<Vec<Number>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    strategy: Option<String>,
+    strategy: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    constraint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     grid: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -670,7 +670,7 @@ struct Wire {
 
 impl Wire {
     fn from_fields(
-        strategy: Strategy,
+        strategy: &Strategy,
         grid: &Grid,
         execution: &Execution,
         fee: Option<f64>,
@@ -687,7 +687,8 @@ impl Wire {
         };
         let tuple = |t: &[f64]| t.iter().enumerate().map(|(k, &v)| value(k, v)).collect();
         let mut wire = Self {
-            strategy: (strategy != Strategy::HmaSar).then(|| strategy.name().to_owned()),
+            strategy: (!strategy.is_hma_sar()).then(|| strategy.wire()),
+            constraint: strategy.constraint().map(str::to_owned),
             fee,
             series: series.map(<[String]>::to_vec),
             rows: rows.map(|r| vec![Number::from(r.start), Number::from(r.end)]),
@@ -784,10 +785,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             "`fee` must be a finite number >= 0, got {fee}"
         )));
     }
-    let strategy = wire
-        .strategy
-        .as_deref()
-        .map_or(Ok(Strategy::HmaSar), Strategy::from_name)?;
+    let strategy = Strategy::decode(wire.strategy.as_ref(), wire.constraint.as_deref())?;
     let given = [
         wire.lengths.is_some(),
         wire.params.is_some(),
@@ -840,17 +838,17 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
                 params
                     .iter()
                     .enumerate()
-                    .map(|(i, t)| strategy_tuple(strategy, i, t))
+                    .map(|(i, t)| strategy_tuple(&strategy, i, t))
                     .collect::<Result<_>>()?,
             )
         }
     } else if let Some(grid) = wire.grid {
-        product(strategy, &grid)?
+        product(&strategy, &grid)?
     } else {
-        sample(strategy, wire.sample.as_ref().expect("one form is given"))?
+        sample(&strategy, wire.sample.as_ref().expect("one form is given"))?
     };
     let selection = Selection::decode(
-        strategy,
+        &strategy,
         wire.filters.as_ref(),
         wire.order_by.clone(),
         wire.descending,
@@ -973,7 +971,7 @@ fn execution(
 /// A JSON value that must be a number valid for parameter `k` of `strategy`: a JSON integer
 /// where it is an integer (no fraction, no exponent), any number where it is a number.
 fn param_value(
-    strategy: Strategy,
+    strategy: &Strategy,
     k: usize,
     v: &serde_json::Value,
     what: &dyn Fn() -> String,
@@ -997,8 +995,9 @@ fn param_value(
     };
     let x = x.ok_or_else(|| {
         Error::new(format!(
-            "{} ({name}) must be an integer in 1..={MAX_WINDOW}, got {n}",
-            what()
+            "{} ({name}) must be an integer in 1..={}, got {n}",
+            what(),
+            strategy.max_window()
         ))
     })?;
     strategy
@@ -1008,7 +1007,7 @@ fn param_value(
 }
 
 /// An explicit tuple of a v1.2 strategy.
-fn strategy_tuple(strategy: Strategy, i: usize, t: &[Number]) -> Result<Vec<f64>> {
+fn strategy_tuple(strategy: &Strategy, i: usize, t: &[Number]) -> Result<Vec<f64>> {
     let names: Vec<&str> = strategy.params().iter().map(|p| p.0).collect();
     if t.len() != names.len() {
         return Err(Error::new(format!(
@@ -1033,7 +1032,7 @@ fn strategy_tuple(strategy: Strategy, i: usize, t: &[Number]) -> Result<Vec<f64>
 }
 
 /// `"grid"`: one non-empty list per parameter name.
-fn product(strategy: Strategy, grid: &serde_json::Map<String, serde_json::Value>) -> Result<Grid> {
+fn product(strategy: &Strategy, grid: &serde_json::Map<String, serde_json::Value>) -> Result<Grid> {
     let params = strategy.params();
     if let Some(unknown) = grid
         .keys()
@@ -1066,7 +1065,7 @@ fn product(strategy: Strategy, grid: &serde_json::Map<String, serde_json::Value>
 }
 
 /// `"sample"`: `{"n", "seed", "ranges": {name: [lo, hi]}}`.
-fn sample(strategy: Strategy, v: &serde_json::Value) -> Result<Grid> {
+fn sample(strategy: &Strategy, v: &serde_json::Value) -> Result<Grid> {
     let bad = |what: &str| Error::new(format!("`sample` {what}"));
     let obj = v
         .as_object()
@@ -1256,7 +1255,7 @@ mod tests {
         assert_eq!(r.len(), 6);
         // The first parameter outermost.
         let combos: Vec<Vec<f64>> = (0..6)
-            .map(|i| r.grid.values(r.strategy, i).unwrap().unwrap())
+            .map(|i| r.grid.values(&r.strategy, i).unwrap().unwrap())
             .collect();
         assert_eq!(combos[0], [5.0, 20.0]);
         assert_eq!(combos[1], [5.0, 30.0]);
@@ -1289,7 +1288,7 @@ mod tests {
         assert_eq!(r.len(), 50);
         assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
         let all: Vec<Vec<f64>> = (0..50)
-            .map(|i| r.grid.values(r.strategy, i).unwrap().unwrap())
+            .map(|i| r.grid.values(&r.strategy, i).unwrap().unwrap())
             .collect();
         let chunked: Vec<Vec<f64>> = r
             .chunks(7)
@@ -1309,7 +1308,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.strategy, Strategy::HmaSar);
         assert_eq!(
-            r.grid.values(r.strategy, 1).unwrap().unwrap(),
+            r.grid.values(&r.strategy, 1).unwrap().unwrap(),
             [3.0, 8.0, 2.0, 1.0, 2.0, 3.0]
         );
         // A v1 body is encoded as it was: no new field appears.

@@ -272,7 +272,7 @@ fn golden() -> Value {
         "strategy_schemas": Strategy::ALL
             .iter()
             .map(|s| {
-                let fields = strategy_schema(*s, false)
+                let fields = strategy_schema(s, false)
                     .fields()
                     .iter()
                     .map(|f| field(f))
@@ -280,14 +280,14 @@ fn golden() -> Value {
                 (s.name().to_owned(), Value::Array(fields))
             })
             .collect::<serde_json::Map<_, _>>(),
-        "block_pnl_schema": fields(sweep_schema(Strategy::Donchian, true, Some(8))),
+        "block_pnl_schema": fields(sweep_schema(&Strategy::Donchian, true, Some(8))),
         "trades_schema": {"unkeyed": fields(trades_schema(false)), "keyed": fields(trades_schema(true))},
         "equity_schema": {"unkeyed": fields(equity_schema(false)), "keyed": fields(equity_schema(true))},
         "walk_forward_schemas": Strategy::ALL
             .iter()
-            .map(|s| (s.name().to_owned(), Value::Array(fields(walk_forward_schema(*s, false)))))
+            .map(|s| (s.name().to_owned(), Value::Array(fields(walk_forward_schema(s, false)))))
             .collect::<serde_json::Map<_, _>>(),
-        "walk_forward_keyed_schema": fields(walk_forward_schema(Strategy::SmaCross, true)),
+        "walk_forward_keyed_schema": fields(walk_forward_schema(&Strategy::SmaCross, true)),
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
     })
 }

@@ -25,10 +25,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow_array::Float64Array;
-use sweepflight_kernel::strategy::{line_bytes, memory_bytes, scratch_bytes, work};
+use sweepflight_kernel::lines::Bars;
 use sweepflight_kernel::{
-    ArrayCache, CertifiedBars, Combo, ComboResult, Execution, NoCache, PARALLEL_MIN_WORK, Params,
-    Record, Records, Side, SweepControl, sweep_params,
+    ArrayCache, CertifiedBars, Combo, ComboResult, Combos, Execution, NoCache, PARALLEL_MIN_WORK,
+    Params, Record, Records, Side, SweepControl, sweep_combos,
 };
 use sweepflight_protocol::{ExchangeSweep, Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
@@ -46,38 +46,87 @@ use crate::{Error, Result};
 /// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
 /// kernel refuses (`lower >= upper` in a `grid`, say).
 #[cfg(test)]
-fn params(strategy: Strategy, grid: &Grid) -> Result<Vec<Params>> {
-    params_in(strategy, grid, 0..grid.len())
+fn params(strategy: &Strategy, grid: &Grid) -> Result<Vec<Params>> {
+    match params_in(strategy, grid, 0..grid.len())?.0 {
+        Combos::Builtin(p) => Ok(p),
+        Combos::Program(_) => Err(Error::Internal("not a built-in".into())),
+    }
 }
 
 /// [`params`] for the combos `range` of the grid only (errors name their position in the
-/// whole grid).
+/// whole grid), and, when a constraint skips some, the positions (from `range.start`) of
+/// those kept: the result's `combo` column keeps each combo's position in the grid.
 ///
 /// # Errors
 /// As [`params`].
 pub(crate) fn params_in(
-    strategy: Strategy,
+    strategy: &Strategy,
     grid: &Grid,
     range: Range<usize>,
-) -> Result<Vec<Params>> {
-    let kind = kernel_strategy(strategy)?;
-    if let Grid::Lengths(lengths) = grid {
-        return Ok(lengths[range]
-            .iter()
-            .map(|&l| Combo::from_length(l).map(Params::HmaSar))
-            .collect::<Result<_, _>>()?);
+) -> Result<(Combos, Option<Vec<usize>>)> {
+    let start = range.start;
+    let Strategy::Formulas(formulas) = strategy else {
+        let kind = kernel_strategy(strategy)?;
+        if let Grid::Lengths(lengths) = grid {
+            let p = lengths[range]
+                .iter()
+                .map(|&l| Combo::from_length(l).map(Params::HmaSar))
+                .collect::<Result<_, _>>()?;
+            return Ok((Combos::Builtin(p), None));
+        }
+        let p = range
+            .map(|i| {
+                let values = grid.values(strategy, i)?.unwrap_or_default();
+                Params::new(kind, &values).map_err(|e| Error::invalid(format!("combo {i}: {e}")))
+            })
+            .collect::<Result<_>>()?;
+        return Ok((Combos::Builtin(p), None));
+    };
+    let mut values: Vec<f64> = Vec::new();
+    let mut kept: Vec<usize> = Vec::new();
+    for i in range.clone() {
+        let v = match grid {
+            Grid::Lengths(l) => Combo::from_length(l[i])?
+                .windows()
+                .iter()
+                .map(|&w| f64::from(w))
+                .collect(),
+            _ => grid.values(strategy, i)?.unwrap_or_default(),
+        };
+        match strategy.check_combo(&v) {
+            Ok(()) => {
+                values.extend(v);
+                kept.push(i - start);
+            }
+            // A grid's combos that break the constraint are skipped (expressions.md): not run,
+            // not returned; the others keep their positions.
+            Err(("constraint", _)) => {}
+            Err((param, message)) => {
+                return Err(Error::invalid(format!("combo {i}: `{param}` {message}")));
+            }
+        }
     }
-    range
-        .map(|i| {
-            let values = grid.values(strategy, i)?.unwrap_or_default();
-            Params::new(kind, &values).map_err(|e| Error::invalid(format!("combo {i}: {e}")))
-        })
-        .collect()
+    let gaps = kept.len() < range.len();
+    let count = kept.len();
+    let combos = Combos::of_program(Arc::clone(&formulas.program), values, count);
+    Ok((combos, gaps.then_some(kept)))
+}
+
+/// The combos at positions `at` of the grid, in that order (each one the constraint keeps).
+///
+/// # Errors
+/// As [`params`].
+pub(crate) fn combos_at(strategy: &Strategy, grid: &Grid, at: &[usize]) -> Result<Combos> {
+    let parts = at
+        .iter()
+        .map(|&c| Ok(params_in(strategy, grid, c..c + 1)?.0))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Combos::concat(parts))
 }
 
 /// The kernel's strategy of a wire strategy: the two tables name the same strategies with the
 /// same parameters (a test holds them to it).
-fn kernel_strategy(s: Strategy) -> Result<sweepflight_kernel::Strategy> {
+fn kernel_strategy(s: &Strategy) -> Result<sweepflight_kernel::Strategy> {
     sweepflight_kernel::Strategy::from_name(s.name())
         .ok_or_else(|| Error::Internal(format!("the kernel has no strategy {s}")))
 }
@@ -217,7 +266,7 @@ fn clip(rows: Option<RowRange>, len: usize, series: Option<&str>) -> Result<Rang
 /// The fields of a request a job is made of, whichever body carried them (a `sweep` body,
 /// a session message, an exchange command).
 struct Spec<'a> {
-    strategy: Strategy,
+    strategy: &'a Strategy,
     grid: &'a Grid,
     execution: &'a sweepflight_protocol::Execution,
     fee: f64,
@@ -229,7 +278,7 @@ struct Spec<'a> {
 impl<'a> Spec<'a> {
     fn of(request: &'a SweepRequest) -> Self {
         Self {
-            strategy: request.strategy,
+            strategy: &request.strategy,
             grid: &request.grid,
             execution: &request.execution,
             fee: request.fee(),
@@ -280,7 +329,10 @@ pub(crate) struct Job {
     /// The strategy of the combos (the result's parameter columns).
     pub strategy: Strategy,
     /// The combos, in request order.
-    pub params: Vec<Params>,
+    pub combos: Combos,
+    /// Each combo's position in the request grid from the job's first (`None`: the combos
+    /// are the grid's, one after another; a constraint leaves gaps).
+    pub positions: Option<Arc<Vec<usize>>>,
     /// Fee, side and stops (each input says where its evaluated rows start).
     pub exec: Execution,
     /// What the per-bar Sharpe and Sortino ratios are annualised with.
@@ -511,7 +563,7 @@ impl Job {
         limits: &Limits,
     ) -> Result<Self> {
         let spec = Spec {
-            strategy: sweep.strategy,
+            strategy: &sweep.strategy,
             grid: &sweep.grid,
             execution: &sweep.execution,
             fee: sweep.fee(),
@@ -541,7 +593,7 @@ impl Job {
         };
         let series = universe.map_or(1, |u| spec.series.map_or(u.names.len(), <[String]>::len));
         limits.check(spec.selection, keep, series, range.len())?;
-        let params = params_in(spec.strategy, spec.grid, range)?;
+        let (combos, positions) = params_in(spec.strategy, spec.grid, range)?;
         let warmup = spec.execution.warmup;
         let (inputs, names) = match universe {
             None => {
@@ -573,8 +625,9 @@ impl Job {
         let job = Self {
             inputs,
             names,
-            strategy: spec.strategy,
-            params,
+            strategy: spec.strategy.clone(),
+            combos,
+            positions: positions.map(Arc::new),
             exec: execution(spec.fee, spec.execution),
             periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
             keep,
@@ -583,6 +636,11 @@ impl Job {
         };
         job.check_blocks()?;
         Ok(job)
+    }
+
+    /// Combo `c`'s position in the request grid from the job's first.
+    pub(crate) fn position(&self, c: usize) -> usize {
+        self.positions.as_ref().map_or(c, |p| p[c])
     }
 
     /// Refuses blocks that some input has fewer evaluated rows than.
@@ -682,7 +740,7 @@ impl Compute {
         let total_work: u64 = job
             .inputs
             .iter()
-            .map(|i| work(i.closes().len(), &job.params))
+            .map(|i| job.combos.work(i.closes().len()))
             .fold(0, u64::saturating_add);
         let parallel = total_work >= PARALLEL_MIN_WORK;
         let workers = if parallel { self.threads() } else { 1 };
@@ -746,7 +804,7 @@ impl Compute {
         let lines: u64 = job
             .inputs
             .iter()
-            .map(|i| line_bytes(i.closes().len(), &job.params) as u64)
+            .map(|i| job.combos.line_bytes(i.closes().len()) as u64)
             .fold(0, u64::saturating_add);
         let offer = self.cache.worth_offering(lines);
         let certified = CertifiedBars::default();
@@ -755,7 +813,7 @@ impl Compute {
             .iter()
             .map(|input| {
                 let close = input.closes();
-                let cap = plan.shared_cap(close.len(), &job.params, reservation.bytes());
+                let cap = plan.shared_cap(close.len(), &job.combos, reservation.bytes());
                 let exec = Execution {
                     start: input.start,
                     ..job.exec
@@ -763,7 +821,7 @@ impl Compute {
                 let records = (job.keep != Keep::NOTHING)
                     .then(|| {
                         Records::new(
-                            job.params.len(),
+                            job.combos.len(),
                             close.len(),
                             input.start,
                             job.keep.trades,
@@ -791,7 +849,7 @@ impl Compute {
                         certified: Some(&certified),
                         progress: job.progress.is_some().then_some(&report as _),
                     };
-                    sweep_params(close, &job.params, &exec, &control)
+                    sweep_combos(&Bars::closes(close), &job.combos, &exec, &control)
                 };
                 let results = match input.cache {
                     Some(key) if job.keep_lines => {
@@ -819,7 +877,7 @@ impl Compute {
         tracing::debug!(
             series = job.inputs.len(),
             strategy = job.strategy.name(),
-            combos = job.params.len(),
+            combos = job.combos.len(),
             elapsed_us = elapsed.as_micros() as u64,
             ok = out.is_ok(),
             "kernel done"
@@ -850,7 +908,7 @@ struct Plan {
 impl Plan {
     fn new(job: &Job, workers: usize, budget: u64) -> Result<Self> {
         let results = job.inputs.len()
-            * job.params.len()
+            * job.combos.len()
             * (size_of::<ComboResult>() + job.keep.bytes_per_combo());
         let longest = job
             .inputs
@@ -859,9 +917,9 @@ impl Plan {
             .max()
             .unwrap_or(0);
         // Inputs run one after another, so only the longest one's arrays count.
-        let most = memory_bytes(longest, &job.params, workers, usize::MAX);
-        let least = memory_bytes(longest, &job.params, workers, 0);
-        let combo_results = job.params.len() * size_of::<ComboResult>();
+        let most = job.combos.memory_bytes(longest, workers, usize::MAX);
+        let least = job.combos.memory_bytes(longest, workers, 0);
+        let combo_results = job.combos.len() * size_of::<ComboResult>();
         let (most, least) = (
             most - combo_results + results,
             least - combo_results + results,
@@ -871,7 +929,7 @@ impl Plan {
                 "this sweep needs at least {least} bytes of sweep memory ({longest} bars, {} \
                  combos on {} series, {workers} workers); the server allows {budget} \
                  (--sweep-memory-bytes)",
-                job.params.len(),
+                job.combos.len(),
                 job.inputs.len(),
             )));
         }
@@ -883,8 +941,8 @@ impl Plan {
     }
 
     /// The kernel's cap on shared arrays for an input of `bars` within `reserved` bytes.
-    fn shared_cap(&self, bars: usize, params: &[Params], reserved: u64) -> usize {
-        let scratch = self.workers * scratch_bytes(bars, params, self.workers);
+    fn shared_cap(&self, bars: usize, combos: &Combos, reserved: u64) -> usize {
+        let scratch = self.workers * combos.scratch_bytes(bars, self.workers);
         usize::try_from(reserved)
             .unwrap_or(usize::MAX)
             .saturating_sub(scratch + self.results)
@@ -923,7 +981,7 @@ mod tests {
 
     #[test]
     fn the_wire_and_the_kernel_name_the_same_strategies_and_parameters() {
-        for s in Strategy::ALL {
+        for s in &Strategy::ALL {
             let k = kernel_strategy(s).unwrap();
             let wire: Vec<&str> = s.params().iter().map(|p| p.0).collect();
             let kernel: Vec<&str> = k.params().iter().map(|p| p.0).collect();
@@ -943,7 +1001,7 @@ mod tests {
     #[test]
     fn grids_become_combos_in_request_order_and_bad_ones_name_their_position() {
         let grid = Grid::Product(vec![vec![14.0], vec![20.0, 40.0], vec![30.0, 60.0]]);
-        let e = params(Strategy::RsiRevert, &grid).unwrap_err().to_string();
+        let e = params(&Strategy::RsiRevert, &grid).unwrap_err().to_string();
         // (20, 30), (20, 60), (40, 30): the third combo breaks lower < upper.
         assert!(
             e.contains("combo 2: parameter `lower` must be below upper"),
@@ -951,7 +1009,7 @@ mod tests {
         );
         let ok = Grid::Product(vec![vec![5.0, 6.0], vec![20.0]]);
         assert_eq!(
-            params(Strategy::SmaCross, &ok).unwrap(),
+            params(&Strategy::SmaCross, &ok).unwrap(),
             [
                 Params::SmaCross { fast: 5, slow: 20 },
                 Params::SmaCross { fast: 6, slow: 20 }

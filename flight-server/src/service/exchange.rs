@@ -89,10 +89,10 @@ fn session(
     reply: SessionReply,
 ) -> BoxStream<'static, Result<FlightData>> {
     let schema = match reply {
-        SessionReply::Sweep => strategy_schema(strategy, keyed),
+        SessionReply::Sweep => strategy_schema(&strategy, keyed),
         SessionReply::Trades => trades_schema(keyed),
         SessionReply::Equity => equity_schema(keyed),
-        SessionReply::WalkForward => walk_forward_schema(strategy, keyed),
+        SessionReply::WalkForward => walk_forward_schema(&strategy, keyed),
     };
     let schema = SchemaAsIpc::new(&schema, &IpcWriteOptions::default()).into();
     // Requests are answered one at a time and in order, so one encoder serves the session.
@@ -100,6 +100,7 @@ fn session(
     let state_for_replies = Arc::clone(state);
     let replies = data.map_err(Error::from).and_then(move |msg| {
         let (state, encoder) = (Arc::clone(&state_for_replies), Arc::clone(&encoder));
+        let strategy = strategy.clone();
         let span = tracing::info_span!(
             "session_sweep",
             dataset = tracing::field::Empty,

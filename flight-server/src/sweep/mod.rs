@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use sweepflight_protocol::{ExchangeSweep, SERIES_COLUMN, SweepRequest};
 
-use crate::compute::{Job, Keep, Limits, Progress, Runs, params_in};
+use crate::compute::{Job, Keep, Limits, Progress, Runs, combos_at};
 use crate::datasets::{Dataset, NewDataset};
 use crate::sweep::engine::Engine;
 use crate::sweep::results::{
@@ -240,10 +240,8 @@ pub(crate) async fn detail(
     index.sort_unstable();
     index.dedup();
     let job = Job {
-        params: index
-            .iter()
-            .map(|&c| Ok(params_in(request.strategy, &request.grid, c..c + 1)?[0]))
-            .collect::<Result<_>>()?,
+        combos: combos_at(&request.strategy, &request.grid, &index)?,
+        positions: None,
         ..job
     };
     if detail == Detail::Equity {
@@ -274,7 +272,7 @@ pub(crate) async fn detail(
     .map_err(|e| Error::internal("build the reply table", e))?
 }
 
-/// Runs `chosen[i]`'s combos (positions in the request; `job.params[k]` is combo `index[k]`)
+/// Runs `chosen[i]`'s combos (positions in the request; `job.combos`' combo `k` is `index[k]`)
 /// on input `i` keeping their trades: in one job when every input has the same combos, else one
 /// job per input.
 async fn rerun(engine: &Engine, job: &Job, index: &[usize], chosen: &[Vec<usize>]) -> Result<Runs> {
@@ -282,16 +280,19 @@ async fn rerun(engine: &Engine, job: &Job, index: &[usize], chosen: &[Vec<usize>
         trades: true,
         blocks: None,
     };
-    let param = |c: usize| {
+    let slot = |c: usize| {
         index
             .binary_search(&c)
-            .map(|k| job.params[k])
             .map_err(|_| Error::Internal(format!("combo {c} was not chosen")))
     };
     let sub = |inputs, combos: &[usize]| -> Result<Job> {
+        let slots = combos
+            .iter()
+            .map(|&c| slot(c))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Job {
             inputs,
-            params: combos.iter().map(|&c| param(c)).collect::<Result<_>>()?,
+            combos: job.combos.pick(&slots),
             keep,
             ..job.clone()
         })

@@ -35,7 +35,7 @@ pub const MAX_RESULT_BODY: usize = (4 << 20) - (16 << 10);
 /// Only if Arrow rejects the columns, which would be a bug.
 #[cfg(test)]
 fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
-    let all = job.params.len() * runs.results.len();
+    let all = job.combos.len() * runs.results.len();
     to_batch_rows(job, runs, &(0..all as u32).collect::<Vec<_>>())
 }
 
@@ -46,8 +46,8 @@ fn to_batch(job: &Job, runs: &Runs) -> Result<RecordBatch> {
 /// As [`to_batch`].
 pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<RecordBatch> {
     let series = job.names.as_deref();
-    let params = &job.params;
-    let n = params.len().max(1);
+    let combos = &job.combos;
+    let n = combos.len().max(1);
     let at = |i: u32| (i as usize / n, i as usize % n);
     let result = |i: u32| {
         let (s, c) = at(i);
@@ -68,13 +68,13 @@ pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<Re
         let names = picked.iter().map(|&i| names[at(i).0].as_str());
         columns.push(Arc::new(StringArray::from_iter_values(names)));
     }
-    columns.push(ints(&|c| c as i64));
+    columns.push(ints(&|c| job.position(c) as i64));
     for (k, (_, kind)) in job.strategy.params().iter().enumerate() {
         columns.push(match kind {
             // Windows are integers held exactly in f64.
-            ParamKind::Int => ints(&|c| params[c].value(k) as i64),
+            ParamKind::Int => ints(&|c| combos.value(c, k) as i64),
             ParamKind::Number => Arc::new(Float64Array::from_iter_values(
-                picked.iter().map(|&i| params[at(i).1].value(k)),
+                picked.iter().map(|&i| combos.value(at(i).1, k)),
             )),
         });
     }
@@ -100,7 +100,7 @@ pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<Re
         }
     }
     columns.extend(metrics.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-    let schema = sweep_schema(job.strategy, series.is_some(), job.keep.blocks);
+    let schema = sweep_schema(&job.strategy, series.is_some(), job.keep.blocks);
     if let Some(blocks) = job.keep.blocks {
         let values: Float64Array = picked
             .iter()
@@ -173,7 +173,7 @@ fn select_rows(batch: &RecordBatch, series: usize, selection: &Selection) -> Res
 /// # Errors
 /// Only for a column no result has, which decoding rules out.
 pub(crate) fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> Result<Vec<u32>> {
-    let n = job.params.len();
+    let n = job.combos.len();
     let total = n * runs.results.len();
     if selection.is_empty() {
         return Ok((0..total as u32).collect());
@@ -199,8 +199,8 @@ fn column_of<'a>(job: &'a Job, name: &str) -> Result<Column<'a>> {
     let metric = V12_METRIC_COLUMNS.iter().position(|&m| m == name);
     let param = job.strategy.params().iter().position(|(p, _)| *p == name);
     Ok(match (name, metric, param) {
-        ("combo", ..) => Box::new(|c, _| Some(c as f64)),
-        (_, _, Some(k)) => Box::new(move |c, _| Some(job.params[c].value(k))),
+        ("combo", ..) => Box::new(|c, _| Some(job.position(c) as f64)),
+        (_, _, Some(k)) => Box::new(move |c, _| Some(job.combos.value(c, k))),
         ("pnl", ..) => Box::new(|_, r| Some(r.pnl)),
         ("trades", ..) => Box::new(|_, r| Some(r.trades as f64)),
         ("wins", ..) => Box::new(|_, r| Some(r.wins as f64)),
@@ -529,7 +529,8 @@ mod tests {
             inputs: Vec::new(),
             names: None,
             strategy,
-            params,
+            combos: sweepflight_kernel::Combos::Builtin(params),
+            positions: None,
             exec: Execution::default(),
             periods_per_year: 1.0,
             keep: crate::compute::Keep::NOTHING,
@@ -573,7 +574,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             batch.schema(),
-            sweepflight_protocol::strategy_schema(Strategy::RsiRevert, false)
+            sweepflight_protocol::strategy_schema(&Strategy::RsiRevert, false)
         );
         let n = batch
             .column(1)

@@ -29,6 +29,7 @@ use crate::compute::{Job, Progress};
 use crate::datasets::Dataset;
 use crate::sweep::engine::Engine;
 use crate::{Error, Result};
+use sweepflight_kernel::Combos;
 
 /// The series of a walk-forward (index in the dataset, key value on a keyed one) and their
 /// folds.
@@ -179,7 +180,7 @@ pub(crate) async fn run(
         p.add_total(folds.saturating_mul(combos + 1));
     }
     let keyed = dataset.universe().is_some();
-    let schema = walk_forward_schema(request.sweep.strategy, keyed);
+    let schema = walk_forward_schema(&request.sweep.strategy, keyed);
     let covering = if engine.store.cache().capacity() > 0 {
         covering_combos(&request.sweep)?
     } else {
@@ -190,7 +191,7 @@ pub(crate) async fn run(
         let len = dataset.closes(*index).len() as u64;
         if !covering.is_empty() && covered(folds, request.sweep.execution.warmup) * 2 >= len {
             let prime = SweepRequest {
-                grid: grid_of(request.sweep.strategy, covering.clone()),
+                grid: grid_of(&request.sweep.strategy, covering.clone()),
                 rows: None,
                 series: name.clone().map(|n| vec![n]),
                 selection: Selection::default(),
@@ -242,24 +243,30 @@ pub(crate) async fn run(
             rows.push(name.as_deref(), fold, chosen.map(|(_, s)| (best, s)), test);
         }
     }
-    rows.finish(&schema, request.sweep.strategy)
+    rows.finish(&schema, &request.sweep.strategy)
 }
 
 /// The first combos of the grid, in order, that between them have every line of the grid a
 /// range can cut from the whole series ([`sweepflight_kernel::Params::cuttable_lines`]): a few
 /// per window, not the whole grid. Empty when the strategy has no such lines.
 fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
-    let strategy = request.strategy;
+    let strategy = &request.strategy;
+    // Formula strategies keep no lines in the cache yet: nothing to cover.
+    if let Strategy::Formulas(_) = strategy {
+        return Ok(Vec::new());
+    }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     // In steps, so a grid of millions is never expanded whole.
     const STEP: usize = 100_000;
     for start in (0..request.len()).step_by(STEP) {
         let end = (start + STEP).min(request.len());
-        for (i, p) in crate::compute::params_in(strategy, &request.grid, start..end)?
-            .iter()
-            .enumerate()
-        {
+        let Combos::Builtin(params) =
+            crate::compute::params_in(strategy, &request.grid, start..end)?.0
+        else {
+            return Ok(Vec::new());
+        };
+        for (i, p) in params.iter().enumerate() {
             let lines = p.cuttable_lines();
             if lines.is_empty() {
                 return Ok(Vec::new());
@@ -281,7 +288,7 @@ fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
 }
 
 /// Combos (values in parameter order) as a request grid.
-fn grid_of(strategy: Strategy, combos: Vec<Vec<f64>>) -> Grid {
+fn grid_of(strategy: &Strategy, combos: Vec<Vec<f64>>) -> Grid {
     match strategy {
         Strategy::HmaSar => Grid::Params(
             combos
@@ -322,7 +329,7 @@ fn chosen(best: &RecordBatch, request: &WalkForwardRequest) -> Result<Option<(Gr
     let Some(score) = number(best, request.select_by())? else {
         return Ok(None);
     };
-    let strategy = request.sweep.strategy;
+    let strategy = &request.sweep.strategy;
     let values = strategy
         .params()
         .iter()
@@ -383,7 +390,7 @@ impl Rows {
         );
     }
 
-    fn finish(self, schema: &arrow_schema::SchemaRef, strategy: Strategy) -> Result<RecordBatch> {
+    fn finish(self, schema: &arrow_schema::SchemaRef, strategy: &Strategy) -> Result<RecordBatch> {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
         if !self.series.is_empty() {
             columns.push(Arc::new(StringArray::from_iter_values(&self.series)));

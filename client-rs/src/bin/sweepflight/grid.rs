@@ -58,7 +58,7 @@ fn linspace_trunc(a: f64, b: f64, n: usize) -> Vec<u32> {
 /// `--grid` values, one `NAME=VALUES` per parameter of `strategy`: VALUES a comma-separated
 /// mix of numbers and integer ranges in Rust's syntax (`5..50` is 5 to 49, `20..200:5` steps
 /// by 5, `..=` includes the end). The lists go in the strategy's parameter order.
-pub(crate) fn parse_grid(strategy: Strategy, specs: &[String]) -> anyhow::Result<Grid> {
+pub(crate) fn parse_grid(strategy: &Strategy, specs: &[String]) -> anyhow::Result<Grid> {
     let names: Vec<&str> = strategy.params().iter().map(|p| p.0).collect();
     let mut lists: Vec<Option<Vec<f64>>> = vec![None; names.len()];
     for spec in specs.iter().flat_map(|s| s.split_whitespace()) {
@@ -149,7 +149,7 @@ pub(crate) fn parse_selection(
 
 /// Explicit combos of `strategy` from a CSV (header optional) or JSON file: rows of values in
 /// the strategy's parameter order.
-pub(crate) fn read_params(path: &Path, strategy: Strategy) -> anyhow::Result<Grid> {
+pub(crate) fn read_params(path: &Path, strategy: &Strategy) -> anyhow::Result<Grid> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
     let rows: Vec<Vec<f64>> = if text.trim_start().starts_with('[') {
         serde_json::from_str(&text).map_err(|e| InputError(format!("{}: {e}", path.display())))?
@@ -173,7 +173,7 @@ pub(crate) fn read_params(path: &Path, strategy: Strategy) -> anyhow::Result<Gri
             r.len()
         )));
     }
-    if strategy != Strategy::HmaSar {
+    if !strategy.is_hma_sar() {
         return Ok(Grid::Tuples(rows));
     }
     rows.into_iter()
@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn grids() {
         let g = parse_grid(
-            Strategy::SmaCross,
+            &Strategy::SmaCross,
             &["fast=5..8 slow=20..=40:10,55".to_owned()],
         )
         .unwrap();
@@ -244,7 +244,7 @@ mod tests {
             Grid::Product(vec![vec![5.0, 6.0, 7.0], vec![20.0, 30.0, 40.0, 55.0]])
         );
         let g = parse_grid(
-            Strategy::RsiRevert,
+            &Strategy::RsiRevert,
             &["n=14".into(), "lower=25,30.5".into(), "upper=70".into()],
         )
         .unwrap();
@@ -256,7 +256,7 @@ mod tests {
             &["fast=1..9:0", "slow=3"],
         ] {
             let specs: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
-            assert!(parse_grid(Strategy::SmaCross, &specs).is_err(), "{bad:?}");
+            assert!(parse_grid(&Strategy::SmaCross, &specs).is_err(), "{bad:?}");
         }
     }
 }

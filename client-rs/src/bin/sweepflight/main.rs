@@ -279,8 +279,8 @@ impl SweepArgs {
         let strategy = self.strategy;
         let combos = match (self.lengths, self.params, self.grid) {
             (Some(spec), _, _) => Grid::Lengths(grid::parse_lengths(&spec)?),
-            (None, Some(file), _) => grid::read_params(&file, strategy)?,
-            (None, None, Some(specs)) => grid::parse_grid(strategy, &specs)?,
+            (None, Some(file), _) => grid::read_params(&file, &strategy)?,
+            (None, None, Some(specs)) => grid::parse_grid(&strategy, &specs)?,
             (None, None, None) => unreachable!("clap requires one"),
         };
         let mut request =
