@@ -10,7 +10,7 @@ use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
 
 use crate::common::{
-    TestServer, action, close_batch, code, f64s, i64s, put, series, session, sweep, table,
+    TestServer, action, close_batch, code, f64s, i64s, put, session, sweep, table,
 };
 
 fn bollinger() -> Value {
