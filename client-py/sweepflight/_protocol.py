@@ -120,12 +120,15 @@ def job_ref(job: str) -> bytes:
     return json.dumps({"job": job}, separators=(",", ":")).encode()
 
 
-def walk_forward_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
+def walk_forward_schema(
+    keyed: bool, strategy: str = DEFAULT_STRATEGY, params: list[tuple[str, pa.DataType]] | None = None
+) -> pa.Schema:
     """The ``walk_forward`` reply: [``series``], ``fold``, ``train_start``, ``train_end``,
-    ``test_start``, ``test_end``, ``combo`` and the parameters, ``train_score``, then the test
-    run's metrics (``pnl`` .. ``sqn``); nullable from ``combo`` on."""
+    ``test_start``, ``test_end``, ``combo`` and the parameters (a built-in's, or ``params``),
+    ``train_score``, then the test run's metrics (``pnl`` .. ``sqn``); nullable from ``combo``
+    on."""
     fields: list[pa.Field[Any]] = [pa.field(n, pa.int64(), nullable=False) for n in WALK_FORWARD_FOLD_COLUMNS]
-    columns = [RESULT_COLUMNS[0], *_param_columns(strategy)]
+    columns = [RESULT_COLUMNS[0], *(params if params is not None else _param_columns(strategy))]
     fields += [pa.field(n, t, nullable=True) for n, t in columns]
     fields.append(pa.field("train_score", pa.float64(), nullable=True))
     fields += [pa.field(n, t, nullable=True) for n, t in METRIC_COLUMNS]
@@ -139,7 +142,9 @@ def walk_forward_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Sch
 WALK_FORWARD_FOLD_COLUMNS = ("fold", "train_start", "train_end", "test_start", "test_end")
 
 
-def session_command(keyed: bool = False, strategy: str = DEFAULT_STRATEGY, action: str = "sweep") -> bytes:
+def session_command(
+    keyed: bool = False, strategy: str | dict[str, str] = DEFAULT_STRATEGY, action: str = "sweep"
+) -> bytes:
     """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
     ``keyed``) answering each message with ``action`` (``sweep``, ``trades``, ``equity`` or
     ``walk_forward``)."""
@@ -223,12 +228,13 @@ def _param_columns(strategy: str) -> list[tuple[str, pa.DataType]]:
     return [(n, pa.int64() if t is int else pa.float64()) for n, t in STRATEGIES[strategy]]
 
 
-def strategy_of(schema: pa.Schema) -> str:
-    """The strategy whose parameter columns follow ``combo`` in a result (the longest such
-    list; hma_sar when none does, so a v1 result is held to v1's columns)."""
-    names = schema.names[1:] if schema.names and schema.names[0] == SERIES_COLUMN else schema.names
-    found = [s for s, ps in STRATEGIES.items() if names[1 : 1 + len(ps)] == [n for n, _ in ps]]
-    return max(found, key=lambda s: len(STRATEGIES[s]), default=DEFAULT_STRATEGY)
+def param_columns_of(schema: pa.Schema, before: str = "pnl") -> list[tuple[str, pa.DataType]]:
+    """The parameter columns of a reply: those between ``combo`` and ``before`` (the reply
+    carries its strategy's parameters, built-in or formulas, so nothing is guessed)."""
+    names = schema.names
+    if "combo" not in names or before not in names:
+        return []
+    return [(f.name, f.type) for f in list(schema)[names.index("combo") + 1 : names.index(before)]]
 
 
 def check_result_schema(schema: pa.Schema) -> bool:
@@ -240,14 +246,17 @@ def check_result_schema(schema: pa.Schema) -> bool:
     names = schema.names
     keyed = bool(names) and names[0] == SERIES_COLUMN
     rest = list(schema)[1:] if keyed else list(schema)
-    strategy = strategy_of(schema)
-    expected = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
+    params = param_columns_of(schema)
+    for name, typ in params:
+        if typ not in (pa.int64(), pa.float64()):
+            raise ValueError(f"parameter column {name!r} has type {typ}, expected int64 or float64")
+    expected = [RESULT_COLUMNS[0], *params, *METRIC_COLUMNS]
     expected += [(n, pa.float64()) for n in V12_METRIC_COLUMNS]
-    required = 1 + len(STRATEGIES[strategy]) + 2
+    required = 1 + len(params) + 2
     for i, (name, typ) in enumerate(expected):
         if i < len(rest) and rest[i].name == name:
             if rest[i].type != typ:
-                raise ValueError(f"result column {name!r} has type {rest[i].type}, expected {typ}")
+                raise ValueError(f"result column {name!r} has type {typ}, expected {typ}")
         elif i < required:
             raise ValueError(f"result column {i + int(keyed)} should be {name!r} ({typ})")
     return keyed

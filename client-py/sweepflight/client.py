@@ -32,6 +32,7 @@ import pyarrow.flight as flight
 
 from . import _protocol
 from .errors import DeadlineExceeded, InvalidRequest, ServerError, from_status, translated
+from .expr import Expr, Strategy, wire_strategy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -66,7 +67,12 @@ class SweepOptions(TypedDict, total=False):
     ``sweepflight.ray.Cluster.sweep`` (docs/protocol.md, strategies.md):
 
     - ``strategy``: ``"hma_sar"`` (default), ``"sma_cross"``, ``"ema_cross"``, ``"donchian"``,
-      ``"rsi_revert"``;
+      ``"rsi_revert"``, or a strategy of your own: a :class:`sweepflight.Strategy` of
+      expressions, or a mapping of ``long`` / ``short`` / ``exit_long`` / ``exit_short`` to
+      formula text (docs/strategies.md);
+    - ``constraint``: a condition on the parameters (``"fast < slow"``, or an expression):
+      grid combos that break it are skipped (the others keep their ``combo`` positions),
+      samples redrawn;
     - ``grid``: one list per parameter name; the combos are their product, the first
       parameter outermost (``{"fast": range(5, 50), "slow": range(20, 200, 5)}``);
     - ``sample``: ``{"n": N, "seed": S, "ranges": {"fast": (lo, hi), ...}}``, N combos drawn
@@ -91,7 +97,8 @@ class SweepOptions(TypedDict, total=False):
       (pays on a slow link; costs CPU on both sides of a fast one).
     """
 
-    strategy: str
+    strategy: str | Mapping[str, Any] | Strategy
+    constraint: str | Expr
     grid: Mapping[str, Iterable[float]]
     sample: Mapping[str, Any]
     fee: float
@@ -150,8 +157,9 @@ class SweepRequest:
     fee: float | None = None
     series: tuple[str, ...] | None = None
     rows: tuple[int, int] | None = None
-    #: ``None``: hma_sar.
-    strategy: str | None = None
+    #: ``None``: hma_sar; a mapping: formulas of your own.
+    strategy: str | dict[str, str] | None = None
+    constraint: str | None = None
     grid: dict[str, tuple[float, ...]] | None = None
     sample: dict[str, Any] | None = None
     side: str | None = None
@@ -170,6 +178,14 @@ class SweepRequest:
     def selects(self) -> bool:
         """True if the server filters, orders or cuts the rows (the call cannot be chunked)."""
         return self.where is not None or self.order_by is not None or self.top is not None
+
+    @property
+    def grid_goes_whole(self) -> bool:
+        """True if a grid cannot be cut into explicit tuples: formulas number their parameters
+        on the server, and a constraint's gaps keep their grid positions."""
+        return self.grid is not None and (
+            not isinstance(self.strategy, (str, type(None))) or self.constraint is not None
+        )
 
     @property
     def combos(self) -> int:
@@ -197,6 +213,10 @@ class SweepRequest:
         if self.lengths is not None:
             return dataclasses.replace(self, lengths=self.lengths[start:end])
         if self.grid is not None:
+            if self.grid_goes_whole or not isinstance(self.strategy, (str, type(None))):
+                if start == 0 and end >= self.combos:
+                    return self
+                raise InvalidRequest("a grid of formulas, or with a constraint, is sent whole (the server numbers it)")
             names = [n for n, _ in _protocol.STRATEGIES[self.strategy or _protocol.DEFAULT_STRATEGY]]
             product = itertools.product(*(self.grid[n] for n in names))
             return dataclasses.replace(self, grid=None, params=tuple(itertools.islice(product, start, end)))
@@ -421,7 +441,7 @@ class Client:
         whole call, every chunk of it. ``job``: run each chunk as a job (True), as one DoAction
         (False), or as a job from :data:`JOB_MIN_RUNS` runs or when progress is shown (None)."""
         chunk_combos = max(1, int(chunk_combos))
-        if request.sample is not None or request.selects:
+        if request.sample is not None or request.selects or request.grid_goes_whole:
             # A sample is drawn by the server; a selection ranks the whole grid: one call.
             chunk_combos = max(chunk_combos, request.combos)
         starts = range(0, request.combos, chunk_combos)
@@ -662,7 +682,7 @@ class Client:
         wf = getattr(result, "request", None)
         if not isinstance(wf, WalkForward):
             raise InvalidRequest("walk_forward_equity takes the frame walk_forward() returned (it keeps its request)")
-        names = [n for n, _ in _protocol.STRATEGIES[wf.request.strategy or _protocol.DEFAULT_STRATEGY]]
+        names = [n for n, _ in _protocol.param_columns_of(result.to_arrow().schema, before="train_score")]
         keyed = _protocol.SERIES_COLUMN in result.columns
         parts: list[pl.DataFrame] = []
         offset: dict[str | None, float] = {}
@@ -746,7 +766,7 @@ class Client:
         self,
         *,
         keyed: bool = False,
-        strategy: str | None = None,
+        strategy: str | Mapping[str, Any] | Strategy | None = None,
         action: Literal["sweep", "trades", "equity", "walk_forward"] = "sweep",
         timeout: float | None = None,
     ) -> Session:
@@ -762,7 +782,11 @@ class Client:
 
         ``timeout`` bounds the whole session.
         """
-        return Session(self, keyed, strategy or _protocol.DEFAULT_STRATEGY, self._options(timeout), action)
+        try:
+            wired = wire_strategy(strategy) or _protocol.DEFAULT_STRATEGY
+        except (TypeError, ValueError) as e:
+            raise InvalidRequest(str(e)) from None
+        return Session(self, keyed, wired, self._options(timeout), action)
 
     def datasets(self, *, timeout: float | None = None) -> list[DatasetInfo]:
         """Every stored dataset, by name."""
@@ -815,6 +839,31 @@ class Client:
             results = list(self._flight.do_action(flight.Action("strategies", b""), options=self._options(timeout)))
         found: list[dict[str, Any]] = json.loads(b"".join(r.body.to_pybytes() for r in results))
         return found
+
+    def explain(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        timeout: float | None = None,
+        **options: Unpack[SweepOptions],
+    ) -> dict[str, Any]:
+        """The plan of a sweep, nothing run (the ``explain`` action): the strategy's parameters
+        with their kinds, its formulas as canonical text, the combos after the constraint, the
+        lookback (``warmup="auto"``'s), the distinct arrays the call computes, and the columns
+        it reads. Takes what :meth:`sweep` takes::
+
+            plan = sf.explain("paper", strategy=my_strategy, grid={"n": range(10, 50), "k": ks})
+            plan["arrays"], plan["params"]
+        """
+        request = _request(name, lengths, params, options)
+        with translated():
+            results = list(
+                self._flight.do_action(flight.Action("explain", request.body()), options=self._options(timeout))
+            )
+        plan: dict[str, Any] = json.loads(b"".join(r.body.to_pybytes() for r in results))
+        return plan
 
     def stats(self, *, timeout: float | None = None) -> dict[str, Any]:
         """The server's state: datasets, bytes, cache, sweeps running / queued / refused, memory."""
@@ -890,7 +939,9 @@ def _walk_forward(request: SweepRequest, folds: Folds | None, select: str | Mapp
 def _walk_forward_frame(table: pa.Table, wf: WalkForward) -> pl.DataFrame:
     keyed = table.schema.names[:1] == [_protocol.SERIES_COLUMN]
     try:
-        _protocol.check_schema(table.schema, _protocol.walk_forward_schema(keyed, wf.request.strategy or "hma_sar"))
+        params = _protocol.param_columns_of(table.schema, before="train_score")
+        expected = _protocol.walk_forward_schema(keyed, params=params)
+        _protocol.check_schema(table.schema, expected)
     except ValueError as e:
         raise ServerError(f"unexpected walk-forward reply from the server: {e}") from None
     frame = _frame(table)
@@ -1025,7 +1076,12 @@ class Session:
     """
 
     def __init__(
-        self, client: Client, keyed: bool, strategy: str, options: flight.FlightCallOptions, action: str = "sweep"
+        self,
+        client: Client,
+        keyed: bool,
+        strategy: str | dict[str, str],
+        options: flight.FlightCallOptions,
+        action: str = "sweep",
     ) -> None:
         if action not in ("sweep", "trades", "equity", "walk_forward"):
             raise InvalidRequest(f"a session's action is 'sweep', 'trades', 'equity' or 'walk_forward', got {action!r}")
@@ -1187,10 +1243,18 @@ def _request(
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise InvalidRequest(f"unknown sweep option {unknown[0]!r}; options are {', '.join(known)}")
-    strategy = options.get("strategy")
-    kinds = _protocol.STRATEGIES.get(strategy or _protocol.DEFAULT_STRATEGY)
-    if kinds is None:
-        raise InvalidRequest(f"unknown strategy {strategy!r}; known: {', '.join(_protocol.STRATEGIES)}")
+    try:
+        strategy = wire_strategy(options.get("strategy"))
+    except (TypeError, ValueError) as e:
+        raise InvalidRequest(str(e)) from None
+    constraint = options.get("constraint")
+    if isinstance(strategy, dict):
+        # Formulas: the server numbers and types their parameters; values go as given.
+        kinds = None
+    else:
+        kinds = _protocol.STRATEGIES.get(strategy or _protocol.DEFAULT_STRATEGY)
+        if kinds is None:
+            raise InvalidRequest(f"unknown strategy {strategy!r}; known: {', '.join(_protocol.STRATEGIES)}")
     grid, sample = options.get("grid"), options.get("sample")
     if sum(x is not None for x in (lengths, params, grid, sample)) != 1:
         raise InvalidRequest("give exactly one of lengths=, params=, grid= and sample=")
@@ -1200,22 +1264,26 @@ def _request(
     if grid is not None:
         if not isinstance(grid, Mapping):
             raise InvalidRequest("grid= takes a mapping of parameter name to values")
-        names = [n for n, _ in kinds]
-        extra = sorted(set(grid) - set(names))
-        if extra:
-            takes = ", ".join(names)
-            raise InvalidRequest(f"grid= has unknown parameter {extra[0]!r}; {strategy or 'hma_sar'} takes {takes}")
-        grid = {n: tuple(_value(v, f"grid[{n!r}]", t) for v in grid[n]) for n, t in kinds if n in grid}
+        if kinds is None:
+            grid = {str(n): tuple(_value(v, f"grid[{n!r}]", float) for v in vs) for n, vs in grid.items()}
+        else:
+            names = [n for n, _ in kinds]
+            extra = sorted(set(grid) - set(names))
+            if extra:
+                takes = ", ".join(names)
+                raise InvalidRequest(f"grid= has unknown parameter {extra[0]!r}; {strategy or 'hma_sar'} takes {takes}")
+            grid = {n: tuple(_value(v, f"grid[{n!r}]", t) for v in grid[n]) for n, t in kinds if n in grid}
     fee, warmup = options.get("fee"), options.get("warmup")
     stops = {k: options.get(k) for k in ("stop_loss", "take_profit")}
     return SweepRequest(
         dataset=name,
         lengths=tuple(_int(v, "lengths") for v in lengths) if lengths is not None else None,
-        params=_params_of(params, kinds) if params is not None else None,
+        params=_params_of(params, kinds or ()) if params is not None else None,
         fee=float(fee) if fee is not None else None,
         series=tuple(str(s) for s in series) if series is not None else None,
         rows=(_int(rows[0], "rows"), _int(rows[1], "rows")) if rows is not None else None,
         strategy=strategy,
+        constraint=str(constraint) if constraint is not None else None,
         grid=grid,
         sample=_sample(sample) if sample is not None else None,
         side=options.get("side"),
@@ -1265,9 +1333,11 @@ def _params_of(params: Params, kinds: Sequence[tuple[str, type]]) -> tuple[tuple
         # combos: ~5 ms instead of ~70 ms, paid by every chunked or cluster sweep).
         return tuple(map(tuple, _rows_of(params, kinds)))
     # A tuple of the wrong length goes as it is: the server names its position and arity.
+    # Without kinds (formulas), each value goes as given: an int as an int.
     last = len(kinds) - 1
     return tuple(
-        tuple(_value(v, "params", kinds[min(k, last)][1]) for k, v in enumerate(row)) for row in _rows_of(params, kinds)
+        tuple(_value(v, "params", kinds[min(k, last)][1] if kinds else float) for k, v in enumerate(row))
+        for row in _rows_of(params, kinds)
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from ._protocol import SERIES_COLUMN, STRATEGIES, strategy_of
+from ._protocol import SERIES_COLUMN, param_columns_of
 from .client import request_of
 
 #: Units of the result columns, for axis labels.
@@ -41,7 +41,7 @@ def plot(
         raise ValueError("nothing to plot: the sweep result is empty")
     request = request_of(result)
     table = result if isinstance(result, pa.Table) else df.to_arrow()
-    params = [n for n, _ in STRATEGIES[strategy_of(table.schema)]]
+    params = [n for n, _ in param_columns_of(table.schema)]
     varying = [w for w in params if df[w].n_unique() > 1]
     from_lengths = request is not None and request.lengths is not None
     if len(varying) == 2 and not from_lengths:

@@ -338,7 +338,8 @@ class Cluster:
         ds = self._dataset(name)
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
-        size = request.combos if request.sample is not None else self.chunk_combos
+        whole = request.sample is not None or request.grid_goes_whole
+        size = request.combos if whole else self.chunk_combos
         chunks = [
             (start, request.chunk(start, end)) for start, end in chunk_bounds(request.combos, size, len(self._servers))
         ]

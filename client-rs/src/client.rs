@@ -10,9 +10,9 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 
 use sweepflight_protocol::{
-    CANCEL, DROP, DatasetMeta, ECHO, EQUITY, JobBody, JobRef, JobStatus, PutSummary, PutTarget,
-    STATUS, SUBMIT, SWEEP, SessionReply, Strategy, SweepRequest, TRADES, Ticket, WALK_FORWARD,
-    WalkForwardRequest,
+    CANCEL, DROP, DatasetMeta, ECHO, EQUITY, EXPLAIN, JobBody, JobRef, JobStatus, PutSummary,
+    PutTarget, STATUS, SUBMIT, SWEEP, SessionReply, Strategy, SweepRequest, TRADES, Ticket,
+    WALK_FORWARD, WalkForwardRequest,
 };
 
 use crate::connect::{ConnectOptions, channel};
@@ -407,6 +407,23 @@ impl Client {
             .first()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
             .and_then(|v| v["version"].as_u64()))
+    }
+
+    /// The plan of `request`, nothing run (the `explain` action, protocol v1.3): its
+    /// parameters with their kinds, canonical formulas, combos after the constraint, lookback,
+    /// distinct arrays and the columns it reads, as the server's JSON.
+    ///
+    /// # Errors
+    /// [`Error::Status`] with INVALID_ARGUMENT for a body or formula the server refuses.
+    pub async fn explain(&mut self, request: &SweepRequest) -> Result<serde_json::Value> {
+        let bodies: Vec<Bytes> = self
+            .flight
+            .do_action(Action::new(EXPLAIN, request.encode()))
+            .await?
+            .try_collect()
+            .await?;
+        serde_json::from_slice(&bodies.concat())
+            .map_err(|e| Error::Protocol(format!("explain reply is not JSON: {e}")))
     }
 
     /// Round trip of `data` through the `echo` action.

@@ -282,7 +282,10 @@ impl SweepRequest {
     pub fn chunks(&self, max: usize) -> Result<Vec<Self>> {
         let max = max.max(1);
         let len = self.len();
-        if len <= max {
+        // A constraint's gaps keep grid positions, which explicit tuples would lose: such a
+        // grid goes whole (the server runs a large one in steps itself).
+        let whole = self.strategy.constraint().is_some() && matches!(self.grid, Grid::Product(_));
+        if len <= max || whole {
             return Ok(vec![self.clone()]);
         }
         (0..len)

@@ -592,3 +592,102 @@ fn jobs_and_walk_forward_from_the_command_line() {
     let (exit, err) = code(cli(s.uri(), &["walk-forward", "paper", "--lengths", "6"]));
     assert_eq!(exit, 4, "{err}");
 }
+
+/// A strategy of your own from the shell: `--long` / `--short` / `--exit-*` formulas and a
+/// `--constraint`, swept and explained; a built-in's formula form prints the built-in's rows.
+#[test]
+fn formulas_constraint_and_explain() {
+    let s = Served::start();
+    ok(cli(
+        s.uri(),
+        &["put", "paper", paper_arrow().to_str().unwrap()],
+    ));
+    let grid = ["--grid", "fast=5,10,20", "slow=10,20"];
+    let builtin = ok(cli(
+        s.uri(),
+        &[
+            &[
+                "sweep",
+                "paper",
+                "--strategy",
+                "sma_cross",
+                "--output",
+                "csv",
+            ][..],
+            &grid,
+        ]
+        .concat(),
+    ));
+    let forms = ok(cli(
+        s.uri(),
+        &[
+            &[
+                "sweep",
+                "paper",
+                "--long",
+                "cross_above(sma(close, fast), sma(close, slow))",
+                "--short",
+                "cross_below(sma(close, fast), sma(close, slow))",
+                "--output",
+                "csv",
+            ][..],
+            &grid,
+        ]
+        .concat(),
+    ));
+    assert_eq!(builtin, forms);
+    // The constraint skips (10, 10), (20, 10) and (20, 20): combos 0, 1 and 3 remain.
+    let constrained = ok(cli(
+        s.uri(),
+        &[
+            &[
+                "sweep",
+                "paper",
+                "--strategy",
+                "sma_cross",
+                "--constraint",
+                "fast < slow",
+                "--output",
+                "csv",
+            ][..],
+            &grid,
+        ]
+        .concat(),
+    ));
+    let combos: Vec<&str> = constrained
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(combos, ["0", "1", "3"], "{constrained}");
+    let plan = ok(cli(
+        s.uri(),
+        &[
+            "explain",
+            "paper",
+            "--long",
+            "close < sma(close,n) - k*std(close,n)",
+            "--exit-long",
+            "close > sma(close, n)",
+            "--grid",
+            "n=10,20",
+            "k=1.5,2",
+        ],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    assert_eq!(plan["combos"], 4);
+    assert_eq!(
+        plan["formulas"]["long"],
+        "close < sma(close, n) - k * std(close, n)"
+    );
+    assert_eq!(
+        plan["params"][0],
+        serde_json::json!({"name": "n", "kind": "int"})
+    );
+    let (c, err) = code(cli(
+        s.uri(),
+        &["sweep", "paper", "--long", "close >", "--grid", "n=1"],
+    ));
+    assert_eq!(c, 4, "{err}");
+    assert!(err.contains("long: expected a number"), "{err}");
+}

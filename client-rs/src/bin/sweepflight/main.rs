@@ -86,6 +86,12 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Print the plan of a sweep as JSON, nothing run: the strategy's parameters and their
+    /// kinds, its formulas as canonical text, combos, lookback, distinct arrays, columns.
+    Explain {
+        #[command(flatten)]
+        args: SweepArgs,
+    },
     /// Walk forward: per series and fold, the best combo in-sample (by --select, after
     /// --where) run on the test rows after it. One row per series and fold.
     WalkForward {
@@ -209,9 +215,27 @@ impl FoldArgs {
 struct SweepArgs {
     /// Dataset name.
     name: String,
-    /// The strategy: hma_sar (the paper's), sma_cross, ema_cross, donchian, rsi_revert.
+    /// The strategy: hma_sar (the paper's), sma_cross, ema_cross, donchian, rsi_revert; or
+    /// your own with --long / --short / --exit-long / --exit-short.
     #[arg(long, default_value = "hma_sar", value_parser = parse_strategy)]
     strategy: Strategy,
+    /// Your own strategy: the condition to go long, a formula over the bars
+    /// (`"cross_above(sma(close, fast), sma(close, slow))"`; docs/protocol.md, v1.3).
+    #[arg(long)]
+    long: Option<String>,
+    /// The condition to go short.
+    #[arg(long)]
+    short: Option<String>,
+    /// The condition to close a long position.
+    #[arg(long)]
+    exit_long: Option<String>,
+    /// The condition to close a short position.
+    #[arg(long)]
+    exit_short: Option<String>,
+    /// Skip the grid's combos for which this condition on the parameters is false
+    /// (`"fast < slow"`); the others keep their grid positions.
+    #[arg(long)]
+    constraint: Option<String>,
     /// hma_sar lengths, each expanding by the paper rule: `6,8,10`, `6..20` (every
     /// integer) or `6..200:80` (80 values spaced like numpy.linspace, truncated); parts may
     /// be mixed.
@@ -276,7 +300,30 @@ struct SweepArgs {
 impl SweepArgs {
     /// The request these flags describe.
     fn request(self) -> anyhow::Result<SweepRequest> {
-        let strategy = self.strategy;
+        let formulas: serde_json::Map<String, serde_json::Value> = [
+            ("long", &self.long),
+            ("short", &self.short),
+            ("exit_long", &self.exit_long),
+            ("exit_short", &self.exit_short),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| {
+            v.clone()
+                .map(|t| (k.to_owned(), serde_json::Value::String(t)))
+        })
+        .collect();
+        let strategy = if !formulas.is_empty() {
+            Strategy::decode(
+                Some(&serde_json::Value::Object(formulas)),
+                self.constraint.as_deref(),
+            )
+        } else if let Some(c) = &self.constraint {
+            let name = serde_json::Value::String(self.strategy.name().to_owned());
+            Strategy::decode(Some(&name), Some(c))
+        } else {
+            Ok(self.strategy)
+        }
+        .map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let combos = match (self.lengths, self.params, self.grid) {
             (Some(spec), _, _) => Grid::Lengths(grid::parse_lengths(&spec)?),
             (None, Some(file), _) => grid::read_params(&file, &strategy)?,
@@ -364,6 +411,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?;
             bar.finish_and_clear();
             output::write(&[result.batch], output)?;
+        }
+        Command::Explain { args } => {
+            let plan = client.explain(&args.request()?).await?;
+            println!("{}", serde_json::to_string_pretty(&plan)?);
         }
         Command::Trades {
             args,

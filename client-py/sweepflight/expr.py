@@ -1,0 +1,343 @@
+"""Strategies of your own, written in Python: expressions over the bars that print as the
+strategy language's canonical text (expressions.md), accepted wherever a strategy is.
+
+    from sweepflight import close, param, sma, std, rsi, Strategy
+
+    n, k = param("n"), param("k")
+    band = k * std(close, n)
+    strategy = Strategy(
+        long=(close < sma(close, n) - band) & (rsi(close, 14) < 35),
+        short=(close > sma(close, n) + band) & (rsi(close, 14) > 65),
+        exit_long=close > sma(close, n),
+        exit_short=close < sma(close, n),
+    )
+    sf.sweep("paper", strategy=strategy, grid={"n": range(10, 50), "k": [1.0, 1.5, 2.0]})
+
+Operators build the tree as Python reads them: ``+ - * /`` and unary ``-``; comparisons give
+conditions; ``&``, ``|`` and ``~`` are ``and``, ``or`` and ``not`` (Python's own ``and`` /
+``or`` / ``not`` cannot be overloaded; mind that ``&`` binds tighter than ``<``, so compare in
+parentheses, as with Polars). ``str(expr)`` is the canonical text; the server parses, checks
+and binds it (parameters, their kinds, the windows), so a mistake is named by the server with
+the formula's field and byte offset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# Binding strength of each node kind: or 1, and 2, not 3, comparisons 4, + - 5, * / 6, unary
+# minus 7, atoms 8 (expressions.md's grammar).
+_STRENGTH = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "neg": 7, "atom": 8}
+
+
+def _number(v: float) -> str:
+    """``v`` as Python's ``repr(float)``, an integer without ``.0`` (canonical text)."""
+    if not math.isfinite(v):
+        raise ValueError(f"a formula's numbers are finite, got {v!r}")
+    text = repr(float(v))
+    return text[:-2] if text.endswith(".0") else text
+
+
+class Expr:
+    """A formula node. Build them with the columns, :func:`param` and the functions."""
+
+    __slots__ = ("_kind", "_text")
+
+    def __init__(self, text: str, kind: str = "atom") -> None:
+        self._text = text
+        self._kind = kind
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Expr({self._text!r})"
+
+    def __hash__(self) -> int:
+        return hash(self._text)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a formula has no truth value: use & | ~ for and / or / not, and compare in parentheses")
+
+    def _wrap(self, paren: bool) -> str:
+        return f"({self._text})" if paren else self._text
+
+    def _binary(self, op: str, other: Any, reflected: bool = False) -> Expr:
+        a, b = (_expr(other), self) if reflected else (self, _expr(other))
+        own = _STRENGTH[op] if op in _STRENGTH else _STRENGTH["cmp"]
+        kind = op if op in _STRENGTH else "cmp"
+        if kind == "cmp":
+            text = f"{a._wrap(_STRENGTH[a._kind] <= own)} {op} {b._wrap(_STRENGTH[b._kind] <= own)}"
+        else:
+            text = f"{a._wrap(_STRENGTH[a._kind] < own)} {op} {b._wrap(_STRENGTH[b._kind] <= own)}"
+        return Expr(text, kind)
+
+    def __add__(self, o: Any) -> Expr:
+        return self._binary("+", o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return self._binary("+", o, True)
+
+    def __sub__(self, o: Any) -> Expr:
+        return self._binary("-", o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return self._binary("-", o, True)
+
+    def __mul__(self, o: Any) -> Expr:
+        return self._binary("*", o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return self._binary("*", o, True)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return self._binary("/", o)
+
+    def __rtruediv__(self, o: Any) -> Expr:
+        return self._binary("/", o, True)
+
+    def __neg__(self) -> Expr:
+        return Expr(f"-{self._wrap(_STRENGTH[self._kind] < _STRENGTH['neg'])}", "neg")
+
+    def __lt__(self, o: Any) -> Expr:
+        return self._binary("<", o)
+
+    def __le__(self, o: Any) -> Expr:
+        return self._binary("<=", o)
+
+    def __gt__(self, o: Any) -> Expr:
+        return self._binary(">", o)
+
+    def __ge__(self, o: Any) -> Expr:
+        return self._binary(">=", o)
+
+    def __eq__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._binary("==", o)
+
+    def __ne__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._binary("!=", o)
+
+    def __and__(self, o: Any) -> Expr:
+        return self._binary("and", o)
+
+    def __rand__(self, o: Any) -> Expr:
+        return self._binary("and", o, True)
+
+    def __or__(self, o: Any) -> Expr:
+        return self._binary("or", o)
+
+    def __ror__(self, o: Any) -> Expr:
+        return self._binary("or", o, True)
+
+    def __invert__(self) -> Expr:
+        return Expr(f"not {self._wrap(_STRENGTH[self._kind] < _STRENGTH['not'])}", "not")
+
+    def cross_above(self, other: Any) -> Expr:
+        """True where this crosses above ``other``: ``cross_above(self, other)``."""
+        return _call("cross_above", self, other)
+
+    def cross_below(self, other: Any) -> Expr:
+        """True where this crosses below ``other``: ``cross_below(self, other)``."""
+        return _call("cross_below", self, other)
+
+
+def _expr(v: Any) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"a formula takes expressions and numbers, got {v!r}")
+    if v < 0:
+        return -Expr(_number(-v))
+    return Expr(str(v) if isinstance(v, int) else _number(v))
+
+
+def _call(name: str, *args: Any) -> Expr:
+    return Expr(f"{name}({', '.join(str(_expr(a)) for a in args)})")
+
+
+def param(name: str) -> Expr:
+    """A parameter, bound per combo by ``params``, ``grid`` or ``sample``."""
+    if not name.isidentifier() or name != name.lower():
+        raise ValueError(f"a parameter name is lower case letters, digits and _, got {name!r}")
+    return Expr(name)
+
+
+#: The bars' columns.
+open = Expr("open")
+high = Expr("high")
+low = Expr("low")
+close = Expr("close")
+volume = Expr("volume")
+
+
+def lag(x: Any, n: Any) -> Expr:
+    """``x`` ``n`` bars before."""
+    return _call("lag", x, n)
+
+
+def change(x: Any, n: Any) -> Expr:
+    """``x[i] - x[i-n]``."""
+    return _call("change", x, n)
+
+
+def roc(x: Any, n: Any) -> Expr:
+    """Rate of change over ``n`` bars, in percent."""
+    return _call("roc", x, n)
+
+
+def sum(x: Any, n: Any) -> Expr:
+    """The sum of the last ``n`` values."""
+    return _call("sum", x, n)
+
+
+def sma(x: Any, n: Any) -> Expr:
+    """Simple moving average."""
+    return _call("sma", x, n)
+
+
+def wma(x: Any, n: Any) -> Expr:
+    """Linearly weighted moving average (newest heaviest)."""
+    return _call("wma", x, n)
+
+
+def std(x: Any, n: Any) -> Expr:
+    """Population standard deviation of the last ``n`` values."""
+    return _call("std", x, n)
+
+
+def highest(x: Any, n: Any) -> Expr:
+    """The largest of the last ``n`` values."""
+    return _call("highest", x, n)
+
+
+def lowest(x: Any, n: Any) -> Expr:
+    """The smallest of the last ``n`` values."""
+    return _call("lowest", x, n)
+
+
+def ema(x: Any, n: Any) -> Expr:
+    """Exponential moving average, ``alpha = 2 / (n + 1)``."""
+    return _call("ema", x, n)
+
+
+def rma(x: Any, n: Any) -> Expr:
+    """Wilder's smoothing."""
+    return _call("rma", x, n)
+
+
+def rsi(x: Any, n: Any) -> Expr:
+    """Wilder's RSI."""
+    return _call("rsi", x, n)
+
+
+def tr() -> Expr:
+    """True range (reads high, low, close)."""
+    return _call("tr")
+
+
+def atr(n: Any) -> Expr:
+    """Average true range: Wilder's smoothing of the true range."""
+    return _call("atr", n)
+
+
+def hma(x: Any, *windows: Any) -> Expr:
+    """Hull moving average: ``hma(x, n)`` or ``hma(x, half, full, sqrt)``."""
+    return _call("hma", x, *windows)
+
+
+def hma3(x: Any, p3: Any, p2: Any, p: Any) -> Expr:
+    """The paper's HMA3 line."""
+    return _call("hma3", x, p3, p2, p)
+
+
+def abs(x: Any) -> Expr:
+    """Absolute value."""
+    return _call("abs", x)
+
+
+def sqrt(x: Any) -> Expr:
+    """Square root."""
+    return _call("sqrt", x)
+
+
+def log(x: Any) -> Expr:
+    """Natural logarithm."""
+    return _call("log", x)
+
+
+def min(a: Any, b: Any) -> Expr:
+    """The smaller of two series (NaN if either is)."""
+    return _call("min", a, b)
+
+
+def max(a: Any, b: Any) -> Expr:
+    """The larger of two series (NaN if either is)."""
+    return _call("max", a, b)
+
+
+def where(c: Any, a: Any, b: Any) -> Expr:
+    """``a`` where condition ``c`` holds, else ``b``."""
+    return _call("where", c, a, b)
+
+
+def cross_above(a: Any, b: Any) -> Expr:
+    """True where ``a`` crosses above ``b``."""
+    return _call("cross_above", a, b)
+
+
+def cross_below(a: Any, b: Any) -> Expr:
+    """True where ``a`` crosses below ``b``."""
+    return _call("cross_below", a, b)
+
+
+#: The functions of the language, as the server's registry names them.
+FUNCTIONS = (
+    "lag", "change", "roc", "sum", "sma", "wma", "std", "highest", "lowest", "ema", "rma", "rsi",
+    "tr", "atr", "hma", "hma3", "abs", "sqrt", "log", "min", "max", "where", "cross_above", "cross_below",
+)  # fmt: skip
+
+#: The fields of a strategy object.
+FIELDS = ("long", "short", "exit_long", "exit_short")
+
+
+class Strategy:
+    """A strategy of your own: conditions to go long, short, and to exit (each optional, at
+    least one of ``long`` / ``short``), as expressions or formula text."""
+
+    def __init__(
+        self,
+        long: Expr | str | None = None,
+        short: Expr | str | None = None,
+        exit_long: Expr | str | None = None,
+        exit_short: Expr | str | None = None,
+    ) -> None:
+        given = {"long": long, "short": short, "exit_long": exit_long, "exit_short": exit_short}
+        self.formulas: dict[str, str] = {k: str(v) for k, v in given.items() if v is not None}
+        if "long" not in self.formulas and "short" not in self.formulas:
+            raise ValueError("a strategy needs long= or short= (or both)")
+
+    def __repr__(self) -> str:
+        return f"Strategy({', '.join(f'{k}={v!r}' for k, v in self.formulas.items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Strategy) and other.formulas == self.formulas
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.formulas.items()))
+
+
+def wire_strategy(strategy: Any) -> str | dict[str, str] | None:
+    """A call's ``strategy=`` as the body carries it: a built-in's name, or the object of
+    formulas (from a :class:`Strategy` or a mapping of field to text or expression)."""
+    if strategy is None or isinstance(strategy, str):
+        return strategy
+    if isinstance(strategy, Strategy):
+        return dict(strategy.formulas)
+    if isinstance(strategy, Mapping):
+        unknown = sorted(set(strategy) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"a strategy's fields are {', '.join(FIELDS)}; got {unknown[0]!r}")
+        return {str(k): str(v) for k, v in strategy.items()}
+    raise TypeError(f"strategy= takes a built-in name, a Strategy or a mapping of formulas, got {strategy!r}")
