@@ -80,7 +80,8 @@ class SweepOptions(TypedDict, total=False):
     - ``fee``: fraction per round trip (server default 0.0009);
     - ``side``: ``"both"`` (default), ``"long"`` or ``"short"``;
     - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%), on the close;
-    - ``warmup``: bars before ``rows`` the indicators warm up on (default 0);
+    - ``warmup``: bars before ``rows`` the indicators warm up on (default 0), or ``"auto"``: the
+      strategy's largest lookback over the call's combos;
     - ``periods_per_year``: annualises ``sharpe`` and ``sortino`` (252 for daily bars; default
       1: per-bar figures);
     - ``series``: on a keyed dataset, these series only, in this order;
@@ -105,7 +106,7 @@ class SweepOptions(TypedDict, total=False):
     side: Literal["both", "long", "short"]
     stop_loss: float
     take_profit: float
-    warmup: int
+    warmup: int | Literal["auto"]
     periods_per_year: float
     series: Sequence[str]
     rows: tuple[int, int]
@@ -165,7 +166,8 @@ class SweepRequest:
     side: str | None = None
     stop_loss: float | None = None
     take_profit: float | None = None
-    warmup: int | None = None
+    #: Bars of warm-up, or ``"auto"``: the strategy's largest lookback over the grid.
+    warmup: int | Literal["auto"] | None = None
     periods_per_year: float | None = None
     where: dict[str, tuple[float | None, float | None]] | None = None
     order_by: str | None = None
@@ -1289,7 +1291,7 @@ def _request(
         side=options.get("side"),
         stop_loss=float(stops["stop_loss"]) if stops["stop_loss"] is not None else None,
         take_profit=float(stops["take_profit"]) if stops["take_profit"] is not None else None,
-        warmup=_int(warmup, "warmup") if warmup is not None else None,
+        warmup=warmup if warmup is None or warmup == "auto" else _int(warmup, "warmup"),
         periods_per_year=float(ppy) if (ppy := options.get("periods_per_year")) is not None else None,
         where=_bounds(options["where"]) if options.get("where") is not None else None,
         order_by=str(options["order_by"]) if options.get("order_by") is not None else None,

@@ -202,6 +202,19 @@ impl Strategy {
         }
     }
 
+    /// The strategy as the kernel's program of formulas (a built-in's expression form), and
+    /// whether it came from a built-in name.
+    pub fn program(&self) -> (Arc<Program>, bool) {
+        match self {
+            Self::Formulas(f) => (Arc::clone(&f.program), f.builtin.is_some()),
+            s => {
+                let b = sweepflight_kernel::builtins::Builtin::named(s.name())
+                    .expect("every built-in has a formula form");
+                (Arc::new(b.program()), true)
+            }
+        }
+    }
+
     /// True for the paper's strategy by name (v1's `lengths` and six-window `params`).
     pub fn is_hma_sar(&self) -> bool {
         *self == Self::HmaSar
@@ -408,6 +421,9 @@ pub struct Execution {
     pub take_profit: Option<f64>,
     /// Bars before `rows.start` the indicators warm up on.
     pub warmup: u64,
+    /// `"warmup": "auto"` (v1.3): the server sets `warmup` to the strategy's largest lookback
+    /// over the call's combos ([`crate::SweepRequest::resolve_warmup`]).
+    pub warmup_auto: bool,
     /// Periods per year the per-bar Sharpe and Sortino ratios are annualised with (> 0;
     /// `None`: 1, per-bar figures).
     pub periods_per_year: Option<f64>,

@@ -644,7 +644,7 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     take_profit: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    warmup: Option<Number>,
+    warmup: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     periods_per_year: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -698,7 +698,11 @@ impl Wire {
             side: (execution.side != Side::Both).then(|| execution.side.name().to_owned()),
             stop_loss: execution.stop_loss,
             take_profit: execution.take_profit,
-            warmup: (execution.warmup != 0).then(|| Number::from(execution.warmup)),
+            warmup: if execution.warmup_auto {
+                Some(serde_json::Value::String("auto".into()))
+            } else {
+                (execution.warmup != 0).then(|| serde_json::Value::from(execution.warmup))
+            },
             periods_per_year: execution.periods_per_year,
             blocks: execution.blocks.map(Number::from),
             filters,
@@ -858,6 +862,10 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         wire.top.as_ref(),
     )?;
     let mut execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
+    if execution.warmup_auto {
+        execution.warmup = auto_warmup(&strategy, &grid)?;
+        execution.warmup_auto = false;
+    }
     if let Some(p) = wire.periods_per_year {
         if !(p.is_finite() && p > 0.0) {
             return Err(Error::new(format!(
@@ -939,11 +947,47 @@ fn tuple(i: usize, t: &[Number]) -> Result<[u32; 6]> {
 }
 
 /// The execution options of a body.
+/// `"warmup": "auto"` (expressions.md): the largest lookback of the strategy's formulas over
+/// the call's combos, each computed with the combo's values. A product of windows takes each
+/// window's largest value (a lookback only grows with its windows, and does not depend on the
+/// number parameters); the other forms are read combo by combo. Resolved once, when the body
+/// is decoded, so every step, fold and chunk of the call shares one warm-up.
+fn auto_warmup(strategy: &Strategy, grid: &Grid) -> Result<u64> {
+    let (program, _) = strategy.program();
+    let width = program.params.len();
+    let lookback = |values: &[f64]| sweepflight_kernel::plan::lookback(&program, values) as u64;
+    Ok(match grid {
+        Grid::Product(lists) => {
+            let values: Vec<f64> = lists
+                .iter()
+                .map(|l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+                .collect();
+            lookback(&values)
+        }
+        Grid::Lengths(l) => l
+            .iter()
+            .filter_map(|&l| sweepflight_kernel::Combo::from_length(l).ok())
+            .map(|c| lookback(&c.windows().map(f64::from)))
+            .max()
+            .unwrap_or(0),
+        grid => {
+            let mut most = 0;
+            for i in 0..grid.len() {
+                let v = grid.values(strategy, i)?.unwrap_or_default();
+                if v.len() == width {
+                    most = most.max(lookback(&v));
+                }
+            }
+            most
+        }
+    })
+}
+
 fn execution(
     side: &Option<String>,
     stop_loss: Option<f64>,
     take_profit: Option<f64>,
-    warmup: &Option<Number>,
+    warmup: &Option<serde_json::Value>,
 ) -> Result<Execution> {
     let side = side.as_deref().map_or(Ok(Side::Both), Side::from_name)?;
     for (name, v) in [("stop_loss", stop_loss), ("take_profit", take_profit)] {
@@ -955,17 +999,24 @@ fn execution(
             )));
         }
     }
-    let warmup = match warmup {
-        None => 0,
-        Some(w) => w
-            .as_u64()
-            .ok_or_else(|| Error::new(format!("`warmup` must be an integer >= 0, got {w}")))?,
+    let (warmup, warmup_auto) = match warmup {
+        None => (0, false),
+        Some(serde_json::Value::String(a)) if a == "auto" => (0, true),
+        Some(w) => (
+            w.as_u64().ok_or_else(|| {
+                Error::new(format!(
+                    "`warmup` must be an integer >= 0 or \"auto\", got {w}"
+                ))
+            })?,
+            false,
+        ),
     };
     Ok(Execution {
         side,
         stop_loss,
         take_profit,
         warmup,
+        warmup_auto,
         periods_per_year: None,
         blocks: None,
     })
@@ -1248,6 +1299,41 @@ mod tests {
     }
 
     #[test]
+    fn warmup_auto_is_the_largest_lookback_of_the_call() {
+        let decode = |body: &str| {
+            SweepRequest::decode(body.as_bytes())
+                .unwrap()
+                .execution
+                .warmup
+        };
+        // cross_above(sma(fast), sma(slow)): max(fast - 1, slow - 1) + 1.
+        let grid = r#""strategy": "sma_cross", "grid": {"fast": [5, 10], "slow": [20, 50]}"#;
+        assert_eq!(
+            decode(&format!(r#"{{"dataset": "p", {grid}, "warmup": "auto"}}"#)),
+            50
+        );
+        let tuples =
+            r#""strategy": {"long": "rsi(sma(close, n), 14) > 50"}, "params": [[10], [3]]"#;
+        assert_eq!(
+            decode(&format!(
+                r#"{{"dataset": "p", {tuples}, "warmup": "auto"}}"#
+            )),
+            9 + 14
+        );
+        let r =
+            SweepRequest::decode(br#"{"dataset": "p", "lengths": [6], "warmup": "auto"}"#).unwrap();
+        // hma(3, 6, 2) vs hma3(1, 2, 3): max(5 + 1, 2 + 2) + 1.
+        assert_eq!(r.execution.warmup, 7);
+        assert!(!r.execution.warmup_auto);
+        assert!(
+            SweepRequest::decode(br#"{"dataset": "p", "lengths": [6], "warmup": "some"}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("or \"auto\"")
+        );
+    }
+
+    #[test]
     fn strategies_grids_samples_and_execution() {
         let r = SweepRequest::decode(
             br#"{"dataset": "p", "strategy": "sma_cross", "grid": {"slow": [20, 30, 40], "fast": [5, 10]},
@@ -1271,6 +1357,7 @@ mod tests {
                 take_profit: Some(0.05),
                 warmup: 200,
                 periods_per_year: None,
+                warmup_auto: false,
                 blocks: None,
             }
         );

@@ -110,6 +110,7 @@ fn golden() -> Value {
                 take_profit: Some(0.05),
                 warmup: 0,
                 periods_per_year: Some(252.0),
+                warmup_auto: false,
                 blocks: Some(8),
             }),
         ),

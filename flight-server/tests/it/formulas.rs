@@ -137,6 +137,13 @@ async fn formula_strategies_on_every_verb() {
             .unwrap();
     assert!(job["job"].is_string(), "{job}");
 
+    // `"warmup": "auto"` is the strategy's largest lookback over the grid: here sma(30) and
+    // std(30) (29 bars), rsi(14) (14): 29.
+    let ranged = |warmup: Value| json!({"dataset": "s", "strategy": bollinger(), "grid": {"n": [10, 30], "k": [1.0]}, "rows": [1000, 3000], "warmup": warmup});
+    let auto = sweep(&mut c, ranged(json!("auto"))).await.unwrap();
+    assert_eq!(auto, sweep(&mut c, ranged(json!(29))).await.unwrap());
+    assert_ne!(auto, sweep(&mut c, ranged(json!(0))).await.unwrap());
+
     // A column the dataset lacks is named.
     let e = sweep(
         &mut c,

@@ -260,8 +260,11 @@ struct SweepArgs {
     #[arg(long)]
     take_profit: Option<f64>,
     /// Bars before `--rows` the indicators warm up on.
-    #[arg(long, default_value_t = 0)]
-    warmup: u64,
+    #[arg(long, conflicts_with = "warmup_auto")]
+    warmup: Option<u64>,
+    /// Warm up on the strategy's largest lookback over the grid (`"warmup": "auto"`).
+    #[arg(long)]
+    warmup_auto: bool,
     /// Keep only rows inside bounds: `--where trades>=30 --where max_drawdown<=25` (any
     /// numeric result column; `>=` and `<=`, inclusive).
     #[arg(long = "where", value_name = "COLUMN>=V|COLUMN<=V")]
@@ -335,7 +338,8 @@ impl SweepArgs {
                 side: self.side.unwrap_or_default(),
                 stop_loss: self.stop_loss,
                 take_profit: self.take_profit,
-                warmup: self.warmup,
+                warmup: self.warmup.unwrap_or(0),
+                warmup_auto: self.warmup_auto,
                 periods_per_year: self.periods_per_year,
                 blocks: self.blocks,
             });
