@@ -212,6 +212,18 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
     }
 
+    /// The open position (+1, -1 or 0) as of the last event. With stops set it may be stale
+    /// (stops are checked lazily, at the next event); without them it is exact.
+    #[inline(always)]
+    pub(crate) fn position(&self) -> f64 {
+        self.pos
+    }
+
+    /// Whether stops are checked (then [`Engine::position`] may lag).
+    pub(crate) fn checks_stops(&self) -> bool {
+        self.stops
+    }
+
     /// The exit conditions at bar `i` (expressions.md, "From conditions to trades"): after
     /// the stops, before the signal, a long position closes on `long`, a short one on
     /// `short`. Call it before [`Engine::signal`] for the same bar.

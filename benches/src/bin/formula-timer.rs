@@ -2,7 +2,7 @@
 //! built-in strategies' tuned paths on the paper series, in one process, and prints JSON.
 //!
 //! ```text
-//! formula-timer [--runs N] [--series FILE]
+//! formula-timer [--runs N] [--series FILE] [--case TEXT]
 //! ```
 //!
 //! Cases (each checked before it is timed: the formula form's results must equal the
@@ -10,7 +10,8 @@
 //! `hma_sar` over the 80 paper combos, each built-in beside its formula form; and the
 //! Bollinger and RSI strategy with exits (n in 10..=49, k in 1.0..=3.25 by 0.25: 400 combos) and the same
 //! with twice the k values (no new array), checked against the plain interpreter on two combos.
-//! Every run is cold: no cache, all cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
+//! `--case` times only the cases whose label contains TEXT. Every run is cold: no cache, all
+//! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
 use std::time::Instant;
 
@@ -42,6 +43,8 @@ fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let runs: usize = flag("--runs").map_or(Ok(5), |v| v.parse())?;
+    let case = flag("--case").unwrap_or_default();
+    let wanted = |label: &str| label.contains(case.as_str());
     let path = flag("--series").map_or_else(paper_fixture_path, Into::into);
     let close = read_close(&path)?;
     let bars = Bars::closes(&close);
@@ -58,6 +61,9 @@ fn main() -> anyhow::Result<()> {
         .map(|c| c.windows().iter().map(|&w| f64::from(w)).collect())
         .collect();
     for (name, grid) in [("sma_cross", &sma), ("hma_sar", &hma)] {
+        if !wanted(name) {
+            continue;
+        }
         let strategy = Strategy::from_name(name).expect("a built-in");
         let params: Vec<Params> = grid
             .iter()

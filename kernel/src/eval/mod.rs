@@ -96,6 +96,26 @@ impl Group {
                 stack.extend(def.inputs());
             }
         }
+        self.share(stack, bars);
+    }
+
+    /// Marks every node two or more of the group's combos reach (`rsi(close, 14) < 35` of a
+    /// grid over other parameters, an exit shared by every band width) as shared, so it is
+    /// computed once for the group rather than once per combo.
+    fn mark_common(&mut self, bars: usize) {
+        let defs = self.plan.defs();
+        let common: Vec<u32> = (0..defs.len() as u32)
+            .filter(|&id| {
+                !self.shared[id as usize]
+                    && !matches!(defs[id as usize], Def::Column(_) | Def::Always(_))
+                    && self.plan.combos_reaching(id) >= 2
+            })
+            .collect();
+        self.share(common, bars);
+    }
+
+    fn share(&mut self, mut stack: Vec<u32>, bars: usize) {
+        let defs = self.plan.defs();
         while let Some(id) = stack.pop() {
             let def = &defs[id as usize];
             if self.shared[id as usize] || matches!(def, Def::Column(_)) {
@@ -162,6 +182,7 @@ pub fn sweep_program(
                 break;
             }
         }
+        group.mark_common(len);
         let arrays = materialise(bars, &group, parallel)?;
         let run = |scratch: &mut Scratch,
                    &(i, combo): &(usize, ComboPlan)|
@@ -580,13 +601,29 @@ fn run_combo<B: Book>(
                 *e |= x;
             }
         }
+        // Without stops the position is exact between events, so only the events that can
+        // change it are visited: when flat the signals, when long a short signal or a long
+        // exit, when short a long signal or a short exit (the others do nothing). With stops,
+        // every event (a stop may have closed the position since the last one).
+        let every = engine.checks_stops();
         for (w, word) in events.chunks(8).enumerate() {
             let mut bytes = [0u8; 8];
             bytes[..word.len()].copy_from_slice(word);
-            let mut mask = u64::from_le_bytes(bytes);
-            while mask != 0 {
+            let mut rest = u64::from_le_bytes(bytes);
+            while rest != 0 {
+                let relevant: u8 = match engine.position() {
+                    _ if every => 0x0f,
+                    p if p > 0.0 => 0b0110,
+                    p if p < 0.0 => 0b1001,
+                    _ => 0b0011,
+                };
+                let mask = rest & u64::from_le_bytes([relevant; 8]);
+                if mask == 0 {
+                    break;
+                }
                 let k = (mask.trailing_zeros() / 8) as usize;
-                mask &= !(0xffu64 << (8 * k));
+                rest &= if k == 7 { 0 } else { u64::MAX << (8 * (k + 1)) };
+                // The whole byte: both signals at once are no signal, whatever is visited.
                 let e = word[k];
                 let i = b0 + w * 8 + k;
                 if e & 0b1100 != 0 {

@@ -128,6 +128,10 @@ pub struct ComboPlan {
 pub struct Plan {
     defs: Vec<Def>,
     index: HashMap<Def, u32>,
+    /// How many combos reach each node, and the last combo that did (to count each once).
+    reached: Vec<(u32, u32)>,
+    /// Combos bound so far.
+    combos: u32,
 }
 
 /// A bound value during the walk of one formula.
@@ -158,13 +162,28 @@ impl Plan {
     }
 
     fn intern(&mut self, def: Def) -> u32 {
-        if let Some(&id) = self.index.get(&def) {
-            return id;
+        let id = match self.index.get(&def) {
+            Some(&id) => id,
+            None => {
+                let id = self.defs.len() as u32;
+                self.defs.push(def.clone());
+                self.index.insert(def, id);
+                self.reached.push((0, u32::MAX));
+                id
+            }
+        };
+        let (count, last) = &mut self.reached[id as usize];
+        if *last != self.combos {
+            *last = self.combos;
+            *count += 1;
         }
-        let id = self.defs.len() as u32;
-        self.defs.push(def.clone());
-        self.index.insert(def, id);
         id
+    }
+
+    /// How many of the combos bound so far reach node `id` (a node two combos reach is worth
+    /// computing once for both).
+    pub fn combos_reaching(&self, id: u32) -> u32 {
+        self.reached[id as usize].0
     }
 
     /// The id of `def` if the plan holds it (for walks over a finished plan).
@@ -175,6 +194,7 @@ impl Plan {
     /// Binds `program` to one combo's parameter `values` (in [`Program::params`] order),
     /// interning every node it reaches.
     pub fn bind(&mut self, program: &Program, values: &[f64]) -> ComboPlan {
+        self.combos += 1;
         let mut conditions = [Cond::Always(false); 4];
         let mut longest_window = 0;
         let mut lookback = 0;
