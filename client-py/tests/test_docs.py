@@ -50,8 +50,8 @@ def check_readme(ns: dict[str, Any]) -> None:
     assert ns["df"].height == 80
     assert ns["df"]["trades"][0] == 57_029
     assert ns["best"]["full"] == 172
-    assert ns["sma"].height == 1_515 and ns["sma"].columns[1:3] == ["fast", "slow"]
-    assert (ns["sma"]["fast"] < ns["sma"]["slow"]).all()
+    assert ns["crosses"].height == 1_515 and ns["crosses"].columns[1:3] == ["fast", "slow"]
+    assert (ns["crosses"]["fast"] < ns["crosses"]["slow"]).all()
     assert ns["mine"].height == 6 and ns["mine"].columns[1:3] == ["n", "k"]
     assert ns["trades"]["combo"].n_unique() == 3 and ns["curves"].height == 3 * 150_000
     assert ns["wf"].height == 12 and 0.0 <= ns["stats"].pbo(ns["swept"]).pbo <= 1.0
