@@ -85,10 +85,21 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["fetched"].num_rows == 2204 and ns["stopped"]["state"] == "cancelled"
 
 
+def check_strategies(ns: dict[str, Any]) -> None:
+    assert ns["bands"].height == 6 and ns["bands"].columns[1:3] == ["n", "k"]
+    assert ns["bands"]["trades"].sum() > 0
+    assert (ns["plan"]["arrays"], ns["plan"]["combos"], ns["plan"]["lookback"]) == (1281, 400, 48)
+    assert ns["macd_runs"].height == 4 and ns["macd_runs"].columns[1:4] == ["fast", "slow", "signal"]
+    assert ns["breaks"].height == 4 and ns["breaks"]["trades"].sum() > 0
+    assert ns["trend"].height == 3 and ns["trend"]["trades"].sum() > 0
+    assert ns["stoch"].height == 4 and ns["stoch"]["trades"].sum() > 0
+
+
 #: Per file with runnable blocks: what its blocks must have computed.
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "README.md": check_readme,
     "docs/protocol.md": check_protocol,
+    "docs/strategies.md": check_strategies,
 }
 
 
