@@ -28,6 +28,42 @@ pub fn requests(data: &[u8]) {
     }
 }
 
+/// A formula (protocol v1.3): parsed and checked as a strategy's `long`, and as a constraint;
+/// accepted ones bound for a few combos into a plan, and their canonical text parsed again to
+/// the same text. Also decoded inside a sweep body and an `explain` of it.
+///
+/// # Panics
+/// If the canonical text of an accepted formula does not parse back to itself (a finding).
+pub fn formulas(data: &[u8]) {
+    use sweepflight_kernel::expr::{Field, Program};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    for field in [Field::Long, Field::Constraint] {
+        let fields: &[(Field, &str)] = if field == Field::Long {
+            &[(Field::Long, text)]
+        } else {
+            &[(Field::Long, "close > 0"), (Field::Constraint, text)]
+        };
+        let Ok(program) = Program::new(fields) else {
+            continue;
+        };
+        let mut plan = sweepflight_kernel::plan::Plan::new();
+        for v in [1.0, 2.0, 7.0] {
+            plan.bind(&program, &vec![v; program.params.len()]);
+        }
+        for (f, canonical) in program.canonical() {
+            let again = sweepflight_kernel::expr::parse::parse(&canonical).unwrap_or_else(|e| {
+                panic!("canonical {canonical:?} of {text:?} does not parse: {e:?}")
+            });
+            let twice = sweepflight_kernel::expr::canon::text(&again);
+            assert_eq!(twice, canonical, "{f:?} of {text:?}");
+        }
+    }
+    let body = serde_json::json!({"dataset": "d", "strategy": {"long": text}, "params": [[5]]});
+    let _ = crate::sweep::explain::explain(body.to_string().as_bytes(), 1_000);
+}
+
 /// An upload: `data` is cut into Flight messages (see [`frame`]) that go through the same
 /// bounds check, IPC decoder and dataset validation as a DoPut, unkeyed and keyed (by the
 /// first column, whatever it is).

@@ -808,3 +808,68 @@ fn random_formulas_are_mostly_valid_programs() {
     assert!(valid > 300, "{valid} of 400");
     assert!(trading > 150, "{trading} of {valid} trade");
 }
+
+/// Tokens of the language and a few that are not, for the token-soup fuzz below.
+const SOUP: [&str; 30] = [
+    "close",
+    "high",
+    "(",
+    ")",
+    ",",
+    "+",
+    "-",
+    "*",
+    "/",
+    "<",
+    "<=",
+    "==",
+    "!=",
+    ">",
+    "and",
+    "or",
+    "not",
+    "sma",
+    "rsi",
+    "cross_above",
+    "where",
+    "hma",
+    "lag",
+    "n",
+    "k",
+    "14",
+    "2.5",
+    "1e-3",
+    "0",
+    "&",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// A bounded fuzz of parse + bind + plan on stable Rust (the libFuzzer target is
+    /// `flight-server/fuzz`'s `formulas`): soups of the language's tokens, spaced or not, and
+    /// arbitrary bytes never panic; whatever is accepted prints canonical text that parses
+    /// back to itself, and binds for any window values.
+    #[test]
+    fn token_soups_and_bytes_never_panic(
+        tokens in prop::collection::vec(prop::sample::select(SOUP.to_vec()), 0..40),
+        bytes in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let spaced = tokens.join(" ");
+        let tight = tokens.concat();
+        let raw = String::from_utf8_lossy(&bytes).into_owned();
+        for text in [spaced, tight, raw] {
+            let _ = parse::parse(&text);
+            if let Ok(p) = Program::new(&[(Field::Long, text.as_str())]) {
+                for (_, canonical) in p.canonical() {
+                    let again = parse::parse(&canonical).unwrap();
+                    prop_assert_eq!(canon::text(&again), canonical);
+                }
+                let mut plan = Plan::new();
+                for v in [1.0, 3.0] {
+                    plan.bind(&p, &vec![v; p.params.len()]);
+                }
+            }
+        }
+    }
+}

@@ -32,6 +32,16 @@ fn request_inputs_do_not_panic() {
 }
 
 #[test]
+fn formula_inputs_do_not_panic() {
+    let inputs = inputs("formulas");
+    assert!(inputs.len() >= 7, "seeds missing: {}", inputs.len());
+    for (name, data) in inputs {
+        eprintln!("{name}");
+        fuzzing::formulas(&data);
+    }
+}
+
+#[test]
 fn upload_inputs_do_not_panic() {
     let inputs = inputs("put_stream");
     assert!(inputs.len() >= 4, "seeds missing: {}", inputs.len());
