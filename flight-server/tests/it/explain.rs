@@ -222,6 +222,102 @@ async fn explain_refuses_bad_formulas_and_bodies_with_their_reason() {
             "must be a JSON object",
         ),
     ];
+    // Formulas the language refuses, each through the wire with its reason and offset.
+    let formulas: [(&str, &str); 36] = [
+        ("close >", "long: expected a number, a name, a call or `(`"),
+        ("sma(close) > 1", "sma takes sma(x, n), got 1 argument"),
+        (
+            "hma(close, 1, 2) > 1",
+            "hma(x, half, full, sqrt) or hma(x, n)",
+        ),
+        ("010 > close", "may not start with 0"),
+        ("close > 1.", "expected digits after `.`"),
+        ("close > 1e", "exponent"),
+        ("close > 1e999", "not a finite float64"),
+        ("Close > 1", "names are lower case"),
+        ("close & n", "write `and`"),
+        ("close | n", "write `or`"),
+        ("~(close > n)", "write `not`"),
+        ("if > 1", "Python keyword"),
+        ("lambda > 1", "Python keyword"),
+        ("close = n", "compare with `==`"),
+        ("!close", "`!` is not an operator"),
+        ("sma(close, 5,) > n", "no trailing commas"),
+        ("close > 2x", "must be followed by"),
+        ("close > n $", "unexpected character"),
+        ("(close > n", "expected `)`"),
+        ("close > n)", "expected an operator or the end"),
+        ("", "empty"),
+        ("close ** 2 > n", "no powers"),
+        ("sma(close, n,", "expected a number, a name"),
+        ("sma(close n) > 1", "expected `,` or `)`"),
+        ("close > sma(close, 0)", "integer in 1..=67108864"),
+        ("close > sma(close, 67108865)", "integer in 1..=67108864"),
+        ("close > sma(close, -n)", "no arithmetic in a window"),
+        ("close > sma(close, (n))", "names a column"),
+        ("close + n", "must be a condition"),
+        ("n > 1 and close", "takes a condition here, got a series"),
+        ("not close", "takes a condition here, got a series"),
+        (
+            "-(close > n)",
+            "takes a number or a series here, got a condition",
+        ),
+        ("where(close, n, 1) > 0", "takes a condition here"),
+        (
+            "cross_above(close > n, n)",
+            "takes a number or a series here",
+        ),
+        ("close > series", "names a column of the reply"),
+        (
+            "close > sma(close, n) and sharpe > 1",
+            "names a column of the reply",
+        ),
+    ];
+    let mut rows = rows;
+    for (text, needle) in formulas {
+        // `(n)` in a window is a parameter named n: a fine formula; rename it to test a clash.
+        let text = text.replace("(n))", "(total_return))");
+        let needle = if needle == "names a column" {
+            "names a column of the reply"
+        } else {
+            needle
+        };
+        rows.push((f(&text), Code::InvalidArgument, needle));
+    }
+    let too_deep = format!("{} > 1", vec!["close"; 70].join(" + "));
+    rows.push((f(&too_deep), Code::InvalidArgument, "deep; the limit is 64"));
+    let too_many = format!("{} > 1", vec!["close"; 130].join(" + "));
+    rows.push((f(&too_many), Code::InvalidArgument, "at most 256 nodes"));
+    let params: String = (0..33)
+        .map(|i| format!("p{i}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    rows.push((
+        f(&format!("close > {params}")),
+        Code::InvalidArgument,
+        "at most 32 parameters",
+    ));
+    rows.push((
+        json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]], "constraint": 5}),
+        Code::InvalidArgument,
+        "bad sweep body",
+    ));
+    rows.push((
+        json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]], "constraint": "fast < z"}),
+        Code::InvalidArgument,
+        "`constraint` names `z`",
+    ));
+    rows.push((
+        json!({"dataset": "d", "strategy": ["long"], "params": [[5]]}),
+        Code::InvalidArgument,
+        "a built-in name or an object of formulas",
+    ));
+    rows.push((
+        json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]], "warmup": "later"}),
+        Code::InvalidArgument,
+        "or \"auto\"",
+    ));
+    assert!(rows.len() >= 60, "{} rows", rows.len());
     let mut wrong = Vec::new();
     for (body, want, needle) in rows {
         match explain(&mut c, body.clone()).await {
