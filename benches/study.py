@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import pathlib
 import subprocess
@@ -88,6 +89,12 @@ def main() -> int:
         help="keep the sections already in target/study/partial.json (of an interrupted run) and run the rest",
     )
     ap.add_argument(
+        "--into-doc",
+        action="store_true",
+        help="with --only (release, not --quick): put the sections run into docs/benchmarks.json beside the"
+        " others (their run's date is recorded in its environment) and render docs/benchmarks.md",
+    )
+    ap.add_argument(
         "--check-doc",
         action="store_true",
         help="only check docs/benchmarks.md is the rendering of docs/benchmarks.json",
@@ -125,6 +132,15 @@ def main() -> int:
             res[name] = SECTIONS[name](ctx)
         partial.write_text(json.dumps(res, indent=1) + "\n")
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.into_doc:
+        if args.quick or not args.only or profile != "release":
+            ap.error("--into-doc takes --only sections of a release run")
+        merged = json.loads(RAW.read_text())
+        merged.update({k: v for k, v in res.items() if k != "environment"})
+        env = merged["environment"]
+        when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        env["sections rerun"] = "; ".join(filter(None, [env.get("sections rerun"), f"{', '.join(only)}: {when}"]))
+        res, official = merged, True
     doc = Report(res).render()
     if official:
         RAW.write_text(json.dumps(res, indent=1) + "\n")

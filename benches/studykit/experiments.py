@@ -1118,6 +1118,187 @@ def exp_ray(ctx: Ctx) -> dict[str, Any]:
     return out
 
 
+SMA_FORMS = {
+    "long": "cross_above(sma(close, fast), sma(close, slow))",
+    "short": "cross_below(sma(close, fast), sma(close, slow))",
+}
+HMA_FORMS = {
+    "long": "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
+    "short": "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
+}
+BOLLINGER = {
+    "long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+    "short": "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
+    "exit_long": "close > sma(close, n)",
+    "exit_short": "close < sma(close, n)",
+}
+
+
+def bollinger_trades(x: list[float], n: int, k: float, fee: float = 0.0009) -> tuple[int, float]:
+    """The Bollinger-and-RSI strategy with exits, plainly from the contract (expressions.md's
+    sma, std and rsi; strategies.md's loop with exits): (trades, pnl)."""
+    nan = float("nan")
+    size = len(x)
+    mean, dev = [nan] * size, [nan] * size
+    for i in range(n - 1, size):
+        s = 0.0
+        for v in x[i - n + 1 : i + 1]:
+            s += v
+        m = s / n
+        q = 0.0
+        for v in x[i - n + 1 : i + 1]:
+            q += (v - m) * (v - m)
+        mean[i], dev[i] = m, (q / n) ** 0.5
+    rsi = [nan] * size
+    if size > 14:
+        g = sum_ = 0.0
+        for j in range(1, 15):
+            d = x[j] - x[j - 1]
+            g += d if d > 0 else 0.0
+            sum_ += -d if d < 0 else 0.0
+        gg, ll = g / 14, sum_ / 14
+
+        def value(a: float, b: float) -> float:
+            return 50.0 if a == 0 and b == 0 else 100.0 if b == 0 else 100.0 - 100.0 / (1.0 + a / b)
+
+        rsi[14] = value(gg, ll)
+        for j in range(15, size):
+            d = x[j] - x[j - 1]
+            gg = (gg * 13.0 + (d if d > 0 else 0.0)) / 14
+            ll = (ll * 13.0 + (-d if d < 0 else 0.0)) / 14
+            rsi[j] = value(gg, ll)
+    pos, entry, trades, pnl = 0, 0.0, 0, 0.0
+
+    def book(exit_price: float) -> None:
+        nonlocal trades, pnl
+        ret = pos * (exit_price / entry - 1.0)
+        pnl += ((1.0 + ret) * (1.0 - fee) - 1.0) * 100.0
+        trades += 1
+
+    for i in range(size):
+        c = x[i]
+        band = k * dev[i]
+        long = c < mean[i] - band and rsi[i] < 35
+        short = c > mean[i] + band and rsi[i] > 65
+        if (pos > 0 and c > mean[i]) or (pos < 0 and c < mean[i]):
+            book(c)
+            pos = 0
+        s = 1 if long and not short else -1 if short and not long else 0
+        if s != 0 and s != pos:
+            if pos != 0:
+                book(c)
+            pos, entry = s, c
+    if pos != 0:
+        book(x[-1])
+    return trades, pnl
+
+
+def exp_formulas(ctx: Ctx) -> dict[str, Any]:
+    """Strategies of your own (protocol v1.3): each built-in written as formulas against the
+    built-in (cold calls on a server, results equal first); the Bollinger-and-RSI strategy with
+    exits over 400 combos against the same strategy written for vectorbt (numba engine, warm)
+    with both sides' memory; and the same grid with twice the k values (no new array)."""
+    bars = 20_000 if ctx.quick else 150_000
+    close = paper.series()[:bars]
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "paper", pa.table({"close": close}))
+    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    windows = reference.params_for(paper.lengths()).tolist()
+    ks = [1.0 + 0.25 * j for j in range(10)]
+    ks2 = [1.0 + 0.125 * j for j in range(19)] + [3.25]
+    requests = {
+        "sma_cross, built-in (435 pairs)": {"strategy": "sma_cross", "params": pairs},
+        "sma_cross as formulas": {"strategy": SMA_FORMS, "params": pairs},
+        "hma_sar, built-in (80 paper combos)": {"lengths": paper.lengths()},
+        "hma_sar as formulas": {"strategy": HMA_FORMS, "params": windows},
+        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks}},
+        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks2}},
+    }
+    # Results first: each formula form equal to its built-in, column for column; two Bollinger
+    # combos against the plain Python oracle on the first 20,000 bars.
+    answers = {name: sweep(c, {"dataset": "paper", **r}) for name, r in requests.items()}
+    for built, formula in (
+        ("sma_cross, built-in (435 pairs)", "sma_cross as formulas"),
+        ("hma_sar, built-in (80 paper combos)", "hma_sar as formulas"),
+    ):
+        a, b = answers[built], answers[formula]
+        if a.column("pnl") != b.column("pnl") or a.column("trades") != b.column("trades"):
+            raise CheckFailed(f"{formula} differs from {built}")
+    if not ctx.quick:
+        gate_table(answers["hma_sar as formulas"], "hma_sar as formulas")
+    head = close[:20_000].tolist()
+    for n, k in ((10, 1.0), (49, 3.25)):
+        got = sweep(c, {"dataset": "paper", "strategy": BOLLINGER, "params": [[n, k]], "rows": [0, 20_000]})
+        want = bollinger_trades(head, n, k)
+        if got["trades"][0].as_py() != want[0] or abs(got["pnl"][0].as_py() - want[1]) > 1e-6:
+            raise CheckFailed(f"Bollinger ({n}, {k}): {got['trades'][0]} trades, the plain oracle {want[0]}")
+    plan = json.loads(
+        b"".join(
+            r.body.to_pybytes()
+            for r in c.do_action(
+                flight.Action(
+                    "explain", json.dumps({"dataset": "paper", **requests["Bollinger + RSI, 400 combos"]}).encode()
+                )
+            )
+        )
+    )
+    growth: dict[str, list[int]] = {}
+    rounds = 0
+
+    def cold(name: str) -> Op:
+        def op() -> float:
+            nonlocal rounds
+            rounds += 1
+            ds = f"paper-{rounds}"
+            put(c, ds, pa.table({"close": close}))
+            before = srv.status("VmRSS")
+            srv.reset_peak()
+            t0 = time.perf_counter()
+            sweep(c, {"dataset": ds, **requests[name]})
+            dt = time.perf_counter() - t0
+            growth.setdefault(name, []).append(srv.status("VmHWM") - before)
+            list(c.do_action(flight.Action("drop", ds.encode())))
+            return dt
+
+        return op
+
+    ops: dict[str, Op] = {name: cold(name) for name in requests}
+    vbt_python = (
+        None
+        if ctx.quick
+        else subprocess.run(
+            [str(ROOT / "scripts" / "setup-vectorbt.sh")], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    peaks: list[int] = []
+    vbt_trades: list[int] = []
+    if vbt_python:
+        npy = OUT / "paper-close.npy"
+        np.save(npy, close)
+
+        def vbt() -> float:
+            script = str(ROOT / "benches" / "vbt_formulas.py")
+            out = ctx.json_out(vbt_python, script, "numba", str(npy), ",".join(map(str, ks)))
+            if out["combos"] != 400:
+                raise CheckFailed(f"vectorbt answered {out['combos']} combos, not 400")
+            peaks.append(int(out["peak_rss"]))
+            vbt_trades.append(int(out["trades"]))
+            return float(out["seconds"])
+
+        ops["Bollinger + RSI, vectorbt 1.2.0 (numba engine, warm)"] = vbt
+    calls = interleaved(ctx.n(2, 5), ops, warmup=0)
+    return {
+        "bars": bars,
+        "calls": calls,
+        "server_growth": growth,
+        "vectorbt_peak_rss": peaks,
+        "vectorbt_trades": vbt_trades,
+        "our_trades": int(pc.sum(answers["Bollinger + RSI, 400 combos"]["trades"]).as_py()),
+        "explain_arrays": plan["arrays"],
+    }
+
+
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "kernel": exp_kernel,
     "scaling": exp_scaling,
@@ -1132,4 +1313,5 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "jobs": exp_jobs,
     "overload": exp_overload,
     "ray": exp_ray,
+    "formulas": exp_formulas,
 }

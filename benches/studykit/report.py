@@ -731,6 +731,62 @@ class Report:
             ),
         ]
 
+    def section_formulas(self, f: dict[str, Any]) -> list[str]:
+        calls = f["calls"]
+        med = {k: v["median"] for k, v in calls.items()}
+        bb, bb2 = "Bollinger + RSI, 400 combos", "the same, twice the k values (800)"
+        theirs = statistics.median(f["vectorbt_trades"]) if f["vectorbt_trades"] else 0
+        lines = [
+            "## Strategies of your own: formulas against the built-ins and against vectorbt",
+            "",
+            f"Cold calls on a server holding {f['bars']:,} bars of the paper series (a new dataset each",
+            "round): each built-in written as formulas beside the built-in (results equal, column for",
+            "column, before any time counted; the formula form of hma_sar through the paper gate); the",
+            "Bollinger-and-RSI strategy with exits (`close < sma(close, n) - k * std(close, n) and",
+            "rsi(close, 14) < 35`, exits at `sma(close, n)`, the short side mirrored; n in 10..49, k in",
+            "1.0..3.25 by 0.25) checked against a plain Python oracle on two combos, and the same",
+            "strategy written for vectorbt 1.2 (`benches/vbt_formulas.py`: `vbt.BBANDS`, `vbt.RSI`,",
+            "`Portfolio.from_signals` with short entries and exits; numba engine, one untimed call to",
+            "compile and warm up, then the timed one; its own indicator conventions, so trade counts",
+            f"differ: {f['our_trades']:,} here against {theirs:,.0f}).",
+            f"`explain` counts {f['explain_arrays']:,} distinct arrays for the 400-combo grid.",
+            "",
+        ]
+        lines += table_md(SAMPLE_HEAD, sample_rows(calls))
+        for formula, built in (
+            ("sma_cross as formulas", "sma_cross, built-in (435 pairs)"),
+            ("hma_sar as formulas", "hma_sar, built-in (80 paper combos)"),
+        ):
+            r = med[formula] / med[built]
+            self.target("#35", f"{formula}: <= 1.25x the built-in (cold)", f"{r:.2f}x", r <= 1.25)
+        r = med[bb2] / med[bb]
+        self.target("#35", "twice the k values (no new array) <= 2x the 400-combo call", f"{r:.2f}x", r <= 2)
+        growth = statistics.median(f["server_growth"][bb])
+        vbt = [k for k in med if k.startswith("Bollinger + RSI, vectorbt")]
+        if vbt and f["vectorbt_peak_rss"]:
+            ratio = med[vbt[0]] / med[bb]
+            peak = statistics.median(f["vectorbt_peak_rss"])
+            self.target(
+                "#35",
+                "Bollinger + RSI, 400 combos: >= 100x faster than vectorbt (numba, warm)",
+                f"{ratio:.0f}x",
+                ratio >= 100,
+            )
+            self.target(
+                "#35",
+                "server memory growth <= 1/50 of vectorbt's peak RSS",
+                f"{growth / MB:.1f} MB vs {peak / MB:,.0f} MB (1/{peak / max(growth, 1):.0f})",
+                growth * 50 <= peak,
+            )
+        else:
+            lines += ["vectorbt was not run (a quick run).", ""]
+        lines += table_md(
+            ["server memory growth during the call (median)", ""],
+            [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in f["server_growth"].items()],
+            "lr",
+        )
+        return lines
+
     def section_ray(self, r: dict[str, Any]) -> list[str]:
         one, two = r["one_server"]["median"], r["two_servers"]["median"]
         killed = r["two_servers_one_killed"]["median"]
