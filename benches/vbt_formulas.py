@@ -28,7 +28,7 @@ import vectorbt as vbt
 
 def run(close: pd.Series, ks: list[float]) -> pd.Series:
     bb = vbt.BBANDS.run(close, window=np.arange(10, 50), alpha=ks, param_product=True)
-    rsi = vbt.RSI.run(close, window=14).rsi.to_numpy()
+    rsi = vbt.RSI.run(close, window=14).rsi.to_numpy().reshape(-1, 1)
     c = close.to_numpy()[:, None]
     columns = bb.lower.columns
 

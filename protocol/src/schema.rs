@@ -306,4 +306,25 @@ mod tests {
         assert_eq!(names.last(), Some(&"sqn"));
         assert!(wf.field_with_name("trades").unwrap().is_nullable());
     }
+
+    #[test]
+    fn reply_columns_are_names_no_parameter_may_take() {
+        let reserved = sweepflight_kernel::expr::bind::RESERVED;
+        let sweep = sweep_schema(&Strategy::HmaSar, true, Some(4));
+        let walk = walk_forward_schema(&Strategy::HmaSar, true);
+        let params: Vec<String> = Strategy::HmaSar
+            .params()
+            .iter()
+            .map(|p| p.0.to_owned())
+            .collect();
+        for f in sweep.fields().iter().chain(walk.fields().iter()) {
+            if !params.contains(f.name()) {
+                assert!(
+                    reserved.contains(&f.name().as_str()),
+                    "{} is not reserved",
+                    f.name()
+                );
+            }
+        }
+    }
 }

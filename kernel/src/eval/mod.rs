@@ -49,7 +49,8 @@ pub fn check_columns(program: &Program, bars: &Bars<'_>) -> Result<()> {
     Ok(())
 }
 
-fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
+/// Column `c` of `bars`, if they have it.
+pub(crate) fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
     match c {
         Column::Open => bars.open,
         Column::High => bars.high,

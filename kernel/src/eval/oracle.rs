@@ -43,14 +43,7 @@ impl Value {
 }
 
 fn column<'a>(bars: &Bars<'a>, c: Column) -> &'a [f64] {
-    match c {
-        Column::Open => bars.open,
-        Column::High => bars.high,
-        Column::Low => bars.low,
-        Column::Close => Some(bars.close),
-        Column::Volume => bars.volume,
-    }
-    .expect("the oracle is given every column the formula reads")
+    super::column(bars, c).expect("the oracle is given every column the formula reads")
 }
 
 /// Evaluates one formula for one combo; also returns its longest window.

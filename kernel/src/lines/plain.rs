@@ -331,36 +331,32 @@ pub fn where_(bars: &Bars<'_>, args: &[Input<'_>]) -> Vec<f64> {
         .collect()
 }
 
-/// `cross_above(a, b)`.
-pub fn cross_above(bars: &Bars<'_>, args: &[Input<'_>]) -> Vec<bool> {
+/// `a` crossing `b`: `now(a[i], b[i])` and `before(a[i-1], b[i-1])`, false at the first bar and
+/// wherever any of the four is NaN.
+fn crossing(
+    bars: &Bars<'_>,
+    args: &[Input<'_>],
+    now: fn(f64, f64) -> bool,
+    before: fn(f64, f64) -> bool,
+) -> Vec<bool> {
     (0..bars.len())
         .map(|i| {
             i > 0 && {
-                let (a0, b0, a1, b1) = (
-                    args[0].at(i - 1),
-                    args[1].at(i - 1),
-                    args[0].at(i),
-                    args[1].at(i),
-                );
-                !(a0.is_nan() || b0.is_nan() || a1.is_nan() || b1.is_nan()) && a1 > b1 && a0 <= b0
+                let (a0, b0) = (args[0].at(i - 1), args[1].at(i - 1));
+                let (a1, b1) = (args[0].at(i), args[1].at(i));
+                let any_nan = a0.is_nan() || b0.is_nan() || a1.is_nan() || b1.is_nan();
+                !any_nan && now(a1, b1) && before(a0, b0)
             }
         })
         .collect()
 }
 
+/// `cross_above(a, b)`.
+pub fn cross_above(bars: &Bars<'_>, args: &[Input<'_>]) -> Vec<bool> {
+    crossing(bars, args, |a, b| a > b, |a, b| a <= b)
+}
+
 /// `cross_below(a, b)`.
 pub fn cross_below(bars: &Bars<'_>, args: &[Input<'_>]) -> Vec<bool> {
-    (0..bars.len())
-        .map(|i| {
-            i > 0 && {
-                let (a0, b0, a1, b1) = (
-                    args[0].at(i - 1),
-                    args[1].at(i - 1),
-                    args[0].at(i),
-                    args[1].at(i),
-                );
-                !(a0.is_nan() || b0.is_nan() || a1.is_nan() || b1.is_nan()) && a1 < b1 && a0 >= b0
-            }
-        })
-        .collect()
+    crossing(bars, args, |a, b| a < b, |a, b| a >= b)
 }
