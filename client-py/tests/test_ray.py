@@ -99,6 +99,12 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
     tied = {**sma, "order_by": "trades", "descending": False, "top": 30}
     filtered = {**sma, "where": {"pnl": (0, None)}}
     per_series = {"lengths": range(4, 60), "order_by": "pnl", "top": 3, "series": ["S5", "S0", "S3"]}
+    # A strategy of your own, and a constraint: their grids travel whole (the server numbers them).
+    mine = {
+        "strategy": {"long": "close < sma(close, n) - k * std(close, n)", "exit_long": "close > sma(close, n)"},
+        "grid": {"n": [10, 20, 30], "k": [1.0, 2.0]},
+    }
+    constrained = {**sma, "constraint": "fast < slow"}
     want = single_server(
         ("g", (close, None), {"params": params}),
         ("s", (close, None), sma),
@@ -108,6 +114,8 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         ("s", (close, None), tied),
         ("s", (close, None), filtered),
         ("u", (frame, "symbol"), per_series),
+        ("s", (close, None), mine),
+        ("s", (close, None), constrained),
     )
     want_grid, want_sma, want_universe, want_subset = want[:4]
     with sfray.Cluster(threads_per_server=1, chunk_combos=250) as cluster:
@@ -129,6 +137,9 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
             assert expected.height > 0
             assert cluster.sweep("s", **options).equals(expected), options  # type: ignore[arg-type]
         assert cluster.sweep("u", **per_series).equals(want[7])  # type: ignore[arg-type]
+        assert cluster.sweep("s", **mine).equals(want[8])  # type: ignore[arg-type]
+        assert want[9]["combo"].to_list() != list(range(want[9].height))  # gaps
+        assert cluster.sweep("s", **constrained).equals(want[9])  # type: ignore[arg-type]
 
 
 def test_walk_forward_and_background_jobs_equal_one_server(ray_cluster: RayCluster) -> None:

@@ -32,6 +32,7 @@
 mod client;
 mod connect;
 mod error;
+pub mod formula;
 #[cfg(feature = "polars")]
 pub mod polars;
 mod session;

@@ -1,0 +1,324 @@
+//! Strategies of your own, typed: formula expressions over the bars (protocol v1.3) whose
+//! `Display` is the strategy language's canonical text, and [`strategy`], which makes them a
+//! [`Strategy`] a request can carry. The server parses and checks them; a mistake is named by
+//! it with the field and the byte offset.
+//!
+//! ```
+//! use sweepflight_client::formula::{close, param, rsi, sma, std, strategy};
+//!
+//! let (n, k) = (param("n"), param("k"));
+//! let long = close().lt(sma(close(), &n) - k * std(close(), &n)).and(rsi(close(), 14).lt(35));
+//! assert_eq!(long.to_string(), "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35");
+//! let s = strategy(Some(&long), None, Some(&close().gt(sma(close(), &n))), None, None).unwrap();
+//! assert_eq!(s.params().len(), 2);
+//! ```
+
+use std::fmt;
+
+use sweepflight_protocol::Strategy;
+
+/// A formula node: its canonical text and how tightly it binds (`or` 1, `and` 2, `not` 3,
+/// comparisons 4, `+ -` 5, `* /` 6, unary minus 7, atoms 8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expr {
+    text: String,
+    strength: u8,
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Expr {
+    fn atom(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            strength: 8,
+        }
+    }
+
+    fn wrap(&self, paren: bool) -> String {
+        if paren {
+            format!("({})", self.text)
+        } else {
+            self.text.clone()
+        }
+    }
+
+    fn binary(self, op: &str, strength: u8, other: impl Into<Self>) -> Self {
+        let other = other.into();
+        // Left-associative: a left operand as strong stays bare, a right one needs parentheses;
+        // comparisons do not chain, so neither side may be a comparison.
+        let left = if strength == 4 {
+            self.strength <= 4
+        } else {
+            self.strength < strength
+        };
+        Self {
+            text: format!(
+                "{} {op} {}",
+                self.wrap(left),
+                other.wrap(other.strength <= strength)
+            ),
+            strength,
+        }
+    }
+
+    /// `self < other`.
+    #[must_use]
+    pub fn lt(self, other: impl Into<Self>) -> Self {
+        self.binary("<", 4, other)
+    }
+    /// `self <= other`.
+    #[must_use]
+    pub fn le(self, other: impl Into<Self>) -> Self {
+        self.binary("<=", 4, other)
+    }
+    /// `self > other`.
+    #[must_use]
+    pub fn gt(self, other: impl Into<Self>) -> Self {
+        self.binary(">", 4, other)
+    }
+    /// `self >= other`.
+    #[must_use]
+    pub fn ge(self, other: impl Into<Self>) -> Self {
+        self.binary(">=", 4, other)
+    }
+    /// `self == other`.
+    #[must_use]
+    pub fn eq_to(self, other: impl Into<Self>) -> Self {
+        self.binary("==", 4, other)
+    }
+    /// `self != other` (false with a NaN side).
+    #[must_use]
+    pub fn ne_to(self, other: impl Into<Self>) -> Self {
+        self.binary("!=", 4, other)
+    }
+    /// `self and other`.
+    #[must_use]
+    pub fn and(self, other: impl Into<Self>) -> Self {
+        self.binary("and", 2, other)
+    }
+    /// `self or other`.
+    #[must_use]
+    pub fn or(self, other: impl Into<Self>) -> Self {
+        self.binary("or", 1, other)
+    }
+    /// `not self`.
+    #[must_use]
+    pub fn not(self) -> Self {
+        Self {
+            text: format!("not {}", self.wrap(self.strength < 3)),
+            strength: 3,
+        }
+    }
+    /// True where this crosses above `other`.
+    #[must_use]
+    pub fn cross_above(self, other: impl Into<Self>) -> Self {
+        call("cross_above", &[self, other.into()])
+    }
+    /// True where this crosses below `other`.
+    #[must_use]
+    pub fn cross_below(self, other: impl Into<Self>) -> Self {
+        call("cross_below", &[self, other.into()])
+    }
+}
+
+impl From<f64> for Expr {
+    fn from(v: f64) -> Self {
+        let magnitude = Self::atom(sweepflight_kernel::expr::canon::number(v.abs()));
+        if v.is_sign_negative() && v != 0.0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+}
+
+impl From<i64> for Expr {
+    fn from(v: i64) -> Self {
+        let magnitude = Self::atom(v.unsigned_abs().to_string());
+        if v < 0 { -magnitude } else { magnitude }
+    }
+}
+
+impl From<i32> for Expr {
+    fn from(v: i32) -> Self {
+        Self::from(i64::from(v))
+    }
+}
+
+impl From<&Expr> for Expr {
+    fn from(v: &Expr) -> Self {
+        v.clone()
+    }
+}
+
+macro_rules! arith {
+    ($trait:ident, $method:ident, $op:literal, $strength:literal) => {
+        impl<T: Into<Expr>> std::ops::$trait<T> for Expr {
+            type Output = Expr;
+            fn $method(self, other: T) -> Expr {
+                self.binary($op, $strength, other)
+            }
+        }
+        impl std::ops::$trait<Expr> for f64 {
+            type Output = Expr;
+            fn $method(self, other: Expr) -> Expr {
+                Expr::from(self).binary($op, $strength, other)
+            }
+        }
+    };
+}
+arith!(Add, add, "+", 5);
+arith!(Sub, sub, "-", 5);
+arith!(Mul, mul, "*", 6);
+arith!(Div, div, "/", 6);
+
+impl std::ops::Neg for Expr {
+    type Output = Expr;
+    fn neg(self) -> Expr {
+        Expr {
+            text: format!("-{}", self.wrap(self.strength < 7)),
+            strength: 7,
+        }
+    }
+}
+
+fn call(name: &str, args: &[Expr]) -> Expr {
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    Expr::atom(format!("{name}({})", args.join(", ")))
+}
+
+/// A parameter, bound per combo by `params`, `grid` or `sample`.
+pub fn param(name: &str) -> Expr {
+    Expr::atom(name)
+}
+
+/// The bars' opens.
+pub fn open() -> Expr {
+    Expr::atom("open")
+}
+/// The bars' highs.
+pub fn high() -> Expr {
+    Expr::atom("high")
+}
+/// The bars' lows.
+pub fn low() -> Expr {
+    Expr::atom("low")
+}
+/// The bars' closes.
+pub fn close() -> Expr {
+    Expr::atom("close")
+}
+/// The bars' volumes.
+pub fn volume() -> Expr {
+    Expr::atom("volume")
+}
+
+macro_rules! windowed {
+    ($($name:ident: $doc:literal),* $(,)?) => {$(
+        #[doc = $doc]
+        pub fn $name(x: impl Into<Expr>, n: impl Into<Expr>) -> Expr {
+            call(stringify!($name), &[x.into(), n.into()])
+        }
+    )*};
+}
+windowed!(
+    lag: "`x` `n` bars before.",
+    change: "`x[i] - x[i-n]`.",
+    roc: "Rate of change over `n` bars, in percent.",
+    sum: "The sum of the last `n` values.",
+    sma: "Simple moving average.",
+    wma: "Linearly weighted moving average.",
+    std: "Population standard deviation of the last `n` values.",
+    highest: "The largest of the last `n` values.",
+    lowest: "The smallest of the last `n` values.",
+    ema: "Exponential moving average.",
+    rma: "Wilder's smoothing.",
+    rsi: "Wilder's RSI.",
+    min: "The smaller of two series.",
+    max: "The larger of two series.",
+    cross_above: "True where the first crosses above the second.",
+    cross_below: "True where the first crosses below the second.",
+);
+
+/// True range.
+pub fn tr() -> Expr {
+    call("tr", &[])
+}
+/// Average true range.
+pub fn atr(n: impl Into<Expr>) -> Expr {
+    call("atr", &[n.into()])
+}
+/// Hull moving average of length `n`.
+pub fn hma(x: impl Into<Expr>, n: impl Into<Expr>) -> Expr {
+    call("hma", &[x.into(), n.into()])
+}
+/// `a` where condition `c` holds, else `b`.
+pub fn r#where(c: impl Into<Expr>, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
+    call("where", &[c.into(), a.into(), b.into()])
+}
+/// `abs(x)`.
+pub fn abs(x: impl Into<Expr>) -> Expr {
+    call("abs", &[x.into()])
+}
+
+/// A strategy of these formulas and an optional constraint.
+///
+/// # Errors
+/// A message naming the field and the byte offset of a formula the language refuses.
+pub fn strategy(
+    long: Option<&Expr>,
+    short: Option<&Expr>,
+    exit_long: Option<&Expr>,
+    exit_short: Option<&Expr>,
+    constraint: Option<&Expr>,
+) -> Result<Strategy, String> {
+    let fields: serde_json::Map<String, serde_json::Value> = [
+        ("long", long),
+        ("short", short),
+        ("exit_long", exit_long),
+        ("exit_short", exit_short),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|e| (k.to_owned(), serde_json::Value::String(e.to_string()))))
+    .collect();
+    let constraint = constraint.map(ToString::to_string);
+    Strategy::decode(
+        Some(&serde_json::Value::Object(fields)),
+        constraint.as_deref(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_text_as_the_server_prints_it() {
+        let (fast, slow) = (param("fast"), param("slow"));
+        assert_eq!(
+            sma(close(), &fast)
+                .cross_above(sma(close(), &slow))
+                .to_string(),
+            "cross_above(sma(close, fast), sma(close, slow))"
+        );
+        let e = (close() - (close() - 1))
+            .gt(-close() * 2.5)
+            .or(close().lt(0.0001).not());
+        assert_eq!(
+            e.to_string(),
+            "close - (close - 1) > -close * 2.5 or not close < 0.0001"
+        );
+        let parsed = sweepflight_kernel::expr::parse::parse(&e.to_string()).unwrap();
+        assert_eq!(
+            sweepflight_kernel::expr::canon::text(&parsed),
+            e.to_string()
+        );
+        assert!(strategy(None, None, Some(&close().gt(1)), None, None).is_err());
+    }
+}
