@@ -106,14 +106,6 @@ impl Expr {
     pub fn or(self, other: impl Into<Self>) -> Self {
         self.binary("or", 1, other)
     }
-    /// `not self`.
-    #[must_use]
-    pub fn not(self) -> Self {
-        Self {
-            text: format!("not {}", self.wrap(self.strength < 3)),
-            strength: 3,
-        }
-    }
     /// True where this crosses above `other`.
     #[must_use]
     pub fn cross_above(self, other: impl Into<Self>) -> Self {
@@ -176,6 +168,17 @@ arith!(Add, add, "+", 5);
 arith!(Sub, sub, "-", 5);
 arith!(Mul, mul, "*", 6);
 arith!(Div, div, "/", 6);
+
+/// `!e` is the language's `not e`.
+impl std::ops::Not for Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
+        Expr {
+            text: format!("not {}", self.wrap(self.strength < 3)),
+            strength: 3,
+        }
+    }
+}
 
 impl std::ops::Neg for Expr {
     type Output = Expr;
