@@ -312,7 +312,7 @@ mod tests {
         );
         let e = (close() - (close() - 1))
             .gt(-close() * 2.5)
-            .or(close().lt(0.0001).not());
+            .or(!close().lt(0.0001));
         assert_eq!(
             e.to_string(),
             "close - (close - 1) > -close * 2.5 or not close < 0.0001"
