@@ -338,11 +338,12 @@ class Cluster:
         ds = self._dataset(name)
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
-        whole = request.sample is not None or request.grid_goes_whole
-        size = request.combos if whole else self.chunk_combos
-        chunks = [
-            (start, request.chunk(start, end)) for start, end in chunk_bounds(request.combos, size, len(self._servers))
-        ]
+        if request.sample is not None or request.grid_goes_whole:
+            # Drawn, or numbered, by the server: one server takes the call whole.
+            chunks = [(0, request)]
+        else:
+            bounds = chunk_bounds(request.combos, self.chunk_combos, len(self._servers))
+            chunks = [(start, request.chunk(start, end)) for start, end in bounds]
         # Tasks: (server or None for any, chunk start, request). Sharded: each server its series.
         tasks: list[tuple[int | None, int, SweepRequest]] = []
         if ds.shards is None:
