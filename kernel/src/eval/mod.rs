@@ -16,6 +16,7 @@
 pub mod oracle;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -63,6 +64,8 @@ pub(crate) fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
 /// A materialised node of a group.
 enum Array {
     Series(Vec<f64>),
+    /// A series from a shared multi-window pass (written straight into its allocation).
+    Shared(Arc<[f64]>),
     Cond(Vec<u8>),
 }
 
@@ -245,12 +248,43 @@ fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Opt
             defs,
             arrays: &arrays,
         };
+        // Calls of a function with a shared multi-window pass (SMA: one pass whose cost is the
+        // longest window, not the sum of them) over the same input: one pass for all of them.
+        let mut batches: HashMap<(u16, CallArg), Vec<(usize, u32)>> = HashMap::new();
+        for &id in &ids {
+            if let Def::Call { func, args } = &defs[id]
+                && function(*func).multi.is_some()
+                && let [x @ CallArg::Operand(Operand::Node(_)), CallArg::Window(n)] = args[..]
+            {
+                batches.entry((*func, x)).or_default().push((id, n));
+            }
+        }
+        batches.retain(|_, calls| calls.len() > 1);
+        let batched: Vec<usize> = batches.values().flatten().map(|&(id, _)| id).collect();
+        let mut done: Vec<(usize, Array)> = Vec::new();
+        for ((func, x), calls) in &batches {
+            let Input::Series(xs) = ctx.input(x) else {
+                unreachable!("a node input is a series")
+            };
+            let mut windows: Vec<usize> = calls.iter().map(|&(_, n)| n as usize).collect();
+            windows.sort_unstable();
+            windows.dedup();
+            let multi = function(*func).multi.expect("kept above");
+            let lines = multi(xs, &windows, parallel);
+            for &(id, n) in calls {
+                let at = windows
+                    .binary_search(&(n as usize))
+                    .expect("every window is passed");
+                done.push((id, Array::Shared(Arc::clone(&lines[at]))));
+            }
+        }
+        let ids: Vec<usize> = ids.into_iter().filter(|id| !batched.contains(id)).collect();
         let compute = |&id: &usize| (id, ctx.whole(id));
-        let done: Vec<(usize, Array)> = if parallel && ids.len() > 1 {
-            ids.par_iter().map(compute).collect()
+        done.extend(if parallel && ids.len() > 1 {
+            ids.par_iter().map(compute).collect::<Vec<_>>()
         } else {
             ids.iter().map(compute).collect()
-        };
+        });
         for (id, a) in done {
             arrays[id] = Some(a);
         }
@@ -278,6 +312,7 @@ impl<'a> Ctx<'a> {
                     .expect("a call's inputs are shared")
                 {
                     Array::Series(s) => Input::Series(s),
+                    Array::Shared(s) => Input::Series(s),
                     Array::Cond(c) => Input::Cond(c),
                 },
             },
@@ -528,6 +563,7 @@ fn num<'a>(
             Def::Column(c) => Num::Slice(&column(ctx.bars, *c).expect("checked")[b0..b1]),
             _ => match &ctx.arrays[n as usize] {
                 Some(Array::Series(s)) => Num::Slice(&s[b0..b1]),
+                Some(Array::Shared(s)) => Num::Slice(&s[b0..b1]),
                 Some(Array::Cond(_)) => unreachable!("a number operand"),
                 None => Num::Slice(&scratch.series[slots.of(n)]),
             },
@@ -546,7 +582,7 @@ fn flag<'a>(
     match (&ctx.defs[c as usize], &ctx.arrays[c as usize]) {
         (Def::Always(b), _) => Flag::Always(*b),
         (_, Some(Array::Cond(a))) => Flag::Slice(&a[b0..b1]),
-        (_, Some(Array::Series(_))) => unreachable!("a condition"),
+        (_, Some(Array::Series(_) | Array::Shared(_))) => unreachable!("a condition"),
         (_, None) => Flag::Slice(&scratch.conds[slots.of(c)]),
     }
 }

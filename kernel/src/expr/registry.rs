@@ -45,6 +45,9 @@ pub enum Plain {
     Cond(fn(&Bars<'_>, &[Input<'_>]) -> Vec<bool>),
 }
 
+/// A shared pass over one series for many windows: one line per window.
+pub type Multi = fn(&[f64], &[usize], bool) -> Vec<std::sync::Arc<[f64]>>;
+
 /// The windows of a full form from the one window of its short form.
 pub type Derive = fn(u32) -> Vec<u32>;
 
@@ -68,6 +71,9 @@ pub struct Function {
     pub expands: Option<(Derive, &'static str)>,
     /// The fast computation.
     pub compute: Compute,
+    /// A shared pass computing the function of one series for many windows at once (strictly
+    /// ascending), where that costs less than one computation per window.
+    pub multi: Option<Multi>,
     /// The oracle.
     pub plain: Plain,
 }
@@ -113,6 +119,7 @@ macro_rules! function {
             lookback: $lookback,
             expands: $expands,
             compute: Compute::$ret($fast),
+            multi: None,
             plain: Plain::$ret($plain),
         }
     };
