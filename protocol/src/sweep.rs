@@ -799,7 +799,9 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         wire.grid.is_some(),
         wire.sample.is_some(),
     ];
-    let forms = if strategy == Strategy::HmaSar {
+    // hma_sar by name, with or without a constraint, takes `lengths` too.
+    let paper = strategy.name() == Strategy::HmaSar.name();
+    let forms = if paper {
         "`lengths`, `params`, `grid` and `sample`"
     } else {
         "`params`, `grid` and `sample`"
@@ -819,7 +821,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         }
     }
     let grid = if let Some(lengths) = wire.lengths {
-        if strategy != Strategy::HmaSar {
+        if !paper {
             return Err(Error::new(format!(
                 "`lengths` derives hma_sar windows; give {strategy} combos as {forms}"
             )));

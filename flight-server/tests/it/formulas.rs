@@ -94,6 +94,15 @@ async fn formula_strategies_on_every_verb() {
     .await
     .unwrap();
     assert_eq!(i64s(&constrained, "combo"), [0, 1, 3]);
+    // The paper's lengths take a constraint on the windows they derive.
+    let paper = sweep(
+        &mut c,
+        json!({"dataset": "s", "lengths": [6, 100, 8], "constraint": "full < 50"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(i64s(&paper, "combo"), [0, 2]);
+    assert_eq!(i64s(&paper, "full"), [6, 8]);
     assert_eq!(i64s(&constrained, "fast"), [5, 5, 10]);
     // Ranked on the server, and the chosen combos' trades and equity.
     let chosen = json!({"dataset": "s", "strategy": strategy, "grid": {"n": [10, 20, 30], "k": [1.0, 1.5, 2.0]},
