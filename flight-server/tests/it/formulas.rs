@@ -10,7 +10,7 @@ use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
 
 use crate::common::{
-    TestServer, action, close_batch, code, f64s, i64s, put, session, sweep, table,
+    TestServer, action, close_batch, code, exchange_sweep, f64s, i64s, put, session, sweep, table,
 };
 
 fn bollinger() -> Value {
@@ -152,6 +152,12 @@ async fn formula_strategies_on_every_verb() {
     let auto = sweep(&mut c, ranged(json!("auto"))).await.unwrap();
     assert_eq!(auto, sweep(&mut c, ranged(json!(29))).await.unwrap());
     assert_ne!(auto, sweep(&mut c, ranged(json!(0))).await.unwrap());
+
+    // The stateless exchange: the series streamed with the call, a formula strategy.
+    let cmd = json!({"op": "sweep", "strategy": strategy, "grid": {"n": [10, 20, 30], "k": [1.0, 1.5, 2.0]}});
+    let streamed = exchange_sweep(&mut c, cmd, vec![close_batch(&close)]).await;
+    let streamed = arrow_select::concat::concat_batches(&streamed[0].schema(), &streamed).unwrap();
+    assert_eq!(streamed, batch);
 
     // A column the dataset lacks is named.
     let e = sweep(
