@@ -483,6 +483,29 @@ def sma_cross_trades(x: list[float], fast: int, slow: int) -> int:
     return trades + (pos != 0)
 
 
+def cold_call(c: flight.FlightClient, srv: Any, close: np.ndarray, request: dict[str, Any], growth: list[int]) -> Op:
+    """A cold `sweep` call: `request` on the series put anew as a dataset of its own (nothing
+    cached for it), timed around the call only; the server's peak resident memory over the call
+    above what it held before goes into `growth`; the dataset is dropped after."""
+    count = 0
+
+    def op() -> float:
+        nonlocal count
+        count += 1
+        name = f"cold-{id(growth)}-{count}"
+        put(c, name, pa.table({"close": close}))
+        before = srv.status("VmRSS")
+        srv.reset_peak()
+        t0 = time.perf_counter()
+        sweep(c, {**request, "dataset": name})
+        dt = time.perf_counter() - t0
+        growth.append(srv.status("VmHWM") - before)
+        list(c.do_action(flight.Action("drop", name.encode())))
+        return dt
+
+    return op
+
+
 def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     """vectorbt's canonical example (an SMA-crossover grid of windows 10..39 taken in pairs, 435
     combos, stop-and-reverse on the paper series) with both its engines against one cold
@@ -504,23 +527,7 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     # Cold: each call on a dataset put anew (the indicator sweep keeps nothing between calls
     # anyway); the server's peak resident memory over the call, above what it held before.
     growth: list[int] = []
-    rounds = 0
-
-    def one_call() -> float:
-        nonlocal rounds
-        rounds += 1
-        name = f"paper-{rounds}"
-        put(c, name, pa.table({"close": close}))
-        before = srv.status("VmRSS")
-        srv.reset_peak()
-        t0 = time.perf_counter()
-        sweep(c, {**request, "dataset": name})
-        dt = time.perf_counter() - t0
-        growth.append(srv.status("VmHWM") - before)
-        list(c.do_action(flight.Action("drop", name.encode())))
-        return dt
-
-    ops: dict[str, Op] = {"sweepflight, one call": one_call}
+    ops: dict[str, Op] = {"sweepflight, one call": cold_call(c, srv, close, request, growth)}
     vbt_python = (
         None
         if ctx.quick
@@ -1243,27 +1250,8 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
             )
         )
     )
-    growth: dict[str, list[int]] = {}
-    rounds = 0
-
-    def cold(name: str) -> Op:
-        def op() -> float:
-            nonlocal rounds
-            rounds += 1
-            ds = f"paper-{rounds}"
-            put(c, ds, pa.table({"close": close}))
-            before = srv.status("VmRSS")
-            srv.reset_peak()
-            t0 = time.perf_counter()
-            sweep(c, {"dataset": ds, **requests[name]})
-            dt = time.perf_counter() - t0
-            growth.setdefault(name, []).append(srv.status("VmHWM") - before)
-            list(c.do_action(flight.Action("drop", ds.encode())))
-            return dt
-
-        return op
-
-    ops: dict[str, Op] = {name: cold(name) for name in requests}
+    growth: dict[str, list[int]] = {name: [] for name in requests}
+    ops: dict[str, Op] = {name: cold_call(c, srv, close, r, growth[name]) for name, r in requests.items()}
     vbt_python = (
         None
         if ctx.quick
