@@ -59,6 +59,8 @@ V12_METRIC_COLUMNS = (
     "sortino",
     "sqn",
 )
+#: The last column of every reply with metrics (v1.3): the compounded return in percent.
+TOTAL_RETURN_COLUMN = "total_return"
 #: The column ``blocks`` adds to a sweep result.
 BLOCK_PNL_COLUMN = "block_pnl"
 #: The strategy of a body that names none.
@@ -133,6 +135,7 @@ def walk_forward_schema(
     fields.append(pa.field("train_score", pa.float64(), nullable=True))
     fields += [pa.field(n, t, nullable=True) for n, t in METRIC_COLUMNS]
     fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
+    fields.append(pa.field(TOTAL_RETURN_COLUMN, pa.float64(), nullable=True))
     if keyed:
         fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
     return pa.schema(fields)
@@ -169,23 +172,24 @@ def put_descriptor(name: str, key: str | None = None) -> flight.FlightDescriptor
 
 def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
     """The result schema the server sends for ``strategy``: ``series`` first when ``keyed``,
-    ``combo``, the strategy's parameters, the metrics."""
+    ``combo``, the strategy's parameters, the metrics, ``total_return``."""
     columns = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
     fields = [pa.field(n, t, nullable=False) for n, t in columns]
     fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
+    fields.append(pa.field(TOTAL_RETURN_COLUMN, pa.float64(), nullable=False))
     if keyed:
         fields.insert(0, pa.field(SERIES_COLUMN, pa.string(), nullable=False))
     return pa.schema(fields)
 
 
 def sweep_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY, blocks: int | None = None) -> pa.Schema:
-    """:func:`result_schema` with the ``block_pnl`` column last when ``blocks`` is given."""
+    """:func:`result_schema` with the ``block_pnl`` column before ``total_return`` when
+    ``blocks`` is given."""
     schema = result_schema(keyed, strategy)
     if blocks is None:
         return schema
-    return schema.append(
-        pa.field(BLOCK_PNL_COLUMN, pa.list_(pa.field("item", pa.float64(), nullable=False), blocks), nullable=False)
-    )
+    block = pa.field(BLOCK_PNL_COLUMN, pa.list_(pa.field("item", pa.float64(), nullable=False), blocks), nullable=False)
+    return schema.insert(len(schema) - 1, block)
 
 
 def trades_schema(keyed: bool) -> pa.Schema:

@@ -285,8 +285,10 @@ def test_metric_columns_and_their_nulls(sf: sweepflight.Client) -> None:
         "sortino",
         "sqn",
     ]
-    assert df.columns[-9:] == metrics
+    # The v1.2 metrics, then (v1.3) total_return, last.
+    assert df.columns[-10:] == [*metrics, "total_return"]
     traded, idle = df.row(0, named=True), df.row(1, named=True)
+    assert idle["total_return"] == 0.0 and traded["total_return"] != 0.0
     assert traded["trades"] > 10 and traded["avg_trade"] == pytest.approx(traded["pnl"] / traded["trades"])
     assert traded["worst_trade"] <= traded["avg_trade"] <= traded["best_trade"]
     assert 0 < traded["exposure"] <= 1 and traded["sharpe"] is not None

@@ -74,9 +74,22 @@ pub struct TradeStats {
     pub d_neg: bool,
     /// Evaluated bars, `E - S` (the increments are one fewer).
     pub evaluated: u64,
+    /// The product from 1.0 of `1.0 + net / 100.0` in booking order (strategies.md v1.3's
+    /// `P`; meaningful when there is a trade).
+    pub compound: f64,
 }
 
 impl ComboResult {
+    /// The compounded return of the booked trades in percent (strategies.md, v1.3):
+    /// `(P - 1.0) * 100.0`; 0.0 with no trade.
+    pub fn total_return(&self) -> f64 {
+        if self.trades == 0 {
+            0.0
+        } else {
+            (self.stats.compound - 1.0) * 100.0
+        }
+    }
+
     /// `wins / trades`, or 0 when there were no trades.
     pub fn win_rate(&self) -> f64 {
         if self.trades == 0 {
@@ -386,6 +399,7 @@ impl<'a> Ledger<'a> {
         result.stats.evaluated = close.len().saturating_sub(start) as u64;
         result.stats.best = f64::NEG_INFINITY;
         result.stats.worst = f64::INFINITY;
+        result.stats.compound = 1.0;
         Self {
             keep: 1.0 - fee,
             result,
@@ -450,6 +464,7 @@ impl<'a> Ledger<'a> {
         s.best = s.best.max(net);
         s.worst = s.worst.min(net);
         s.net_sq += net * net;
+        s.compound *= 1.0 + net / 100.0;
         (net, ret)
     }
 

@@ -374,6 +374,19 @@ fn every_builtin_equals_its_formula_form_on_every_column() {
                     let kept = records.into_records();
                     for (i, values) in grid.iter().enumerate().rev().take(3) {
                         let trades = interp::run(&bars, &program, values, &exec);
+                        // total_return (strategies.md v1.3): compounded in booking order.
+                        let p = trades.iter().fold(1.0, |p, t| p * (1.0 + t.net / 100.0));
+                        let want = if trades.is_empty() {
+                            0.0
+                        } else {
+                            (p - 1.0) * 100.0
+                        };
+                        assert_eq!(
+                            got[i].total_return().to_bits(),
+                            want.to_bits(),
+                            "{}",
+                            b.name
+                        );
                         let fast: Vec<(i8, usize, usize, u64)> = kept[i]
                             .trades
                             .iter()

@@ -46,6 +46,10 @@ pub const V12_METRIC_COLUMNS: [&str; 9] = [
     "sqn",
 ];
 
+/// The last column of every reply that carries metrics (strategies.md, v1.3): the compounded
+/// return of the booked trades in percent, float64, 0.0 with no trade.
+pub const TOTAL_RETURN_COLUMN: &str = "total_return";
+
 /// One schema per strategy, unkeyed then keyed.
 static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
     Strategy::ALL
@@ -76,6 +80,7 @@ fn build(strategy: &Strategy, keyed: bool) -> SchemaRef {
             .iter()
             .map(|name| Field::new(*name, DataType::Float64, true)),
     );
+    fields.push(Field::new(TOTAL_RETURN_COLUMN, DataType::Float64, false));
     Arc::new(Schema::new(fields))
 }
 
@@ -108,12 +113,13 @@ pub fn strategy_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
 /// of B blocks of the evaluated rows (strategies.md, "Blocks").
 pub const BLOCK_PNL_COLUMN: &str = "block_pnl";
 
-/// [`strategy_schema`], with the `block_pnl` column (fixed_size_list<float64>[B]) last when
-/// `blocks` is given.
+/// [`strategy_schema`], with the `block_pnl` column (fixed_size_list<float64>[B]) before
+/// `total_return` when `blocks` is given.
 pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
     let base = strategy_schema(strategy, keyed);
     let Some(b) = blocks else { return base };
     let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let total = fields.pop().expect("total_return is last");
     fields.push(Field::new(
         BLOCK_PNL_COLUMN,
         DataType::FixedSizeList(
@@ -122,6 +128,7 @@ pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> Sch
         ),
         false,
     ));
+    fields.push(total);
     Arc::new(Schema::new(fields))
 }
 
@@ -254,7 +261,7 @@ mod tests {
         assert!(!check_result_schema(&result_schema(false)).unwrap());
         assert!(check_result_schema(&result_schema(true)).unwrap());
         assert_eq!(result_schema(true).field(0).name(), SERIES_COLUMN);
-        assert_eq!(result_schema(false).fields().len(), 12 + 9);
+        assert_eq!(result_schema(false).fields().len(), 12 + 9 + 1);
         // The contract's nine columns alone are a valid result.
         let nine = Schema::new(result_schema(false).fields()[..9].to_vec());
         assert!(!check_result_schema(&nine).unwrap());
@@ -283,7 +290,7 @@ mod tests {
             rsi.field_with_name("upper").unwrap().data_type(),
             &DataType::Float64
         );
-        assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9);
+        assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9 + 1);
         assert!(rsi.field_with_name("sharpe").unwrap().is_nullable());
         let wf = walk_forward_schema(&Strategy::SmaCross, true);
         let names: Vec<&str> = wf.fields().iter().map(|f| f.name().as_str()).collect();
@@ -303,7 +310,7 @@ mod tests {
                 "pnl"
             ]
         );
-        assert_eq!(names.last(), Some(&"sqn"));
+        assert_eq!(names.last(), Some(&"total_return"));
         assert!(wf.field_with_name("trades").unwrap().is_nullable());
     }
 

@@ -179,6 +179,7 @@ fn columns(strategy: &Strategy) -> impl Iterator<Item = String> + '_ {
             ["pnl", "trades", "wins", "win_rate", "max_drawdown"]
                 .into_iter()
                 .chain(V12_METRIC_COLUMNS)
+                .chain([crate::TOTAL_RETURN_COLUMN])
                 .map(str::to_owned),
         )
 }

@@ -110,7 +110,7 @@ pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<Re
             })
             .collect();
         let arrow_schema::DataType::FixedSizeList(item, _) =
-            schema.field(schema.fields().len() - 1).data_type()
+            schema.field(schema.fields().len() - 2).data_type()
         else {
             return Err(Error::Internal("block_pnl is not a fixed-size list".into()));
         };
@@ -123,6 +123,7 @@ pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<Re
         .map_err(|e| Error::internal("build the block_pnl column", e))?;
         columns.push(Arc::new(list));
     }
+    columns.push(floats(&ComboResult::total_return));
     RecordBatch::try_new(schema, columns).map_err(|e| Error::internal("build the result table", e))
 }
 
@@ -206,6 +207,7 @@ fn column_of<'a>(job: &'a Job, name: &str) -> Result<Column<'a>> {
         ("wins", ..) => Box::new(|_, r| Some(r.wins as f64)),
         ("win_rate", ..) => Box::new(|_, r| Some(r.win_rate())),
         ("max_drawdown", ..) => Box::new(|_, r| Some(r.max_drawdown)),
+        ("total_return", ..) => Box::new(|_, r| Some(r.total_return())),
         (_, Some(m), _) => Box::new(move |_, r| r.metrics(ppy).values()[m]),
         _ => return Err(Error::Internal(format!("no result column {name}"))),
     })

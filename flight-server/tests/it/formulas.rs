@@ -66,7 +66,18 @@ async fn formula_strategies_on_every_verb() {
             "combo {i}: {} vs {sum}",
             pnl[i]
         );
+        // total_return, last: compounded in booking order (strategies.md v1.3).
+        let p = want.iter().fold(1.0, |p, t| p * (1.0 + t.net / 100.0));
+        let compounded = (p - 1.0) * 100.0;
+        assert!(
+            (f64s(&batch, "total_return")[i] - compounded).abs() <= 1e-6,
+            "combo {i}"
+        );
     }
+    assert_eq!(
+        batch.schema().fields().last().unwrap().name(),
+        "total_return"
+    );
 
     // A built-in written as formulas is the built-in, column for column.
     let forms = json!({"long": "cross_above(sma(close, fast), sma(close, slow))",
