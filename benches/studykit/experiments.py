@@ -483,6 +483,15 @@ def sma_cross_trades(x: list[float], fast: int, slow: int) -> int:
     return trades + (pos != 0)
 
 
+def vectorbt_python(ctx: Ctx) -> str | None:
+    """The python of vectorbt's own environment (scripts/setup-vectorbt.sh makes it once); None
+    in a quick run, which times sweepflight only."""
+    if ctx.quick:
+        return None
+    script = str(ROOT / "scripts" / "setup-vectorbt.sh")
+    return subprocess.run([script], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def cold_call(c: flight.FlightClient, srv: Any, close: np.ndarray, request: dict[str, Any], growth: list[int]) -> Op:
     """A cold `sweep` call: `request` on the series put anew as a dataset of its own (nothing
     cached for it), timed around the call only; the server's peak resident memory over the call
@@ -528,13 +537,7 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     # anyway); the server's peak resident memory over the call, above what it held before.
     growth: list[int] = []
     ops: dict[str, Op] = {"sweepflight, one call": cold_call(c, srv, close, request, growth)}
-    vbt_python = (
-        None
-        if ctx.quick
-        else subprocess.run(
-            [str(ROOT / "scripts" / "setup-vectorbt.sh")], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    )
+    vbt_python = vectorbt_python(ctx)
     peaks: dict[str, list[int]] = {}
     agreement: dict[str, int] = {}
     if vbt_python:
@@ -1252,13 +1255,7 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
     )
     growth: dict[str, list[int]] = {name: [] for name in requests}
     ops: dict[str, Op] = {name: cold_call(c, srv, close, r, growth[name]) for name, r in requests.items()}
-    vbt_python = (
-        None
-        if ctx.quick
-        else subprocess.run(
-            [str(ROOT / "scripts" / "setup-vectorbt.sh")], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    )
+    vbt_python = vectorbt_python(ctx)
     peaks: list[int] = []
     vbt_trades: list[int] = []
     if vbt_python:
