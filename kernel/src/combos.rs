@@ -231,7 +231,7 @@ pub fn sweep_combos(
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
     match combos {
-        Combos::Builtin(p) => strategy::sweep_params(bars.close, p, exec, control),
+        Combos::Builtin(p) => strategy::sweep_params_on(bars, p, exec, control),
         Combos::Program(p) => sweep_program(bars, &p.program, &p.values, p.count, exec, control),
     }
 }

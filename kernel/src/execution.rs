@@ -1,17 +1,23 @@
-//! The execution loop every strategy shares (strategies.md, "Execution"): from a strategy's
-//! signals to booked trades, with the side filter, stop-loss, take-profit and the evaluated
-//! range.
+//! The execution loop every strategy shares (strategies.md, "Execution" and "Execution,
+//! v1.3"): from a strategy's signals to booked trades, with the side filter, stops (fixed,
+//! trailing, on closes or on highs and lows), fills at the signal's close or the next bar's
+//! open, slippage and the evaluated range.
 //!
 //! A strategy hands the loop its signals as *events*: the bars, in increasing order, where its
-//! signal is not 0. Between events nothing can happen but a stop, so the loop checks stops only
-//! while a position is open and only when stops are set, over the closes between one event and
-//! the next. With the defaults (both sides, no stops, the whole range) the loop is the paper's
-//! stop-and-reverse, operation for operation: the trades and their arithmetic are those of
-//! [`crate::oracle`]'s bar-by-bar loop, which is written from the spec on its own.
+//! signal is not 0. Between events nothing can happen but a stop or a pending fill, so the loop
+//! visits the bars between events only while a position is open and a stop is set. With the
+//! v1.2 options (fills and stops on closes, no trail, no slippage) the loop is v1.2's, lazily
+//! checking stops over the closes between events; with the defaults (both sides, no stops,
+//! the whole range) it is the paper's stop-and-reverse, operation for operation. The other
+//! options run the general loop ([`Engine::advance`]): each bar from the last event to the
+//! next one gets its pending fill and its stop check in the spec's order. Either way the
+//! trades and their arithmetic are those of [`crate::oracle`]'s bar-by-bar loop, which is
+//! written from the spec on its own.
 //!
 //! Where the trades go is the [`Book`]'s business: the sweep's [`crate::Ledger`] folds them into
 //! a [`crate::ComboResult`]; a trade list keeps them.
 
+use crate::lines::Bars;
 use crate::{Error, Result};
 
 /// Which positions a run may hold (body field `side`).
@@ -46,6 +52,98 @@ impl Side {
     }
 }
 
+/// Where a decision on a bar's close is filled (body field `fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Fill {
+    /// At that bar's close (v1.2).
+    #[default]
+    Close,
+    /// At the next bar's open; decisions on the last bar are dropped.
+    NextOpen,
+}
+
+impl Fill {
+    /// The wire names, in the order of the variants.
+    pub const NAMES: [&str; 2] = ["close", "next_open"];
+
+    /// The fill of a wire name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .position(|&n| n == name)
+            .map(|i| [Self::Close, Self::NextOpen][i])
+    }
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+/// What stops are checked against (body field `stops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StopsOn {
+    /// Each bar's close, filled there (v1.2).
+    #[default]
+    Close,
+    /// Each bar's high and low, filled at the stop price or at the open when the bar gaps
+    /// through it; the stop-loss first when both are inside one bar.
+    HighLow,
+}
+
+impl StopsOn {
+    /// The wire names, in the order of the variants.
+    pub const NAMES: [&str; 2] = ["close", "high_low"];
+
+    /// The rule of a wire name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .position(|&n| n == name)
+            .map(|i| [Self::Close, Self::HighLow][i])
+    }
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+/// Why a trade was closed (the trades reply's `exit_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExitReason {
+    /// A signal of the other direction, or the side rule.
+    #[default]
+    Signal,
+    /// An exit formula.
+    Exit,
+    /// The stop-loss.
+    StopLoss,
+    /// The trailing stop (when it was strictly the tighter stop).
+    TrailingStop,
+    /// The take-profit.
+    TakeProfit,
+    /// The final close of the range.
+    End,
+}
+
+impl ExitReason {
+    /// The wire names, in the order of the variants.
+    pub const NAMES: [&str; 6] = [
+        "signal",
+        "exit",
+        "stop_loss",
+        "trailing_stop",
+        "take_profit",
+        "end",
+    ];
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
 /// How signals become trades, the same for every combo of a sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Execution {
@@ -53,10 +151,18 @@ pub struct Execution {
     pub fee: f64,
     /// Which positions may be held.
     pub side: Side,
-    /// Close a position whose close has moved this fraction against its entry.
+    /// Close a position that has moved this fraction against its entry.
     pub stop_loss: Option<f64>,
-    /// Close a position whose close has moved this fraction in its favour.
+    /// Close a position that has moved this fraction in its favour.
     pub take_profit: Option<f64>,
+    /// Close a position that has fallen this fraction from its best price since entry.
+    pub trailing_stop: Option<f64>,
+    /// Where decisions fill.
+    pub fill: Fill,
+    /// What stops are checked against.
+    pub stops: StopsOn,
+    /// A buy fills at `p * (1 + slippage)`, a sell at `p * (1 - slippage)`; in `[0, 0.5)`.
+    pub slippage: f64,
     /// The first evaluated bar of the closes a run is given: bars before it are the warm-up
     /// (indicators are computed over them, no signal is read). 0 = the whole series.
     pub start: usize,
@@ -76,15 +182,19 @@ impl Execution {
             side: Side::Both,
             stop_loss: None,
             take_profit: None,
+            trailing_stop: None,
+            fill: Fill::Close,
+            stops: StopsOn::Close,
+            slippage: 0.0,
             start: 0,
         }
     }
 
-    /// Checks the fee and the stops.
+    /// Checks the fee, the stops and the slippage.
     ///
     /// # Errors
     /// [`Error::InvalidFee`] for a negative or non-finite fee; [`Error::InvalidOption`] for a
-    /// stop that is not finite and > 0.
+    /// stop that is not finite and > 0, or a slippage outside `[0, 0.5)`.
     pub fn validate(&self) -> Result<()> {
         if !self.fee.is_finite() || self.fee < 0.0 {
             return Err(Error::InvalidFee(self.fee));
@@ -92,6 +202,7 @@ impl Execution {
         for (name, stop) in [
             ("stop_loss", self.stop_loss),
             ("take_profit", self.take_profit),
+            ("trailing_stop", self.trailing_stop),
         ] {
             if let Some(v) = stop
                 && !(v.is_finite() && v > 0.0)
@@ -102,27 +213,113 @@ impl Execution {
                 });
             }
         }
+        if !(self.slippage >= 0.0 && self.slippage < 0.5) {
+            return Err(Error::InvalidOption {
+                name: "slippage",
+                message: format!("must be a number in [0, 0.5), got {}", self.slippage),
+            });
+        }
         Ok(())
     }
 
-    /// True for the paper's loop: both sides, no stops, from the first bar.
+    /// The dataset columns the execution reads besides `close`, in the order open, high, low.
+    pub fn columns(&self) -> &'static [&'static str] {
+        match (self.fill, self.stops) {
+            (_, StopsOn::HighLow) => &["open", "high", "low"],
+            (Fill::NextOpen, StopsOn::Close) => &["open"],
+            (Fill::Close, StopsOn::Close) => &[],
+        }
+    }
+
+    /// Checks `bars` has the columns the execution reads.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] naming the option and the missing column.
+    pub fn check_bars(&self, bars: &Bars<'_>) -> Result<()> {
+        let missing = |name: &'static str, column: &str| Error::InvalidOption {
+            name,
+            message: format!("needs the dataset's `{column}` column, which it does not have"),
+        };
+        if self.fill == Fill::NextOpen && bars.open.is_none() {
+            return Err(missing("fill", "open"));
+        }
+        if self.stops == StopsOn::HighLow {
+            for (column, present) in [
+                ("open", bars.open.is_some()),
+                ("high", bars.high.is_some()),
+                ("low", bars.low.is_some()),
+            ] {
+                if !present {
+                    return Err(missing("stops", column));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True for the paper's loop: both sides, no stops, from the first bar, v1.2's fills.
     pub fn is_plain(&self) -> bool {
-        self.side == Side::Both
-            && self.stop_loss.is_none()
-            && self.take_profit.is_none()
-            && self.start == 0
+        self.side == Side::Both && !self.has_stops() && self.start == 0 && self.is_v12()
+    }
+
+    /// True for v1.2's fills and stops: at closes, no trail, no slippage.
+    pub fn is_v12(&self) -> bool {
+        self.fill == Fill::Close
+            && self.stops == StopsOn::Close
+            && self.trailing_stop.is_none()
+            && self.slippage == 0.0
     }
 
     fn has_stops(&self) -> bool {
-        self.stop_loss.is_some() || self.take_profit.is_some()
+        self.stop_loss.is_some() || self.take_profit.is_some() || self.trailing_stop.is_some()
+    }
+
+    /// `p` filled as a buy.
+    #[inline(always)]
+    fn buy(&self, p: f64) -> f64 {
+        p * (1.0 + self.slippage)
+    }
+
+    /// `p` filled as a sell.
+    #[inline(always)]
+    fn sell(&self, p: f64) -> f64 {
+        p * (1.0 - self.slippage)
+    }
+
+    /// `p` filled for entering `pos`: a long's entry is a buy, a short's a sell.
+    #[inline(always)]
+    fn enter_at(&self, pos: f64, p: f64) -> f64 {
+        if pos > 0.0 { self.buy(p) } else { self.sell(p) }
+    }
+
+    /// `p` filled for closing `pos`: a long's exit is a sell, a short's a buy.
+    #[inline(always)]
+    fn exit_at(&self, pos: f64, p: f64) -> f64 {
+        if pos > 0.0 { self.sell(p) } else { self.buy(p) }
     }
 }
 
 /// Where booked trades go.
 pub trait Book {
     /// A closed trade: `pos` is +1 (long) or -1 (short), entered at `entry` on bar
-    /// `entry_row`, closed at `exit` on bar `exit_row`.
-    fn book(&mut self, pos: f64, entry: f64, entry_row: usize, exit: f64, exit_row: usize);
+    /// `entry_row`, closed at `exit` on bar `exit_row` for `reason`.
+    fn book(
+        &mut self,
+        pos: f64,
+        entry: f64,
+        entry_row: usize,
+        exit: f64,
+        exit_row: usize,
+        reason: ExitReason,
+    );
+}
+
+/// The actions decided on a bar's close that fill at the next bar's open (`fill: next_open`):
+/// a close of the held position, then an entry, in that order.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    close: Option<ExitReason>,
+    enter: Option<f64>,
 }
 
 /// The loop's state: the open position and how far stops have been checked.
@@ -131,8 +328,11 @@ pub trait Book {
 /// compiled without the option checks: the paper sweep's hot path stays as it was.
 pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     close: &'a [f64],
+    bars: Bars<'a>,
     exec: Execution,
     stops: bool,
+    /// The v1.3 options are on: the general loop runs ([`Engine::advance`]).
+    general: bool,
     book: B,
     pos: f64,
     entry: f64,
@@ -146,24 +346,39 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     /// `entry * (1 + take_profit)` and `entry * (1 - take_profit)`.
     profit_above: f64,
     profit_below: f64,
+    /// The general loop: the best price since entry (for the trail), the position the
+    /// decisions of the current bar leave (the held one plus `pending`), and the next bar to
+    /// advance through.
+    peak: f64,
+    decided: f64,
+    pending: Pending,
+    next: usize,
 }
 
 impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
-    pub(crate) fn new(close: &'a [f64], exec: &Execution, book: B) -> Self {
+    /// An engine over `bars` (which hold what [`Execution::check_bars`] asks).
+    pub(crate) fn new(bars: &Bars<'a>, exec: &Execution, book: B) -> Self {
         debug_assert!(!PLAIN || exec.is_plain());
+        debug_assert!(exec.check_bars(bars).is_ok());
         Self {
-            close,
+            close: bars.close,
+            bars: *bars,
             exec: *exec,
             stops: exec.has_stops(),
+            general: !exec.is_v12(),
             book,
             pos: 0.0,
             entry: 0.0,
             entry_row: 0,
             checked: exec.start,
-            loss_below: 0.0,
-            loss_above: 0.0,
-            profit_above: 0.0,
-            profit_below: 0.0,
+            loss_below: f64::NAN,
+            loss_above: f64::NAN,
+            profit_above: f64::NAN,
+            profit_below: f64::NAN,
+            peak: 0.0,
+            decided: 0.0,
+            pending: Pending::default(),
+            next: exec.start,
         }
     }
 
@@ -175,7 +390,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if PLAIN {
             if s != self.pos {
                 if self.pos != 0.0 {
-                    self.book.book(self.pos, self.entry, self.entry_row, c, i);
+                    self.book.book(
+                        self.pos,
+                        self.entry,
+                        self.entry_row,
+                        c,
+                        i,
+                        ExitReason::Signal,
+                    );
                 }
                 self.pos = s;
                 self.entry = c;
@@ -186,19 +408,24 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if i < self.exec.start {
             return;
         }
+        if self.general {
+            self.advance(i);
+            self.decide(i, s);
+            return;
+        }
         if self.stops {
             self.stops_through(i);
         }
         match self.exec.side {
             Side::Long if s < 0.0 => {
                 if self.pos > 0.0 {
-                    self.close_at(i);
+                    self.close_at(i, ExitReason::Signal);
                 }
                 return;
             }
             Side::Short if s > 0.0 => {
                 if self.pos < 0.0 {
-                    self.close_at(i);
+                    self.close_at(i, ExitReason::Signal);
                 }
                 return;
             }
@@ -206,17 +433,25 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
         if s != self.pos {
             if self.pos != 0.0 {
-                self.book.book(self.pos, self.entry, self.entry_row, c, i);
+                self.book.book(
+                    self.pos,
+                    self.entry,
+                    self.entry_row,
+                    c,
+                    i,
+                    ExitReason::Signal,
+                );
             }
             self.open(s, c, i);
         }
     }
 
-    /// The open position (+1, -1 or 0) as of the last event. With stops set it may be stale
-    /// (stops are checked lazily, at the next event); without them it is exact.
+    /// The open position (+1, -1 or 0) as of the last event, as its decisions leave it. With
+    /// stops set it may be stale (stops are checked lazily, at the next event); without them
+    /// it is exact.
     #[inline(always)]
     pub(crate) fn position(&self) -> f64 {
-        self.pos
+        if self.general { self.decided } else { self.pos }
     }
 
     /// Whether stops are checked (then [`Engine::position`] may lag).
@@ -232,11 +467,18 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if i < self.exec.start {
             return;
         }
+        if self.general {
+            self.advance(i);
+            if (long && self.decided > 0.0) || (short && self.decided < 0.0) {
+                self.decide_close(i, ExitReason::Exit);
+            }
+            return;
+        }
         if self.stops {
             self.stops_through(i);
         }
         if (long && self.pos > 0.0) || (short && self.pos < 0.0) {
-            self.close_at(i);
+            self.close_at(i, ExitReason::Exit);
         }
     }
 
@@ -244,6 +486,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         self.pos = pos;
         self.entry = c;
         self.entry_row = i;
+        self.peak = c;
         if self.stops {
             if let Some(sl) = self.exec.stop_loss {
                 self.loss_below = c * (1.0 - sl);
@@ -256,9 +499,15 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
     }
 
-    fn close_at(&mut self, i: usize) {
-        self.book
-            .book(self.pos, self.entry, self.entry_row, self.close[i], i);
+    fn close_at(&mut self, i: usize, reason: ExitReason) {
+        self.book.book(
+            self.pos,
+            self.entry,
+            self.entry_row,
+            self.close[i],
+            i,
+            reason,
+        );
         self.pos = 0.0;
     }
 
@@ -274,24 +523,198 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.exec.stop_loss.is_some(),
             self.exec.take_profit.is_some(),
         );
+        let loss = |c: f64| {
+            sl && if long {
+                c <= self.loss_below
+            } else {
+                c >= self.loss_above
+            }
+        };
         // The stop-loss is tested before the take-profit at each bar; both on the close.
         let hit = self.close[from..=j].iter().position(|&c| {
-            let loss = sl
-                && if long {
-                    c <= self.loss_below
-                } else {
-                    c >= self.loss_above
-                };
             let profit = tp
                 && if long {
                     c >= self.profit_above
                 } else {
                     c <= self.profit_below
                 };
-            loss || profit
+            loss(c) || profit
         });
         if let Some(k) = hit {
-            self.close_at(from + k);
+            let reason = if loss(self.close[from + k]) {
+                ExitReason::StopLoss
+            } else {
+                ExitReason::TakeProfit
+            };
+            self.close_at(from + k, reason);
+        }
+    }
+
+    /// The general loop's steps 1 and 2 (strategies.md, "Execution, v1.3") for every bar from
+    /// the last one advanced through up to and including `i`: the pending fills at the first
+    /// of them, then the stops of each while a position is open.
+    fn advance(&mut self, i: usize) {
+        let from = self.next;
+        if from > i {
+            return;
+        }
+        self.next = i + 1;
+        if self.pending.close.is_some() || self.pending.enter.is_some() {
+            self.fill_pending(from);
+        }
+        if self.stops && self.pos != 0.0 {
+            for k in from..=i {
+                if self.stop_at(k) {
+                    break;
+                }
+            }
+        }
+        self.decided = self.pos;
+    }
+
+    /// Step 1 at bar `k`: the actions decided at `k - 1`, at `open[k]`.
+    fn fill_pending(&mut self, k: usize) {
+        let open = self
+            .bars
+            .open
+            .expect("next_open fills are checked for `open`")[k];
+        let Pending { close, enter } = std::mem::take(&mut self.pending);
+        if let Some(reason) = close {
+            let exit = self.exec.exit_at(self.pos, open);
+            self.book
+                .book(self.pos, self.entry, self.entry_row, exit, k, reason);
+            self.pos = 0.0;
+        }
+        if let Some(d) = enter {
+            self.open(d, self.exec.enter_at(d, open), k);
+        }
+    }
+
+    /// Step 2 at bar `k` for the open position: true if a stop closed it.
+    #[inline]
+    fn stop_at(&mut self, k: usize) -> bool {
+        let long = self.pos > 0.0;
+        let (close, high_low) = (self.close[k], self.exec.stops == StopsOn::HighLow);
+        // The stop-loss price: the fixed one, the trail, or the tighter of the two (a tie is
+        // the stop-loss).
+        let fixed = if long {
+            self.loss_below
+        } else {
+            self.loss_above
+        };
+        let (slp, trail) = match self.exec.trailing_stop {
+            Some(f) => {
+                let t = if long {
+                    self.peak * (1.0 - f)
+                } else {
+                    self.peak * (1.0 + f)
+                };
+                let tighter = fixed.is_nan() || if long { t > fixed } else { t < fixed };
+                if tighter { (t, true) } else { (fixed, false) }
+            }
+            None => (fixed, false),
+        };
+        let tpp = if long {
+            self.profit_above
+        } else {
+            self.profit_below
+        };
+        // NaN prices (no such stop) compare false everywhere.
+        let hit = if high_low {
+            let (open, high, low) = (
+                self.bars.open.expect("checked")[k],
+                self.bars.high.expect("checked")[k],
+                self.bars.low.expect("checked")[k],
+            );
+            if long && low <= slp {
+                Some((open.min(slp), true))
+            } else if !long && high >= slp {
+                Some((open.max(slp), true))
+            } else if long && high >= tpp {
+                Some((open.max(tpp), false))
+            } else if !long && low <= tpp {
+                Some((open.min(tpp), false))
+            } else {
+                None
+            }
+        } else if long && close <= slp || !long && close >= slp {
+            Some((close, true))
+        } else if long && close >= tpp || !long && close <= tpp {
+            Some((close, false))
+        } else {
+            None
+        };
+        if let Some((price, loss)) = hit {
+            let (exit, reason) = if loss {
+                let reason = if trail {
+                    ExitReason::TrailingStop
+                } else {
+                    ExitReason::StopLoss
+                };
+                (self.exec.exit_at(self.pos, price), reason)
+            } else {
+                (price, ExitReason::TakeProfit)
+            };
+            self.book
+                .book(self.pos, self.entry, self.entry_row, exit, k, reason);
+            self.pos = 0.0;
+            return true;
+        }
+        if self.exec.trailing_stop.is_some() {
+            self.peak = match (long, high_low) {
+                (true, false) => self.peak.max(close),
+                (true, true) => self.peak.max(self.bars.high.expect("checked")[k]),
+                (false, false) => self.peak.min(close),
+                (false, true) => self.peak.min(self.bars.low.expect("checked")[k]),
+            };
+        }
+        false
+    }
+
+    /// Step 3 at bar `i` for a signal `s`: the side rule, then a reversal or an entry.
+    fn decide(&mut self, i: usize, s: f64) {
+        match self.exec.side {
+            Side::Long if s < 0.0 => {
+                if self.decided > 0.0 {
+                    self.decide_close(i, ExitReason::Signal);
+                }
+                return;
+            }
+            Side::Short if s > 0.0 => {
+                if self.decided < 0.0 {
+                    self.decide_close(i, ExitReason::Signal);
+                }
+                return;
+            }
+            _ => {}
+        }
+        if s != self.decided {
+            if self.decided != 0.0 {
+                self.decide_close(i, ExitReason::Signal);
+            }
+            self.decided = s;
+            match self.exec.fill {
+                Fill::Close => {
+                    let c = self.close[i];
+                    self.open(s, self.exec.enter_at(s, c), i);
+                }
+                // An order decided on the last bar has no open to fill at: dropped.
+                Fill::NextOpen => self.pending.enter = Some(s),
+            }
+        }
+    }
+
+    /// A decision at bar `i` to close the position the bar's decisions leave.
+    fn decide_close(&mut self, i: usize, reason: ExitReason) {
+        self.decided = 0.0;
+        match self.exec.fill {
+            Fill::Close => {
+                let exit = self.exec.exit_at(self.pos, self.close[i]);
+                self.book
+                    .book(self.pos, self.entry, self.entry_row, exit, i, reason);
+                self.pos = 0.0;
+            }
+            Fill::NextOpen => self.pending.close = Some(reason),
         }
     }
 
@@ -299,11 +722,26 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn finish(mut self) -> B {
         let n = self.close.len();
         if n > self.exec.start {
+            if self.general {
+                self.advance(n - 1);
+                if self.pos != 0.0 {
+                    let exit = self.exec.exit_at(self.pos, self.close[n - 1]);
+                    self.book.book(
+                        self.pos,
+                        self.entry,
+                        self.entry_row,
+                        exit,
+                        n - 1,
+                        ExitReason::End,
+                    );
+                }
+                return self.book;
+            }
             if self.stops {
                 self.stops_through(n - 1);
             }
             if self.pos != 0.0 {
-                self.close_at(n - 1);
+                self.close_at(n - 1, ExitReason::End);
             }
         }
         self.book
@@ -312,9 +750,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
 
 /// Runs the loop over one signal byte per bar (+1, -1 or 0): the events are the non-zero
 /// bytes, found eight at a time.
-pub(crate) fn run_signals<B: Book>(close: &[f64], signals: &[i8], exec: &Execution, book: B) -> B {
-    debug_assert_eq!(close.len(), signals.len());
-    let mut engine = Engine::<B, false>::new(close, exec, book);
+pub(crate) fn run_signals<B: Book>(
+    bars: &Bars<'_>,
+    signals: &[i8],
+    exec: &Execution,
+    book: B,
+) -> B {
+    debug_assert_eq!(bars.len(), signals.len());
+    let mut engine = Engine::<B, false>::new(bars, exec, book);
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();

@@ -12,7 +12,7 @@
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use crate::execution::Book;
+use crate::execution::{Book, ExitReason};
 use crate::record::{Marks, Record, Records, Trade};
 use crate::sweep::{ArrayCache, ArrayKey};
 
@@ -70,10 +70,14 @@ pub struct TradeStats {
     pub d_sq: f64,
     /// Sum of `min(d, 0)^2`.
     pub d_neg_sq: f64,
-    /// Whether some increment is < 0.
-    pub d_neg: bool,
+    /// How many increments are < 0 (a bar two bookings share counts once, combined).
+    pub d_negs: u32,
     /// Evaluated bars, `E - S` (the increments are one fewer).
     pub evaluated: u64,
+    /// `Q(S)`: 0 but for a position entered on the first evaluated bar at a price other than
+    /// its close (v1.3's slippage), whose mark there is no increment. The increments sum to
+    /// `pnl - start_mark`.
+    pub start_mark: f64,
     /// The product from 1.0 of `1.0 + net / 100.0` in booking order (strategies.md v1.3's
     /// `P`; meaningful when there is a trade).
     pub compound: f64,
@@ -145,7 +149,7 @@ impl ComboResult {
         if n < 2.0 {
             return None;
         }
-        let mean = self.pnl / n;
+        let mean = (self.pnl - self.stats.start_mark) / n;
         let var = (self.stats.d_sq - n * mean * mean) / (n - 1.0);
         // From sums, a spread that is truly 0 (every increment equal: no trade) can come out a
         // rounding error above it: below 1e-14 of the mean square it is taken as 0.
@@ -157,10 +161,11 @@ impl ComboResult {
     /// increment is negative.
     pub fn sortino(&self, periods_per_year: f64) -> Option<f64> {
         let n = self.increments() as f64;
-        if !self.stats.d_neg || n == 0.0 || self.stats.d_neg_sq <= 0.0 {
+        if self.stats.d_negs == 0 || n == 0.0 || self.stats.d_neg_sq <= 0.0 {
             return None;
         }
-        Some(self.pnl / n / (self.stats.d_neg_sq / n).sqrt() * periods_per_year.sqrt())
+        let sum = self.pnl - self.stats.start_mark;
+        Some(sum / n / (self.stats.d_neg_sq / n).sqrt() * periods_per_year.sqrt())
     }
 
     /// `sqrt(trades) * mean(net) / std(net, ddof=1)`; `None` with fewer than 2 trades or a zero
@@ -347,6 +352,8 @@ impl Moves {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Books<'a> {
     pub(crate) close: &'a [f64],
+    /// The bars the execution reads (their `close` is `close`).
+    pub(crate) bars: crate::lines::Bars<'a>,
     pub(crate) moves: Option<&'a Moves>,
     pub(crate) records: Option<&'a Records>,
 }
@@ -478,7 +485,15 @@ impl Book for Ledger<'_> {
     // Inlined into the execution loop: the ledger's fields then stay in registers between
     // trades instead of round-tripping through memory on every call.
     #[inline(always)]
-    fn book(&mut self, pos: f64, entry: f64, entry_row: usize, exit: f64, exit_row: usize) {
+    fn book(
+        &mut self,
+        pos: f64,
+        entry: f64,
+        entry_row: usize,
+        exit: f64,
+        exit_row: usize,
+        reason: ExitReason,
+    ) {
         let booked = self.result.pnl;
         let (net, ret) = self.record(pos, entry, exit);
         if let Some(d) = self.detail.as_deref_mut() {
@@ -492,6 +507,7 @@ impl Book for Ledger<'_> {
                     entry_price: entry,
                     exit_price: exit,
                     net,
+                    reason,
                 });
             }
         }
@@ -500,11 +516,26 @@ impl Book for Ledger<'_> {
         let Some(moves) = self.moves else {
             return;
         };
+        let inv = 1.0 / entry;
+        // The entry bar, when the position is held after it: its mark moves from the entry
+        // price to the bar's close. Exactly 0 for an entry at the close without slippage (every
+        // v1.2 entry), which then adds nothing; nor is there one on the first evaluated bar,
+        // which has no increment (they start at S + 1).
+        let first = self.close.len() - s.evaluated as usize;
+        if exit_row > entry_row {
+            let e = pos * ((self.close[entry_row] - entry) * inv) * 100.0;
+            if e != 0.0 {
+                if entry_row > first {
+                    self.increment(entry_row, e, 0.0, 0.0, 0);
+                } else {
+                    s.start_mark = e;
+                }
+            }
+        }
         // The increments inside the trade, bars entry_row+1 .. exit_row-1: its moves times
         // pos * 100 / entry; against the position are the falls of a long, the rises of a short.
         // One division a trade; the metrics' tolerance allows multiplying by its result where
         // the reference divides.
-        let inv = 1.0 / entry;
         let (sq, neg_sq) = if exit_row > entry_row + 1 {
             let (rises, falls) = moves.between(entry_row, exit_row - 1);
             let k = inv * moves.hundred_over_scale;
@@ -514,31 +545,37 @@ impl Book for Ledger<'_> {
         } else {
             (0.0, 0.0)
         };
-        // No move against the position adds nothing to its sum: exactly 0 then.
-        let lowest: f64 = if neg_sq > 0.0 { -1.0 } else { 0.0 };
         // The exit bar: the booked net less the mark at the bar before, that is the last move
-        // (from the entry on a one-bar trade) less the fee's share,
+        // (from the entry on a trade closed on its entry bar) less the fee's share,
         // `net - ret * 100 = -fee * (1 + ret) * 100`: written so, a bar that did not move and
         // paid no fee adds exactly 0 (differencing the two marks would leave rounding noise).
-        let before = if exit_row > entry_row + 1 {
+        let before = if exit_row > entry_row {
             self.close[exit_row - 1]
         } else {
             entry
         };
-        let mut d = pos * ((exit - before) * inv) * 100.0 - (1.0 - self.keep) * (1.0 + ret) * 100.0;
-        if exit_row == self.last_exit.0 {
-            // Two bookings on one bar are one increment: take the first one's square back.
+        let d = pos * ((exit - before) * inv) * 100.0 - (1.0 - self.keep) * (1.0 + ret) * 100.0;
+        self.increment(exit_row, d, sq, neg_sq, u32::from(neg_sq > 0.0));
+    }
+}
+
+impl Ledger<'_> {
+    /// Adds the increment `d` at bar `row`, with `sq`, `neg_sq` and `negs` of the bars before
+    /// it. Two bookings on one bar are one increment: the first one's square is taken back.
+    #[inline(always)]
+    fn increment(&mut self, row: usize, mut d: f64, sq: f64, neg_sq: f64, negs: u32) {
+        let s = &mut self.result.stats;
+        if row == self.last_exit.0 {
             let first = self.last_exit.1;
             s.d_sq -= first * first;
             s.d_neg_sq -= first.min(0.0) * first.min(0.0);
+            s.d_negs -= u32::from(first < 0.0);
             d += first;
         }
-        self.last_exit = (exit_row, d);
+        self.last_exit = (row, d);
         let down = d.min(0.0);
         s.d_sq += sq + d * d;
         s.d_neg_sq += neg_sq + down * down;
-        // The second booking on a bar is a zero-bar trade, which only loses its fee: a first
-        // increment < 0 stays < 0 combined, so `d_neg` never needs taking back.
-        s.d_neg |= lowest.min(d) < 0.0;
+        s.d_negs = s.d_negs.saturating_add(negs + u32::from(d < 0.0));
     }
 }

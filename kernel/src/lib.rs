@@ -51,13 +51,13 @@ pub use certified::CertifiedBars;
 pub use combo::Combo;
 pub use combos::{Combos, ProgramCombos, sweep_combos};
 pub use error::{Error, Result};
-pub use execution::{Execution, Side};
+pub use execution::{Execution, ExitReason, Fill, Side, StopsOn};
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
 pub use record::{Record, Records, Trade, equity};
-pub use strategy::{Params, Strategy, sweep_params};
+pub use strategy::{Params, Strategy, sweep_params, sweep_params_on};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,
-    multiply_adds, scratch_bytes, sweep, sweep_executed, sweep_with, work,
+    multiply_adds, scratch_bytes, sweep, sweep_executed, sweep_executed_on, sweep_with, work,
 };
 
 /// The paper's fee: 0.09% per round trip, as a fraction.

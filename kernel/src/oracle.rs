@@ -11,8 +11,9 @@
 
 use std::ops::Range;
 
-use crate::execution::{Execution, Side};
+use crate::execution::{Execution, ExitReason, Fill, Side, StopsOn};
 use crate::ledger::Metrics;
+use crate::lines::Bars;
 use crate::strategy::Params;
 use crate::{Combo, ComboResult, signal, wma::denominator};
 
@@ -229,81 +230,218 @@ pub struct Trade {
     pub exit_price: f64,
     /// `((1 + ret) * (1 - fee) - 1) * 100`, `ret = side * (exit / entry - 1)`.
     pub net: f64,
+    /// Why it was closed.
+    pub reason: ExitReason,
 }
 
 /// The spec's execution loop, bar by bar, over `signals` from bar `exec.start`: every booked
 /// trade in order.
 pub fn execute(close: &[f64], signals: &[i8], exec: &Execution) -> Vec<Trade> {
-    execute_with_exits(close, signals, (&[], &[]), exec)
+    execute_with_exits(&Bars::closes(close), signals, (&[], &[]), exec)
 }
 
-/// [`execute`] with the exit conditions of a formula strategy (expressions.md): at each bar,
-/// after the stops and before the signal, a long position closes where `exits.0` holds and a
-/// short one where `exits.1` does (an empty slice: never).
+/// An action decided on a bar's close (strategies.md, "Execution, v1.3").
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Close(ExitReason),
+    Enter(i8),
+}
+
+/// The loop of strategies.md's "Execution, v1.3" over `bars`, written as the spec writes it,
+/// with the exit conditions of a formula strategy (expressions.md): at each bar, after the
+/// stops and before the signal, a long position closes where `exits.0` holds and a short one
+/// where `exits.1` does (an empty slice: never). With the default options it is v1.2's loop.
 pub fn execute_with_exits(
-    close: &[f64],
+    bars: &Bars<'_>,
     signals: &[i8],
     exits: (&[bool], &[bool]),
     exec: &Execution,
 ) -> Vec<Trade> {
+    let close = bars.close;
+    let n = close.len();
     let exit_at = |e: &[bool], i: usize| e.get(i).copied().unwrap_or(false);
+    let buy = |p: f64| p * (1.0 + exec.slippage);
+    let sell = |p: f64| p * (1.0 - exec.slippage);
+    // A long's entry and a short's exit are buys.
+    let enter_price = |d: i8, p: f64| if d > 0 { buy(p) } else { sell(p) };
+    let exit_price = |d: i8, p: f64| if d > 0 { sell(p) } else { buy(p) };
+    let fee = exec.fee;
     let mut trades = Vec::new();
-    let (mut pos, mut entry, mut entry_row) = (0i8, 0.0f64, 0usize);
-    let book = |pos: i8, entry: f64, entry_row: usize, i: usize, trades: &mut Vec<Trade>| {
-        let ret = f64::from(pos) * (close[i] / entry - 1.0);
+    let mut book = |pos: i8, entry: f64, entry_row: usize, exit: f64, i: usize, why: ExitReason| {
+        let ret = f64::from(pos) * (exit / entry - 1.0);
         trades.push(Trade {
             side: pos,
             entry_row,
             exit_row: i,
             entry_price: entry,
-            exit_price: close[i],
-            net: ((1.0 + ret) * (1.0 - exec.fee) - 1.0) * 100.0,
+            exit_price: exit,
+            net: ((1.0 + ret) * (1.0 - fee) - 1.0) * 100.0,
+            reason: why,
         });
     };
-    for i in exec.start..close.len() {
-        let c = close[i];
-        if pos != 0 && i > entry_row {
-            let stop = exec.stop_loss.is_some_and(|sl| {
-                pos > 0 && c <= entry * (1.0 - sl) || pos < 0 && c >= entry * (1.0 + sl)
+    let (mut pos, mut entry, mut entry_row, mut peak) = (0i8, 0.0f64, 0usize, 0.0f64);
+    let mut pending: Vec<Action> = Vec::new();
+    let next_open = exec.fill == Fill::NextOpen;
+    let high_low = exec.stops == StopsOn::HighLow;
+    let col = |c: Option<&[f64]>, i: usize| c.expect("the options' columns are present")[i];
+    for i in exec.start..n {
+        // 1. The actions decided at bar i - 1, at open[i].
+        for act in std::mem::take(&mut pending) {
+            let o = col(bars.open, i);
+            match act {
+                Action::Close(why) => {
+                    book(pos, entry, entry_row, exit_price(pos, o), i, why);
+                    pos = 0;
+                }
+                Action::Enter(d) => {
+                    pos = d;
+                    entry = enter_price(d, o);
+                    entry_row = i;
+                    peak = entry;
+                }
+            }
+        }
+        // 2. The stops.
+        let from_entry = if next_open {
+            i >= entry_row
+        } else {
+            i > entry_row
+        };
+        if pos != 0 && from_entry {
+            let long = pos > 0;
+            let fixed = exec.stop_loss.map(|f| {
+                if long {
+                    entry * (1.0 - f)
+                } else {
+                    entry * (1.0 + f)
+                }
             });
-            let take = exec.take_profit.is_some_and(|tp| {
-                pos > 0 && c >= entry * (1.0 + tp) || pos < 0 && c <= entry * (1.0 - tp)
+            let trail = exec.trailing_stop.map(|f| {
+                if long {
+                    peak * (1.0 - f)
+                } else {
+                    peak * (1.0 + f)
+                }
             });
-            if stop || take {
-                book(pos, entry, entry_row, i, &mut trades);
+            let (slp, trailing) = match (fixed, trail) {
+                (Some(s), Some(t)) => {
+                    if (long && t > s) || (!long && t < s) {
+                        (Some(t), true)
+                    } else {
+                        (Some(s), false)
+                    }
+                }
+                (Some(s), None) => (Some(s), false),
+                (None, Some(t)) => (Some(t), true),
+                (None, None) => (None, false),
+            };
+            let tpp = exec.take_profit.map(|f| {
+                if long {
+                    entry * (1.0 + f)
+                } else {
+                    entry * (1.0 - f)
+                }
+            });
+            let mut hit: Option<(f64, ExitReason)> = None;
+            if high_low {
+                let (o, h, l) = (col(bars.open, i), col(bars.high, i), col(bars.low, i));
+                if let Some(p) = slp {
+                    if long && l <= p {
+                        hit = Some((o.min(p), ExitReason::StopLoss));
+                    } else if !long && h >= p {
+                        hit = Some((o.max(p), ExitReason::StopLoss));
+                    }
+                }
+                if hit.is_none()
+                    && let Some(p) = tpp
+                {
+                    if long && h >= p {
+                        hit = Some((o.max(p), ExitReason::TakeProfit));
+                    } else if !long && l <= p {
+                        hit = Some((o.min(p), ExitReason::TakeProfit));
+                    }
+                }
+            } else {
+                let c = close[i];
+                if let Some(p) = slp
+                    && (long && c <= p || !long && c >= p)
+                {
+                    hit = Some((c, ExitReason::StopLoss));
+                }
+                if hit.is_none()
+                    && let Some(p) = tpp
+                    && (long && c >= p || !long && c <= p)
+                {
+                    hit = Some((c, ExitReason::TakeProfit));
+                }
+            }
+            if let Some((price, why)) = hit {
+                let (exit, why) = match why {
+                    ExitReason::TakeProfit => (price, why),
+                    _ if trailing => (exit_price(pos, price), ExitReason::TrailingStop),
+                    _ => (exit_price(pos, price), why),
+                };
+                book(pos, entry, entry_row, exit, i, why);
                 pos = 0;
             }
         }
-        if pos > 0 && exit_at(exits.0, i) || pos < 0 && exit_at(exits.1, i) {
-            book(pos, entry, entry_row, i, &mut trades);
-            pos = 0;
+        if pos > 0 {
+            peak = peak.max(if high_low {
+                col(bars.high, i)
+            } else {
+                close[i]
+            });
+        } else if pos < 0 {
+            peak = peak.min(if high_low { col(bars.low, i) } else { close[i] });
+        }
+        // 3. Decisions on bar i's close: each acts on the position the decisions before it
+        // leave; with next_open they wait for open[i + 1] (dropped on the last bar).
+        let mut decided = pos;
+        let mut actions: Vec<Action> = Vec::new();
+        if decided > 0 && exit_at(exits.0, i) || decided < 0 && exit_at(exits.1, i) {
+            actions.push(Action::Close(ExitReason::Exit));
+            decided = 0;
         }
         let s = signals[i];
-        if exec.side == Side::Long && s == -1 {
-            if pos > 0 {
-                book(pos, entry, entry_row, i, &mut trades);
-                pos = 0;
+        let side_rule = exec.side == Side::Long && s == -1 || exec.side == Side::Short && s == 1;
+        if side_rule {
+            if decided == -s {
+                actions.push(Action::Close(ExitReason::Signal));
             }
-            continue;
+        } else if s != 0 && s != decided {
+            if decided != 0 {
+                actions.push(Action::Close(ExitReason::Signal));
+            }
+            actions.push(Action::Enter(s));
         }
-        if exec.side == Side::Short && s == 1 {
-            if pos < 0 {
-                book(pos, entry, entry_row, i, &mut trades);
-                pos = 0;
+        if next_open {
+            pending = actions;
+        } else {
+            for act in actions {
+                match act {
+                    Action::Close(why) => {
+                        book(pos, entry, entry_row, exit_price(pos, close[i]), i, why);
+                        pos = 0;
+                    }
+                    Action::Enter(d) => {
+                        pos = d;
+                        entry = enter_price(d, close[i]);
+                        entry_row = i;
+                        peak = entry;
+                    }
+                }
             }
-            continue;
-        }
-        if s != 0 && s != pos {
-            if pos != 0 {
-                book(pos, entry, entry_row, i, &mut trades);
-            }
-            pos = s;
-            entry = c;
-            entry_row = i;
         }
     }
     if pos != 0 {
-        book(pos, entry, entry_row, close.len() - 1, &mut trades);
+        book(
+            pos,
+            entry,
+            entry_row,
+            exit_price(pos, close[n - 1]),
+            n - 1,
+            ExitReason::End,
+        );
     }
     trades
 }

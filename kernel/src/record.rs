@@ -7,6 +7,7 @@
 
 use std::sync::Mutex;
 
+use crate::execution::ExitReason;
 use crate::{Error, Result};
 
 /// Most blocks a sweep may ask for (strategies.md).
@@ -21,12 +22,15 @@ pub struct Trade {
     pub entry_row: usize,
     /// Bar of exit (the booking bar).
     pub exit_row: usize,
-    /// Close at entry.
+    /// The entry's fill price (the close, or the open with `fill: next_open`; slippage
+    /// included).
     pub entry_price: f64,
-    /// Close at exit.
+    /// The exit's fill price.
     pub exit_price: f64,
     /// Net return in percentage points, as booked.
     pub net: f64,
+    /// Why it was closed.
+    pub reason: ExitReason,
 }
 
 /// What one combo's ledger kept.
@@ -248,6 +252,7 @@ mod tests {
                 entry_price: 110.0,
                 exit_price: 121.0,
                 net: 10.0,
+                reason: ExitReason::Signal,
             },
             Trade {
                 side: -1,
@@ -256,6 +261,7 @@ mod tests {
                 entry_price: 121.0,
                 exit_price: 99.0,
                 net: 5.0,
+                reason: ExitReason::End,
             },
         ];
         let e = equity(&close, 1, &trades);

@@ -65,9 +65,19 @@ pub(crate) fn crosses<'a>(
 ) -> ComboResult {
     let (close, ledger) = (books.close, books.ledger(exec, combo));
     if exec.is_plain() {
-        crosses_into(close, pieces, Engine::<_, true>::new(close, exec, ledger)).done()
+        crosses_into(
+            close,
+            pieces,
+            Engine::<_, true>::new(&books.bars, exec, ledger),
+        )
+        .done()
     } else {
-        crosses_into(close, pieces, Engine::<_, false>::new(close, exec, ledger)).done()
+        crosses_into(
+            close,
+            pieces,
+            Engine::<_, false>::new(&books.bars, exec, ledger),
+        )
+        .done()
     }
 }
 
@@ -168,6 +178,7 @@ mod tests {
     fn books<'a>(close: &'a [f64], moves: &'a Moves) -> Books<'a> {
         Books {
             close,
+            bars: crate::lines::Bars::closes(close),
             moves: Some(moves),
             records: None,
         }

@@ -7,6 +7,7 @@
 //! [`indicators`], which computes each distinct indicator array of a call once.
 
 use crate::execution::Execution;
+use crate::lines::Bars;
 use crate::sweep::SweepControl;
 use crate::{Combo, ComboResult, Error, Result};
 
@@ -248,7 +249,22 @@ pub fn sweep_params(
     exec: &Execution,
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
+    sweep_params_on(&Bars::closes(close), params, exec, control)
+}
+
+/// [`sweep_params`] over bars: the execution options of v1.3 read their opens, highs and
+/// lows (the strategies themselves read the closes).
+///
+/// # Errors
+/// As [`sweep_params`], and [`Error::InvalidOption`] for an option whose column `bars` lacks.
+pub fn sweep_params_on(
+    bars: &Bars<'_>,
+    params: &[Params],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
     exec.validate()?;
+    exec.check_bars(bars)?;
     if let Some(records) = control.records.filter(|r| r.len() != params.len()) {
         return Err(Error::InvalidOption {
             name: "records",
@@ -265,7 +281,7 @@ pub fn sweep_params(
         .collect();
     if hma.len() == params.len() {
         let combos: Vec<Combo> = hma.into_iter().map(|(_, c)| c).collect();
-        return crate::sweep::sweep_executed(close, &combos, exec, control);
+        return crate::sweep::sweep_executed_on(bars, &combos, exec, control);
     }
     // Mixed strategies: each kind runs on its own path with its own record slots, moved to the
     // combos' positions after.
@@ -294,7 +310,7 @@ pub fn sweep_params(
     if !at.is_empty() {
         part(
             &at,
-            &|c| crate::sweep::sweep_executed(close, &combos, exec, c),
+            &|c| crate::sweep::sweep_executed_on(bars, &combos, exec, c),
             &mut results,
         )?;
     }
@@ -304,7 +320,7 @@ pub fn sweep_params(
     let picked: Vec<Params> = others.iter().map(|&i| params[i]).collect();
     part(
         &others,
-        &|c| run::sweep(close, &picked, exec, c),
+        &|c| run::sweep(bars, &picked, exec, c),
         &mut results,
     )?;
     Ok(results)

@@ -36,6 +36,7 @@ use rayon::prelude::*;
 use crate::certified::{self, Bounded, CertifiedBars, Side};
 use crate::execution::Execution;
 use crate::ledger::{Books, Moves};
+use crate::lines::Bars;
 use crate::record::Records;
 use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
@@ -354,13 +355,30 @@ pub fn sweep_executed(
     exec: &Execution,
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
+    sweep_executed_on(&Bars::closes(close), combos, exec, control)
+}
+
+/// [`sweep_executed`] over bars, whose opens, highs and lows the v1.3 execution options read.
+///
+/// # Errors
+/// As [`sweep_executed`], and [`Error::InvalidOption`] for an option whose column `bars`
+/// lacks.
+pub fn sweep_executed_on(
+    bars: &Bars<'_>,
+    combos: &[Combo],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
     exec.validate()?;
+    exec.check_bars(bars)?;
+    let close = bars.close;
     let parallel = control
         .parallel
         .unwrap_or_else(|| work(close.len(), combos) >= PARALLEL_MIN_WORK);
     let certify = !control.exact_lines && certified::certifiable(close);
     let run = Run {
         close,
+        bars: *bars,
         combos,
         certify,
         recycler: certified::Recycler::default(),
@@ -446,6 +464,8 @@ type Bounds = HashMap<ArrayKey, Arc<[f64]>>;
 /// One sweep's inputs, shared by its phases.
 struct Run<'a> {
     close: &'a [f64],
+    /// The bars the execution reads (their `close` is `close`).
+    bars: Bars<'a>,
     combos: &'a [Combo],
     /// Long windows take certified lines (the series allows it and the caller did not ask
     /// for the exact rule).
@@ -464,6 +484,7 @@ impl Run<'_> {
     fn books(&self) -> Books<'_> {
         Books {
             close: self.close,
+            bars: self.bars,
             moves: self.moves.as_ref(),
             records: self.control.records,
         }

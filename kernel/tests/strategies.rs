@@ -90,7 +90,7 @@ fn execution() -> impl Strategy<Value = Execution> {
             side,
             stop_loss,
             take_profit,
-            start: 0,
+            ..Execution::new(fee)
         })
 }
 

@@ -39,7 +39,9 @@ pub use schema::{
     sweep_schema, trades_schema, walk_forward_schema,
 };
 pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection};
-pub use strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy, strategies_json};
+pub use strategy::{
+    Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy, strategies_json,
+};
 pub use sweep::{
     Compression, DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange,
     SESSION_COMMAND, SessionReply, SweepRequest, check_runs,

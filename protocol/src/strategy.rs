@@ -409,8 +409,10 @@ impl Side {
     }
 }
 
-/// The execution options of a sweep body (strategies.md, "Execution"; "The range a strategy
-/// sees"). The defaults are the paper's loop.
+pub use sweepflight_kernel::{Fill, StopsOn};
+
+/// The execution options of a sweep body (strategies.md, "Execution", "Execution, v1.3"; "The
+/// range a strategy sees"). The defaults are the paper's loop.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Execution {
     /// Which positions may be held.
@@ -419,6 +421,14 @@ pub struct Execution {
     pub stop_loss: Option<f64>,
     /// Take-profit as a fraction of the entry (finite, > 0).
     pub take_profit: Option<f64>,
+    /// Trailing stop as a fraction of the best price since entry (finite, > 0; v1.3).
+    pub trailing_stop: Option<f64>,
+    /// Where decisions fill (v1.3; default the signal's close).
+    pub fill: Fill,
+    /// What stops are checked against (v1.3; default closes).
+    pub stops: StopsOn,
+    /// Slippage as a fraction of each fill price, in `[0, 0.5)` (v1.3; default 0).
+    pub slippage: f64,
     /// Bars before `rows.start` the indicators warm up on.
     pub warmup: u64,
     /// `"warmup": "auto"` (v1.3): the server sets `warmup` to the strategy's largest lookback
@@ -427,6 +437,9 @@ pub struct Execution {
     /// Periods per year the per-bar Sharpe and Sortino ratios are annualised with (> 0;
     /// `None`: 1, per-bar figures).
     pub periods_per_year: Option<f64>,
+    /// `"periods_per_year": "auto"` (v1.3): each series' own, from its time column; the server
+    /// resolves it per series.
+    pub periods_per_year_auto: bool,
     /// Blocks of the evaluated rows for the `block_pnl` column (2 to [`MAX_BLOCKS`]; `None`:
     /// no column).
     pub blocks: Option<u8>,
@@ -436,6 +449,16 @@ pub struct Execution {
 pub const MAX_BLOCKS: u8 = 64;
 
 impl Execution {
+    /// The dataset columns the options read besides `close` (open, high, low in that order).
+    pub fn columns(&self) -> &'static [&'static str] {
+        sweepflight_kernel::Execution {
+            fill: self.fill,
+            stops: self.stops,
+            ..sweepflight_kernel::Execution::default()
+        }
+        .columns()
+    }
+
     /// True when every option is at its default.
     pub fn is_default(&self) -> bool {
         *self == Self::default()

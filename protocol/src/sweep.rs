@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
 use crate::selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
-use crate::strategy::{Execution, MAX_BLOCKS, ParamKind, Sample, Side, Strategy};
+use crate::strategy::{Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy};
 use crate::{Error, Result, validate_name};
 
 /// Largest window or length the contract accepts (`i32::MAX`).
@@ -505,6 +505,10 @@ impl ExchangeCommand {
             && wire.side.is_none()
             && wire.stop_loss.is_none()
             && wire.take_profit.is_none()
+            && wire.trailing_stop.is_none()
+            && wire.fill.is_none()
+            && wire.stops.is_none()
+            && wire.slippage.is_none()
             && wire.warmup.is_none()
             && wire.periods_per_year.is_none()
             && wire.blocks.is_none()
@@ -644,9 +648,17 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     take_profit: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    trailing_stop: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fill: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stops: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slippage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     warmup: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    periods_per_year: Option<f64>,
+    periods_per_year: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     blocks: Option<Number>,
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
@@ -698,12 +710,20 @@ impl Wire {
             side: (execution.side != Side::Both).then(|| execution.side.name().to_owned()),
             stop_loss: execution.stop_loss,
             take_profit: execution.take_profit,
+            trailing_stop: execution.trailing_stop,
+            fill: (execution.fill != Fill::Close).then(|| execution.fill.name().to_owned()),
+            stops: (execution.stops != StopsOn::Close).then(|| execution.stops.name().to_owned()),
+            slippage: (execution.slippage != 0.0).then_some(execution.slippage),
             warmup: if execution.warmup_auto {
                 Some(serde_json::Value::String("auto".into()))
             } else {
                 (execution.warmup != 0).then(|| serde_json::Value::from(execution.warmup))
             },
-            periods_per_year: execution.periods_per_year,
+            periods_per_year: if execution.periods_per_year_auto {
+                Some(serde_json::Value::String("auto".into()))
+            } else {
+                execution.periods_per_year.map(serde_json::Value::from)
+            },
             blocks: execution.blocks.map(Number::from),
             filters,
             order_by,
@@ -793,6 +813,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         )));
     }
     let strategy = Strategy::decode(wire.strategy.as_ref(), wire.constraint.as_deref())?;
+    let mut execution = execution(&wire)?;
     let given = [
         wire.lengths.is_some(),
         wire.params.is_some(),
@@ -863,18 +884,25 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         wire.descending,
         wire.top.as_ref(),
     )?;
-    let mut execution = execution(&wire.side, wire.stop_loss, wire.take_profit, &wire.warmup)?;
     if execution.warmup_auto {
         execution.warmup = auto_warmup(&strategy, &grid)?;
         execution.warmup_auto = false;
     }
-    if let Some(p) = wire.periods_per_year {
-        if !(p.is_finite() && p > 0.0) {
-            return Err(Error::new(format!(
-                "`periods_per_year` must be a finite number > 0 (252 for daily bars), got {p}"
-            )));
+    match &wire.periods_per_year {
+        None => {}
+        Some(serde_json::Value::String(a)) if a == "auto" => execution.periods_per_year_auto = true,
+        Some(p) => {
+            let p = p
+                .as_f64()
+                .filter(|p| p.is_finite() && *p > 0.0)
+                .ok_or_else(|| {
+                    Error::new(format!(
+                        "`periods_per_year` must be a finite number > 0 (252 for daily bars) or \
+                     \"auto\" (from the dataset's time column), got {p}"
+                    ))
+                })?;
+            execution.periods_per_year = Some(p);
         }
-        execution.periods_per_year = Some(p);
     }
     if let Some(b) = &wire.blocks {
         execution.blocks = Some(
@@ -985,14 +1013,16 @@ fn auto_warmup(strategy: &Strategy, grid: &Grid) -> Result<u64> {
     })
 }
 
-fn execution(
-    side: &Option<String>,
-    stop_loss: Option<f64>,
-    take_profit: Option<f64>,
-    warmup: &Option<serde_json::Value>,
-) -> Result<Execution> {
-    let side = side.as_deref().map_or(Ok(Side::Both), Side::from_name)?;
-    for (name, v) in [("stop_loss", stop_loss), ("take_profit", take_profit)] {
+fn execution(wire: &Wire) -> Result<Execution> {
+    let side = wire
+        .side
+        .as_deref()
+        .map_or(Ok(Side::Both), Side::from_name)?;
+    for (name, v) in [
+        ("stop_loss", wire.stop_loss),
+        ("take_profit", wire.take_profit),
+        ("trailing_stop", wire.trailing_stop),
+    ] {
         if let Some(v) = v
             && !(v.is_finite() && v > 0.0)
         {
@@ -1001,7 +1031,30 @@ fn execution(
             )));
         }
     }
-    let (warmup, warmup_auto) = match warmup {
+    let fill = match wire.fill.as_deref() {
+        None => Fill::Close,
+        Some(f) => Fill::from_name(f).ok_or_else(|| {
+            Error::new(format!(
+                "`fill` must be \"close\" or \"next_open\", got {f:?}"
+            ))
+        })?,
+    };
+    let stops = match wire.stops.as_deref() {
+        None => StopsOn::Close,
+        Some(f) => StopsOn::from_name(f).ok_or_else(|| {
+            Error::new(format!(
+                "`stops` must be \"close\" or \"high_low\", got {f:?}"
+            ))
+        })?,
+    };
+    let slippage = wire.slippage.unwrap_or(0.0);
+    if !(0.0..0.5).contains(&slippage) {
+        return Err(Error::new(format!(
+            "`slippage` must be a fraction in [0, 0.5) (0.001 is 0.1% of each fill), got \
+             {slippage}"
+        )));
+    }
+    let (warmup, warmup_auto) = match &wire.warmup {
         None => (0, false),
         Some(serde_json::Value::String(a)) if a == "auto" => (0, true),
         Some(w) => (
@@ -1015,11 +1068,16 @@ fn execution(
     };
     Ok(Execution {
         side,
-        stop_loss,
-        take_profit,
+        stop_loss: wire.stop_loss,
+        take_profit: wire.take_profit,
+        trailing_stop: wire.trailing_stop,
+        fill,
+        stops,
+        slippage,
         warmup,
         warmup_auto,
         periods_per_year: None,
+        periods_per_year_auto: false,
         blocks: None,
     })
 }
@@ -1358,9 +1416,7 @@ mod tests {
                 stop_loss: Some(0.02),
                 take_profit: Some(0.05),
                 warmup: 200,
-                periods_per_year: None,
-                warmup_auto: false,
-                blocks: None,
+                ..Execution::default()
             }
         );
         assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);

@@ -10,9 +10,9 @@ use std::path::Path;
 use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
-    ACTIONS, Compression, ExchangeCommand, Execution, Folds, Grid, JobBody, JobRef,
+    ACTIONS, Compression, ExchangeCommand, Execution, Fill, Folds, Grid, JobBody, JobRef,
     PROTOCOL_VERSION, PutTarget, RowRange, SESSION_COMMAND, Sample, Selection, SessionReply, Side,
-    Strategy, SweepRequest, Ticket, WalkForwardRequest, equity_schema, result_schema,
+    StopsOn, Strategy, SweepRequest, Ticket, WalkForwardRequest, equity_schema, result_schema,
     strategy_schema, sweep_schema, trades_schema, walk_forward_schema,
 };
 
@@ -108,10 +108,29 @@ fn golden() -> Value {
                 side: Side::Long,
                 stop_loss: Some(0.02),
                 take_profit: Some(0.05),
-                warmup: 0,
                 periods_per_year: Some(252.0),
-                warmup_auto: false,
                 blocks: Some(8),
+                ..Execution::default()
+            }),
+        ),
+        sweep_case(
+            "sma_cross_next_open_high_low_trailing_slippage",
+            json!({"dataset": "goog", "strategy": "sma_cross", "params": [[10, 20]],
+                   "stop_loss": 0.05, "trailing_stop": 0.03, "fill": "next_open", "stops": "high_low",
+                   "slippage": 0.001, "periods_per_year": "auto"}),
+            SweepRequest::strategy(
+                "goog",
+                Strategy::SmaCross,
+                Grid::Tuples(vec![vec![10.0, 20.0]]),
+            )
+            .with_execution(Execution {
+                stop_loss: Some(0.05),
+                trailing_stop: Some(0.03),
+                fill: Fill::NextOpen,
+                stops: StopsOn::HighLow,
+                slippage: 0.001,
+                periods_per_year_auto: true,
+                ..Execution::default()
             }),
         ),
         sweep_case(

@@ -142,6 +142,10 @@ pub(crate) fn execution(fee: f64, e: &sweepflight_protocol::Execution) -> Execut
         },
         stop_loss: e.stop_loss,
         take_profit: e.take_profit,
+        trailing_stop: e.trailing_stop,
+        fill: e.fill,
+        stops: e.stops,
+        slippage: e.slippage,
         start: 0,
     }
 }

@@ -531,11 +531,10 @@ async fn every_strategy_and_option_sweeps_as_the_oracle_runs_it() {
                 _ => Side::Both,
             };
             let exec = Execution {
-                fee: opts["fee"].as_f64().unwrap_or(0.0009),
                 side,
                 stop_loss: opts["stop_loss"].as_f64(),
                 take_profit: opts["take_profit"].as_f64(),
-                start: 0,
+                ..Execution::new(opts["fee"].as_f64().unwrap_or(0.0009))
             };
             let rows = opts["rows"].as_array().map_or(0..close.len(), |r| {
                 r[0].as_u64().unwrap() as usize..r[1].as_u64().unwrap() as usize

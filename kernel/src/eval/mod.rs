@@ -147,6 +147,7 @@ pub fn sweep_program(
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
     exec.validate()?;
+    exec.check_bars(bars)?;
     check_columns(program, bars)?;
     let width = program.params.len();
     debug_assert_eq!(values.len(), width * combos);
@@ -160,6 +161,7 @@ pub fn sweep_program(
         .then(|| Moves::cached(bars.close, control.cache));
     let books = Books {
         close: bars.close,
+        bars: *bars,
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -613,7 +615,7 @@ fn run_combo<B: Book>(
         [Cond::Always(false), Cond::Always(false)]
     );
     let len = ctx.bars.len();
-    let mut engine = Engine::<B, false>::new(ctx.bars.close, exec, book);
+    let mut engine = Engine::<B, false>::new(ctx.bars, exec, book);
     let mut events = std::mem::take(&mut scratch.events);
     let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);

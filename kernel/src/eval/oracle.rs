@@ -175,5 +175,5 @@ pub fn run(bars: &Bars<'_>, program: &Program, values: &[f64], exec: &Execution)
             _ => 0,
         })
         .collect();
-    execute_with_exits(bars.close, &signals, (&conds[2], &conds[3]), exec)
+    execute_with_exits(bars, &signals, (&conds[2], &conds[3]), exec)
 }

@@ -19,6 +19,7 @@ use super::indicators::{donchian_multi, donchian_signals, ema_multi, rsi, rsi_si
 use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
+use crate::lines::Bars;
 use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -155,11 +156,12 @@ pub fn line_bytes(bars: usize, params: &[Params]) -> usize {
 
 /// The indicator strategies' sweep (no `hma_sar` combo in `params`).
 pub(super) fn sweep(
-    close: &[f64],
+    bars: &Bars<'_>,
     params: &[Params],
     exec: &Execution,
     control: &SweepControl<'_>,
 ) -> Result<Vec<ComboResult>> {
+    let close = bars.close;
     let parallel = control
         .parallel
         .unwrap_or_else(|| work(close.len(), params) >= PARALLEL_MIN_WORK);
@@ -176,6 +178,7 @@ pub(super) fn sweep(
     let certify = !control.exact_lines && certified::certifiable(close);
     let books = Books {
         close,
+        bars: *bars,
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -380,7 +383,6 @@ fn run_one(
         let key = k.cached().expect("a line");
         Side { line, key }
     };
-    let close = books.close;
     let crosses = |a: Side<'_>, b: Side<'_>, scratch: &mut Scratch| {
         signal::run_fast(
             books,
@@ -400,7 +402,9 @@ fn run_one(
             crosses(line(Key::Ema(slow)), line(Key::Ema(fast)), scratch)
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
-            Array::Signals(s) => run_signals(close, s, exec, books.ledger(exec, combo)).done(),
+            Array::Signals(s) => {
+                run_signals(&books.bars, s, exec, books.ledger(exec, combo)).done()
+            }
             Array::Line(_) | Array::Certified(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
@@ -410,7 +414,13 @@ fn run_one(
                 upper,
                 &mut scratch.signals,
             );
-            run_signals(close, &scratch.signals, exec, books.ledger(exec, combo)).done()
+            run_signals(
+                &books.bars,
+                &scratch.signals,
+                exec,
+                books.ledger(exec, combo),
+            )
+            .done()
         }
         Params::HmaSar(_) => unreachable!("hma_sar runs on the paper kernel"),
     }

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use sweepflight_client::{
-    Client, Compression, ConnectOptions, Error, Execution, Folds, Grid, JobBody, JobState,
-    JobStatus, PutTarget, RowRange, Side, Strategy, SweepRequest, WalkForwardRequest,
+    Client, Compression, ConnectOptions, Error, Execution, Fill, Folds, Grid, JobBody, JobState,
+    JobStatus, PutTarget, RowRange, Side, StopsOn, Strategy, SweepRequest, WalkForwardRequest,
 };
 
 use crate::output::Format;
@@ -259,6 +259,18 @@ struct SweepArgs {
     /// Close a position that moved this fraction in its favour.
     #[arg(long)]
     take_profit: Option<f64>,
+    /// Close a position that fell this fraction from its best price since entry.
+    #[arg(long)]
+    trailing_stop: Option<f64>,
+    /// Where decisions fill: close (the signal's bar) or next_open (needs an `open` column).
+    #[arg(long, value_parser = parse_fill)]
+    fill: Option<Fill>,
+    /// What stops are checked against: close, or high_low (needs open, high and low).
+    #[arg(long, value_parser = parse_stops)]
+    stops: Option<StopsOn>,
+    /// Slippage as a fraction of each fill price (0.001 is 0.1%), in [0, 0.5).
+    #[arg(long)]
+    slippage: Option<f64>,
     /// Bars before `--rows` the indicators warm up on.
     #[arg(long, conflicts_with = "warmup_auto")]
     warmup: Option<u64>,
@@ -279,9 +291,9 @@ struct SweepArgs {
     #[arg(long)]
     top: Option<u64>,
     /// Annualise the per-bar Sharpe and Sortino ratios with this many bars a year
-    /// (252 for daily bars; default 1: per-bar figures).
-    #[arg(long)]
-    periods_per_year: Option<f64>,
+    /// (252 for daily bars; `auto`: from the dataset's time column; default 1: per-bar figures).
+    #[arg(long, value_parser = parse_periods)]
+    periods_per_year: Option<Periods>,
     /// Round-trip fee as a fraction (server default 0.0009).
     #[arg(long)]
     fee: Option<f64>,
@@ -338,9 +350,17 @@ impl SweepArgs {
                 side: self.side.unwrap_or_default(),
                 stop_loss: self.stop_loss,
                 take_profit: self.take_profit,
+                trailing_stop: self.trailing_stop,
+                fill: self.fill.unwrap_or_default(),
+                stops: self.stops.unwrap_or_default(),
+                slippage: self.slippage.unwrap_or(0.0),
                 warmup: self.warmup.unwrap_or(0),
                 warmup_auto: self.warmup_auto,
-                periods_per_year: self.periods_per_year,
+                periods_per_year: match self.periods_per_year {
+                    Some(Periods::Given(p)) => Some(p),
+                    _ => None,
+                },
+                periods_per_year_auto: self.periods_per_year == Some(Periods::Auto),
                 blocks: self.blocks,
             });
         request.selection =
@@ -544,6 +564,30 @@ fn parse_strategy(text: &str) -> Result<Strategy, String> {
 
 fn parse_side(text: &str) -> Result<Side, String> {
     Side::from_name(text).map_err(|e| e.to_string())
+}
+
+fn parse_fill(text: &str) -> Result<Fill, String> {
+    Fill::from_name(text).ok_or_else(|| format!("{text:?}: expected close or next_open"))
+}
+
+fn parse_stops(text: &str) -> Result<StopsOn, String> {
+    StopsOn::from_name(text).ok_or_else(|| format!("{text:?}: expected close or high_low"))
+}
+
+/// `--periods-per-year`: a number, or `auto` (from the dataset's time column).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Periods {
+    Given(f64),
+    Auto,
+}
+
+fn parse_periods(text: &str) -> Result<Periods, String> {
+    if text == "auto" {
+        return Ok(Periods::Auto);
+    }
+    text.parse::<f64>()
+        .map(Periods::Given)
+        .map_err(|_| format!("{text:?}: expected a number (252 for daily bars) or auto"))
 }
 
 fn parse_rows(text: &str) -> Result<RowRange, String> {
