@@ -34,9 +34,10 @@ pub use job::{JobBody, JobRef, JobState, JobStatus, MAX_JOB_ID_LEN};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
-    BLOCK_PNL_COLUMN, COMBO_COLUMNS, SERIES_COLUMN, TOTAL_RETURN_COLUMN, V12_METRIC_COLUMNS,
-    WINDOW_COLUMNS, check_result_schema, equity_schema, param_type, result_schema, strategy_schema,
-    sweep_schema, trades_schema, walk_forward_schema,
+    BLOCK_PNL_COLUMN, COMBO_COLUMNS, EXIT_REASON_COLUMN, SERIES_COLUMN, TOTAL_RETURN_COLUMN,
+    V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema, equity_schema, equity_schema_timed,
+    param_type, result_schema, strategy_schema, sweep_schema, trades_schema, trades_schema_timed,
+    walk_forward_schema,
 };
 pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection};
 pub use strategy::{

@@ -3,6 +3,8 @@
 
 use arrow_flight::FlightDescriptor;
 use arrow_flight::flight_descriptor::DescriptorType;
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, validate_name};
@@ -104,6 +106,13 @@ pub struct PutSummary {
     /// Number of series of a keyed put (v1.1); absent for a v1 put.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<u64>,
+    /// The usable recognised columns (v1.3), in the order open, high, low, close, volume,
+    /// time.
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// Each recognised column that breaks its rules, and why (v1.3): its first bad row.
+    #[serde(default)]
+    pub unusable: BTreeMap<String, String>,
 }
 
 /// The JSON app_metadata of a dataset's FlightInfo.
@@ -117,6 +126,12 @@ pub struct DatasetMeta {
     /// Its number of series (v1.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<u64>,
+    /// The usable recognised columns (v1.3), as [`PutSummary::columns`].
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// The unusable recognised columns and why (v1.3), as [`PutSummary::unusable`].
+    #[serde(default)]
+    pub unusable: BTreeMap<String, String>,
 }
 
 #[cfg(test)]
@@ -167,16 +182,28 @@ mod tests {
             bytes: 24,
             version: 1,
             series: None,
+            columns: vec!["close".into()],
+            unusable: BTreeMap::new(),
         };
+        // v1's fields keep their names and places; v1.3's follow.
         assert_eq!(
             serde_json::to_string(&v1).unwrap(),
-            r#"{"dataset":"p","rows":3,"bytes":24,"version":1}"#
+            r#"{"dataset":"p","rows":3,"bytes":24,"version":1,"columns":["close"],"unusable":{}}"#
         );
         let meta = DatasetMeta {
             version: 2,
             key: None,
             series: None,
+            columns: vec!["close".into()],
+            unusable: BTreeMap::from([("high".into(), "row 1: null".into())]),
         };
-        assert_eq!(serde_json::to_string(&meta).unwrap(), r#"{"version":2}"#);
+        assert_eq!(
+            serde_json::to_string(&meta).unwrap(),
+            r#"{"version":2,"columns":["close"],"unusable":{"high":"row 1: null"}}"#
+        );
+        // A v1 server's JSON still reads.
+        let old: PutSummary =
+            serde_json::from_str(r#"{"dataset":"p","rows":3,"bytes":24,"version":1}"#).unwrap();
+        assert!(old.columns.is_empty());
     }
 }

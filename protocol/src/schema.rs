@@ -134,8 +134,14 @@ pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> Sch
 
 /// The `trades` action's reply: [`series`], `combo`, `trade`, `side` (int8), `entry_row`,
 /// `exit_row` (rows of the series), `entry_price`, `exit_price`, `pnl` (net, percentage
-/// points), ordered by series, combo, trade.
+/// points), then `exit_reason` (utf8, v1.3), ordered by series, combo, trade.
 pub fn trades_schema(keyed: bool) -> SchemaRef {
+    trades_schema_timed(keyed, None)
+}
+
+/// [`trades_schema`] of a dataset with a usable time column of type `time` (v1.3): then
+/// `entry_time` and `exit_time` of that type follow `exit_reason`.
+pub fn trades_schema_timed(keyed: bool, time: Option<&DataType>) -> SchemaRef {
     let i = |n: &str| Field::new(n, DataType::Int64, false);
     let f = |n: &str| Field::new(n, DataType::Float64, false);
     let mut fields = series_field(keyed);
@@ -148,13 +154,29 @@ pub fn trades_schema(keyed: bool) -> SchemaRef {
         f("entry_price"),
         f("exit_price"),
         f("pnl"),
+        Field::new(EXIT_REASON_COLUMN, DataType::Utf8, false),
     ]);
+    if let Some(t) = time {
+        fields.extend([
+            Field::new("entry_time", t.clone(), false),
+            Field::new("exit_time", t.clone(), false),
+        ]);
+    }
     Arc::new(Schema::new(fields))
 }
+
+/// The trades reply's column of why each trade closed (v1.3).
+pub const EXIT_REASON_COLUMN: &str = "exit_reason";
 
 /// The `equity` action's reply: [`series`], `combo`, `row` (of the series), `position` (int8,
 /// after the bar), `equity` (`Q` of strategies.md): one row per evaluated bar per combo.
 pub fn equity_schema(keyed: bool) -> SchemaRef {
+    equity_schema_timed(keyed, None)
+}
+
+/// [`equity_schema`] of a dataset with a usable time column of type `time` (v1.3): then
+/// `time` of that type follows `equity`.
+pub fn equity_schema_timed(keyed: bool, time: Option<&DataType>) -> SchemaRef {
     let mut fields = series_field(keyed);
     fields.extend([
         Field::new("combo", DataType::Int64, false),
@@ -162,6 +184,9 @@ pub fn equity_schema(keyed: bool) -> SchemaRef {
         Field::new("position", DataType::Int8, false),
         Field::new("equity", DataType::Float64, false),
     ]);
+    if let Some(t) = time {
+        fields.push(Field::new("time", t.clone(), false));
+    }
     Arc::new(Schema::new(fields))
 }
 

@@ -644,17 +644,17 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     side: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    stop_loss: Option<f64>,
+    stop_loss: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    take_profit: Option<f64>,
+    take_profit: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    trailing_stop: Option<f64>,
+    trailing_stop: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fill: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stops: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    slippage: Option<f64>,
+    slippage: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     warmup: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -708,12 +708,13 @@ impl Wire {
             series: series.map(<[String]>::to_vec),
             rows: rows.map(|r| vec![Number::from(r.start), Number::from(r.end)]),
             side: (execution.side != Side::Both).then(|| execution.side.name().to_owned()),
-            stop_loss: execution.stop_loss,
-            take_profit: execution.take_profit,
-            trailing_stop: execution.trailing_stop,
+            stop_loss: execution.stop_loss.map(serde_json::Value::from),
+            take_profit: execution.take_profit.map(serde_json::Value::from),
+            trailing_stop: execution.trailing_stop.map(serde_json::Value::from),
             fill: (execution.fill != Fill::Close).then(|| execution.fill.name().to_owned()),
             stops: (execution.stops != StopsOn::Close).then(|| execution.stops.name().to_owned()),
-            slippage: (execution.slippage != 0.0).then_some(execution.slippage),
+            slippage: (execution.slippage != 0.0)
+                .then(|| serde_json::Value::from(execution.slippage)),
             warmup: if execution.warmup_auto {
                 Some(serde_json::Value::String("auto".into()))
             } else {
@@ -1018,19 +1019,20 @@ fn execution(wire: &Wire) -> Result<Execution> {
         .side
         .as_deref()
         .map_or(Ok(Side::Both), Side::from_name)?;
-    for (name, v) in [
-        ("stop_loss", wire.stop_loss),
-        ("take_profit", wire.take_profit),
-        ("trailing_stop", wire.trailing_stop),
-    ] {
-        if let Some(v) = v
-            && !(v.is_finite() && v > 0.0)
-        {
-            return Err(Error::new(format!(
-                "`{name}` must be a finite fraction > 0 (0.02 is 2%), got {v}"
-            )));
-        }
-    }
+    let stop = |name: &str, v: &Option<serde_json::Value>| -> Result<Option<f64>> {
+        let Some(v) = v else { return Ok(None) };
+        v.as_f64()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(Some)
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "`{name}` must be a finite fraction > 0 (0.02 is 2%), got {v}"
+                ))
+            })
+    };
+    let stop_loss = stop("stop_loss", &wire.stop_loss)?;
+    let take_profit = stop("take_profit", &wire.take_profit)?;
+    let trailing_stop = stop("trailing_stop", &wire.trailing_stop)?;
     let fill = match wire.fill.as_deref() {
         None => Fill::Close,
         Some(f) => Fill::from_name(f).ok_or_else(|| {
@@ -1047,13 +1049,14 @@ fn execution(wire: &Wire) -> Result<Execution> {
             ))
         })?,
     };
-    let slippage = wire.slippage.unwrap_or(0.0);
-    if !(0.0..0.5).contains(&slippage) {
-        return Err(Error::new(format!(
-            "`slippage` must be a fraction in [0, 0.5) (0.001 is 0.1% of each fill), got \
-             {slippage}"
-        )));
-    }
+    let slippage = match &wire.slippage {
+        None => 0.0,
+        Some(v) => v.as_f64().filter(|s| (0.0..0.5).contains(s)).ok_or_else(|| {
+            Error::new(format!(
+                "`slippage` must be a fraction in [0, 0.5) (0.001 is 0.1% of each fill), got {v}"
+            ))
+        })?,
+    };
     let (warmup, warmup_auto) = match &wire.warmup {
         None => (0, false),
         Some(serde_json::Value::String(a)) if a == "auto" => (0, true),
@@ -1068,9 +1071,9 @@ fn execution(wire: &Wire) -> Result<Execution> {
     };
     Ok(Execution {
         side,
-        stop_loss: wire.stop_loss,
-        take_profit: wire.take_profit,
-        trailing_stop: wire.trailing_stop,
+        stop_loss,
+        take_profit,
+        trailing_stop,
         fill,
         stops,
         slippage,

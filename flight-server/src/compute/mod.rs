@@ -35,6 +35,7 @@ use tokio::sync::oneshot;
 
 use crate::compute::budget::{Reservation, SweepBudget};
 use crate::compute::cache::{InputKey, KernelCache};
+use crate::datasets::bars::BarColumns;
 use crate::datasets::{Dataset, NewDataset};
 use crate::ops::metrics::Metrics;
 use crate::{Error, Result};
@@ -156,7 +157,7 @@ enum Closes {
     /// Series `.1` of a stored dataset.
     Stored(Arc<Dataset>, usize),
     /// A series that exists only for this call (DoExchange): no cache.
-    Transient(Arc<Float64Array>),
+    Transient(Arc<Float64Array>, Arc<BarColumns>),
 }
 
 /// One series to run the combos on: its closes, the rows the indicators are computed on (the
@@ -165,6 +166,8 @@ enum Closes {
 #[derive(Debug, Clone)]
 pub(crate) struct Input {
     closes: Closes,
+    /// The whole series' rows among the dataset's (or the upload's) rows.
+    whole: Range<usize>,
     rows: Range<usize>,
     start: usize,
     cache: Option<InputKey>,
@@ -200,6 +203,7 @@ impl Input {
             rows: (rows != (0..len)).then_some((rows.start as u64, rows.end as u64)),
         });
         Ok(Self {
+            whole: dataset.data.range(series),
             closes: Closes::Stored(dataset, series),
             rows,
             start,
@@ -213,6 +217,7 @@ impl Input {
     /// As [`Input::stored`].
     pub(crate) fn transient(
         close: Arc<Float64Array>,
+        bars: Arc<BarColumns>,
         range: Range<usize>,
         name: Option<&str>,
         rows: Option<RowRange>,
@@ -220,7 +225,8 @@ impl Input {
     ) -> Result<Self> {
         let (within, start) = computed(clip(rows, range.len(), name)?, warmup);
         Ok(Self {
-            closes: Closes::Transient(close),
+            whole: range.clone(),
+            closes: Closes::Transient(close, bars),
             rows: range.start + within.start..range.start + within.end,
             start,
             cache: None,
@@ -231,6 +237,15 @@ impl Input {
     /// kernel's closes is.
     pub(crate) fn series_row(&self, r: usize) -> usize {
         self.rows.start + r
+    }
+
+    /// The row among the dataset's (or the upload's) stored rows that row `r` of the kernel's
+    /// closes is (what the time column is indexed by).
+    pub(crate) fn dataset_row(&self, r: usize) -> usize {
+        match &self.closes {
+            Closes::Stored(..) => self.whole.start + self.rows.start + r,
+            Closes::Transient(..) => self.rows.start + r,
+        }
     }
 
     /// Where the evaluated rows start within the kernel's closes.
@@ -247,10 +262,76 @@ impl Input {
     pub(crate) fn closes(&self) -> &[f64] {
         let all = match &self.closes {
             Closes::Stored(d, series) => d.closes(*series),
-            Closes::Transient(c) => c.values(),
+            Closes::Transient(c, _) => c.values(),
         };
         &all[self.rows.clone()]
     }
+
+    /// The dataset's bar columns and where the computed range is in them.
+    fn bar_columns(&self) -> (&BarColumns, Range<usize>) {
+        match &self.closes {
+            Closes::Stored(d, series) => {
+                let at = d.data.range(*series).start;
+                (&d.data.bars, at + self.rows.start..at + self.rows.end)
+            }
+            Closes::Transient(_, b) => (b, self.rows.clone()),
+        }
+    }
+
+    /// The kernel's bars: the computed range of every usable column.
+    pub(crate) fn bars(&self) -> Bars<'_> {
+        let (columns, range) = self.bar_columns();
+        Bars {
+            open: columns.slice("open", range.clone()),
+            high: columns.slice("high", range.clone()),
+            low: columns.slice("low", range.clone()),
+            close: self.closes(),
+            volume: columns.slice("volume", range),
+        }
+    }
+
+    /// Checks the columns a call reads (besides `close`) are usable here.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT naming the column, with its unusable reason.
+    pub(crate) fn require(&self, columns: &[&str], what: &str) -> Result<()> {
+        self.bar_columns().0.require(columns, what)
+    }
+
+    /// The series' time column, if usable, and the series' rows in it.
+    pub(crate) fn time(&self) -> Option<(&crate::datasets::bars::TimeColumn, Range<usize>)> {
+        let time = self.bar_columns().0.time.as_ref()?;
+        Some((time, self.whole.clone()))
+    }
+}
+
+/// Seconds in a year of 365.25 days (protocol v1.3, `"periods_per_year": "auto"`).
+const YEAR_SECONDS: f64 = 31_557_600.0;
+
+/// `"periods_per_year": "auto"` for one input: its whole series' rows less one over the years
+/// its time spans, whatever rows the call evaluates.
+///
+/// # Errors
+/// INVALID_ARGUMENT without a usable time column of a timestamp or date type, or for a span
+/// of 0.
+fn auto_periods(input: &Input) -> Result<f64> {
+    let needs = "`\"periods_per_year\": \"auto\"` reads the dataset's time column";
+    input.require(&["time"], "`\"periods_per_year\": \"auto\"`")?;
+    let (time, whole) = input.time().ok_or_else(|| Error::invalid(needs))?;
+    let span = time
+        .span_seconds(whole.start, whole.end - 1)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{needs}, which is int64: a number without a unit gives no span in years; send a \
+             timestamp or date column, or give `periods_per_year` as a number"
+            ))
+        })?;
+    if span <= 0.0 {
+        return Err(Error::invalid(format!(
+            "{needs}: its first and last rows are at the same time, a span of 0"
+        )));
+    }
+    Ok((whole.len() - 1) as f64 / (span / YEAR_SECONDS))
 }
 
 /// The rows of a series of `len` that `rows` asks for.
@@ -317,7 +398,14 @@ impl Source<'_> {
                     .universe
                     .as_ref()
                     .map_or(0..u.rows(), |u| u.offsets[i]..u.offsets[i + 1]);
-                Input::transient(Arc::new(u.close.clone()), range, name, rows, warmup)
+                Input::transient(
+                    Arc::new(u.close.clone()),
+                    Arc::new(u.bars.clone()),
+                    range,
+                    name,
+                    rows,
+                    warmup,
+                )
             }
         }
     }
@@ -339,8 +427,9 @@ pub(crate) struct Job {
     pub positions: Option<Arc<Vec<usize>>>,
     /// Fee, side and stops (each input says where its evaluated rows start).
     pub exec: Execution,
-    /// What the per-bar Sharpe and Sortino ratios are annualised with.
-    pub periods_per_year: f64,
+    /// What the per-bar Sharpe and Sortino ratios are annualised with, per input (one value
+    /// for all but with `"periods_per_year": "auto"`).
+    pub periods_per_year: Vec<f64>,
     /// What each combo keeps besides its result.
     pub keep: Keep,
     /// A background job's progress and cancel flag (a job's runs report to it and stop when
@@ -626,20 +715,58 @@ impl Job {
                 (inputs, Some(names))
             }
         };
+        let exec = execution(spec.fee, spec.execution);
+        let mut reads: Vec<&str> = exec.columns().to_vec();
+        // The built-ins read closes only; formulas whatever they name.
+        if let Strategy::Formulas(f) = spec.strategy {
+            reads.extend(f.program.columns().into_iter().map(|c| c.name()));
+        }
+        for input in &inputs {
+            input.require(&reads, "this call")?;
+        }
+        let periods_per_year = inputs
+            .iter()
+            .map(|input| match spec.execution.periods_per_year_auto {
+                true => auto_periods(input),
+                false => Ok(spec.execution.periods_per_year.unwrap_or(1.0)),
+            })
+            .collect::<Result<Vec<_>>>()?;
         let job = Self {
             inputs,
             names,
             strategy: spec.strategy.clone(),
             combos,
             positions: positions.map(Arc::new),
-            exec: execution(spec.fee, spec.execution),
-            periods_per_year: spec.execution.periods_per_year.unwrap_or(1.0),
+            exec,
+            periods_per_year,
             keep,
             progress: None,
             keep_lines: false,
         };
         job.check_blocks()?;
         Ok(job)
+    }
+
+    /// The type of the inputs' usable time column (they share one dataset's), if any.
+    pub(crate) fn time_type(&self) -> Option<arrow_schema::DataType> {
+        let (time, _) = self.inputs.first()?.time()?;
+        Some(time.array.data_type().clone())
+    }
+
+    /// The time column's values at `rows` (stored rows, from [`Input::dataset_row`]), in the
+    /// stored type.
+    ///
+    /// # Errors
+    /// Only for a server fault (no time column, or a take Arrow refuses).
+    pub(crate) fn times(&self, rows: &[u64]) -> Result<arrow_array::ArrayRef> {
+        let (time, _) = self
+            .inputs
+            .first()
+            .and_then(Input::time)
+            .ok_or_else(|| Error::Internal("times of a job without a time column".into()))?;
+        let indices = arrow_array::UInt64Array::from(rows.to_vec());
+        arrow_select::take::take(time.array.as_ref(), &indices, None)
+            .map_err(|e| Error::internal("read the time column", e))
     }
 
     /// Combo `c`'s position in the request grid from the job's first.
@@ -853,7 +980,7 @@ impl Compute {
                         certified: Some(&certified),
                         progress: job.progress.is_some().then_some(&report as _),
                     };
-                    sweep_combos(&Bars::closes(close), &job.combos, &exec, &control)
+                    sweep_combos(&input.bars(), &job.combos, &exec, &control)
                 };
                 let results = match input.cache {
                     Some(key) if job.keep_lines => {

@@ -2,6 +2,7 @@
 //! keyed dataset's series). Uploads ([`ingest`]), files ([`persist`]) and the store
 //! ([`store`]) all build on these types; [`mapping`] holds large close columns.
 
+pub(crate) mod bars;
 pub(crate) mod ingest;
 pub(crate) mod mapping;
 pub(crate) mod persist;
@@ -71,12 +72,22 @@ pub struct NewDataset {
     pub bytes: u64,
     /// The series of a keyed upload.
     pub universe: Option<Universe>,
+    /// The bar columns besides `close` (v1.3): usable ones for sweeps, unusable ones' reasons.
+    pub bars: bars::BarColumns,
 }
 
 impl NewDataset {
     /// Number of rows.
     pub fn rows(&self) -> usize {
         self.close.len()
+    }
+
+    /// The stored rows of series `index` (every row when the dataset is not keyed).
+    pub fn range(&self, index: usize) -> std::ops::Range<usize> {
+        match &self.universe {
+            Some(u) => u.offsets[index]..u.offsets[index + 1],
+            None => 0..self.rows(),
+        }
     }
 }
 
@@ -117,13 +128,22 @@ impl Dataset {
         self.data.universe.as_ref()
     }
 
+    /// What a put of it answers (the PutResult's JSON).
+    pub fn summary(&self) -> sweepflight_protocol::PutSummary {
+        sweepflight_protocol::PutSummary {
+            dataset: self.name.clone(),
+            rows: self.rows() as u64,
+            bytes: self.bytes(),
+            version: self.version,
+            series: self.universe().map(|u| u.len() as u64),
+            columns: self.data.bars.columns(),
+            unusable: self.data.bars.unusable.clone(),
+        }
+    }
+
     /// The closes of series `index` (the whole dataset when it is not keyed).
     pub fn closes(&self, index: usize) -> &[f64] {
-        let all = self.data.close.values();
-        match &self.data.universe {
-            Some(u) => &all[u.offsets[index]..u.offsets[index + 1]],
-            None => all,
-        }
+        &self.data.close.values()[self.data.range(index)]
     }
 }
 
@@ -211,7 +231,7 @@ pub(crate) enum RowOf<'a> {
 /// # Errors
 /// [`Error::InvalidArgument`] listing the columns there are.
 pub(crate) fn close_index(schema: &Schema) -> Result<usize> {
-    schema.index_of(CLOSE).map_err(|_| {
+    bars::recognise(schema, CLOSE).ok_or_else(|| {
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         Error::invalid(format!(
             "the schema has no column `{CLOSE}` (columns: {names:?}); `{CLOSE}` must be float64, float32 or an integer type"

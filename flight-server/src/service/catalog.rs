@@ -64,6 +64,8 @@ fn flight_info(d: &Dataset) -> Result<FlightInfo> {
         version: d.version,
         key: d.universe().map(|u| u.key.clone()),
         series: d.universe().map(|u| u.len() as u64),
+        columns: d.data.bars.columns(),
+        unusable: d.data.bars.unusable.clone(),
     };
     Ok(FlightInfo::new()
         .try_with_schema(d.schema())

@@ -1,7 +1,7 @@
 //! DoPut: receive a whole series (or a keyed universe), validate it, then store it in one step.
 
 use arrow_flight::{FlightDescriptor, PutResult};
-use sweepflight_protocol::{PutSummary, PutTarget};
+use sweepflight_protocol::PutTarget;
 
 use super::{Inbound, State};
 use crate::datasets::ingest::{UploadLimits, read_upload};
@@ -32,13 +32,7 @@ pub(super) async fn put(
     };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(dataset = %d.name, rows = d.rows(), version = d.version, elapsed_ms, "stored");
-    let summary = PutSummary {
-        dataset: d.name.clone(),
-        rows: d.rows() as u64,
-        bytes: d.bytes(),
-        version: d.version,
-        series: d.universe().map(|u| u.len() as u64),
-    };
+    let summary = d.summary();
     Ok(PutResult {
         app_metadata: serde_json::to_vec(&summary)
             .expect("summary serialises")

@@ -83,13 +83,7 @@ impl Engine {
         sweepflight_protocol::validate_name(name)?;
         let new = crate::datasets::ingest::assemble(schema, batches, key)?;
         let d = self.store.put(name, new, None).await?;
-        Ok(PutSummary {
-            dataset: d.name.clone(),
-            rows: d.rows() as u64,
-            bytes: d.bytes(),
-            version: d.version,
-            series: d.universe().map(|u| u.len() as u64),
-        })
+        Ok(d.summary())
     }
 
     /// The `sweep` action's table for `request`.

@@ -52,11 +52,16 @@ pub(crate) fn explain(body: &[u8], max_grid: usize) -> Result<Value> {
         }
         combos += step.len();
     }
+    // What the formulas read, the execution's columns, and `close` always.
     let mut columns = program.columns();
-    if !columns.contains(&Column::Close) {
-        columns.push(Column::Close);
-        columns.sort();
-    }
+    let exec = request.execution.columns();
+    columns.extend(
+        Column::ALL
+            .into_iter()
+            .filter(|c| *c == Column::Close || exec.contains(&c.name())),
+    );
+    columns.sort();
+    columns.dedup();
     let formulas: Map<String, Value> = program
         .canonical()
         .into_iter()

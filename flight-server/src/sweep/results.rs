@@ -15,8 +15,8 @@ use arrow_ipc::writer::{
 use bytes::Bytes;
 use sweepflight_kernel::{ComboResult, equity};
 use sweepflight_protocol::{
-    Compression, ParamKind, Selection, V12_METRIC_COLUMNS, equity_schema, sweep_schema,
-    trades_schema,
+    Compression, ParamKind, Selection, V12_METRIC_COLUMNS, equity_schema_timed, sweep_schema,
+    trades_schema_timed,
 };
 
 use crate::compute::{Job, Runs};
@@ -91,10 +91,11 @@ pub(crate) fn to_batch_rows(job: &Job, runs: &Runs, picked: &[u32]) -> Result<Re
     // into their builders (no per-row array held for the whole table).
     let mut metrics: [Float64Builder; 9] =
         std::array::from_fn(|_| Float64Builder::with_capacity(total));
-    for r in rows() {
+    for &i in picked {
+        let (s, _) = at(i);
         for (b, v) in metrics
             .iter_mut()
-            .zip(r.metrics(job.periods_per_year).values())
+            .zip(result(i).metrics(job.periods_per_year[s]).values())
         {
             b.append_option(v);
         }
@@ -184,31 +185,33 @@ pub(crate) fn select_results(job: &Job, runs: &Runs, selection: &Selection) -> R
         Ok(runs
             .results
             .iter()
-            .flat_map(|series| series.iter().enumerate())
-            .map(|(c, r)| of(c, r))
+            .enumerate()
+            .flat_map(|(s, series)| series.iter().enumerate().map(move |(c, r)| (s, c, r)))
+            .map(|(s, c, r)| of(s, c, r))
             .collect())
     };
     pick(total, runs.results.len(), selection, &values)
 }
 
-/// Reads one result column of combo `c` with result `r` as a number (null: `None`).
-type Column<'a> = Box<dyn Fn(usize, &ComboResult) -> Option<f64> + 'a>;
+/// Reads one result column of series `s`'s combo `c` with result `r` as a number (null:
+/// `None`).
+type Column<'a> = Box<dyn Fn(usize, usize, &ComboResult) -> Option<f64> + 'a>;
 
 /// How to read result column `name`.
 fn column_of<'a>(job: &'a Job, name: &str) -> Result<Column<'a>> {
-    let ppy = job.periods_per_year;
+    let ppy = &job.periods_per_year;
     let metric = V12_METRIC_COLUMNS.iter().position(|&m| m == name);
     let param = job.strategy.params().iter().position(|(p, _)| *p == name);
     Ok(match (name, metric, param) {
-        ("combo", ..) => Box::new(|c, _| Some(job.position(c) as f64)),
-        (_, _, Some(k)) => Box::new(move |c, _| Some(job.combos.value(c, k))),
-        ("pnl", ..) => Box::new(|_, r| Some(r.pnl)),
-        ("trades", ..) => Box::new(|_, r| Some(r.trades as f64)),
-        ("wins", ..) => Box::new(|_, r| Some(r.wins as f64)),
-        ("win_rate", ..) => Box::new(|_, r| Some(r.win_rate())),
-        ("max_drawdown", ..) => Box::new(|_, r| Some(r.max_drawdown)),
-        ("total_return", ..) => Box::new(|_, r| Some(r.total_return())),
-        (_, Some(m), _) => Box::new(move |_, r| r.metrics(ppy).values()[m]),
+        ("combo", ..) => Box::new(|_, c, _| Some(job.position(c) as f64)),
+        (_, _, Some(k)) => Box::new(move |_, c, _| Some(job.combos.value(c, k))),
+        ("pnl", ..) => Box::new(|_, _, r| Some(r.pnl)),
+        ("trades", ..) => Box::new(|_, _, r| Some(r.trades as f64)),
+        ("wins", ..) => Box::new(|_, _, r| Some(r.wins as f64)),
+        ("win_rate", ..) => Box::new(|_, _, r| Some(r.win_rate())),
+        ("max_drawdown", ..) => Box::new(|_, _, r| Some(r.max_drawdown)),
+        ("total_return", ..) => Box::new(|_, _, r| Some(r.total_return())),
+        (_, Some(m), _) => Box::new(move |s, _, r| r.metrics(ppy[s]).values()[m]),
         _ => return Err(Error::Internal(format!("no result column {name}"))),
     })
 }
@@ -306,6 +309,10 @@ pub(crate) fn merge_selected(
 pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Result<RecordBatch> {
     let rows = runs.records.iter().flatten().map(|r| r.trades.len()).sum();
     let mut t = Columns::with_capacity(rows, 4, 3);
+    let mut reasons = arrow_array::builder::StringBuilder::with_capacity(rows, rows * 6);
+    // Rows of the dataset's time column, when it has a usable one.
+    let timed = job.time_type();
+    let mut at = Vec::with_capacity(if timed.is_some() { 2 * rows } else { 0 });
     for (i, input) in job.inputs.iter().enumerate() {
         for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
             for (k, trade) in record.trades.iter().enumerate() {
@@ -318,12 +325,17 @@ pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
                 t.floats[0].push(trade.entry_price);
                 t.floats[1].push(trade.exit_price);
                 t.floats[2].push(trade.net);
+                reasons.append_value(trade.reason.name());
+                if timed.is_some() {
+                    at.push(input.dataset_row(trade.entry_row));
+                    at.push(input.dataset_row(trade.exit_row));
+                }
             }
         }
     }
     let [combo, trade, entry_row, exit_row] = t.ints;
     let [entry_price, exit_price, pnl] = t.floats;
-    let columns: Vec<ArrayRef> = vec![
+    let mut columns: Vec<ArrayRef> = vec![
         int64(combo),
         int64(trade),
         Arc::new(arrow_array::Int8Array::from(t.sides)),
@@ -332,8 +344,20 @@ pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
         float64(entry_price),
         float64(exit_price),
         float64(pnl),
+        Arc::new(reasons.finish()),
     ];
-    keyed_batch(job, &t.series, trades_schema, columns)
+    if timed.is_some() {
+        let entries: Vec<u64> = at.iter().step_by(2).map(|&r| r as u64).collect();
+        let exits: Vec<u64> = at.iter().skip(1).step_by(2).map(|&r| r as u64).collect();
+        columns.push(job.times(&entries)?);
+        columns.push(job.times(&exits)?);
+    }
+    keyed_batch(
+        job,
+        &t.series,
+        |k| trades_schema_timed(k, timed.as_ref()),
+        columns,
+    )
 }
 
 /// The `equity` reply ([`equity_schema`]): per series, chosen combo and evaluated bar, the
@@ -349,6 +373,8 @@ pub(crate) fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
         .map(|(input, c)| input.evaluated() * c.len())
         .sum();
     let mut t = Columns::with_capacity(rows, 2, 1);
+    let timed = job.time_type();
+    let mut at: Vec<u64> = Vec::with_capacity(if timed.is_some() { rows } else { 0 });
     for (i, input) in job.inputs.iter().enumerate() {
         let (close, start) = (input.closes(), input.start());
         for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
@@ -358,18 +384,29 @@ pub(crate) fn equity_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
                 t.ints[1].push(input.series_row(start + k) as i64);
                 t.sides.push(position);
                 t.floats[0].push(q);
+                if timed.is_some() {
+                    at.push(input.dataset_row(start + k) as u64);
+                }
             }
         }
     }
     let [combo, row, _, _] = t.ints;
     let [q, _, _] = t.floats;
-    let columns: Vec<ArrayRef> = vec![
+    let mut columns: Vec<ArrayRef> = vec![
         int64(combo),
         int64(row),
         Arc::new(arrow_array::Int8Array::from(t.sides)),
         float64(q),
     ];
-    keyed_batch(job, &t.series, equity_schema, columns)
+    if timed.is_some() {
+        columns.push(job.times(&at)?);
+    }
+    keyed_batch(
+        job,
+        &t.series,
+        |k| equity_schema_timed(k, timed.as_ref()),
+        columns,
+    )
 }
 
 /// Bytes of an `equity` reply of `rows` rows (before the series names).
@@ -412,7 +449,7 @@ fn float64(v: Vec<f64>) -> ArrayRef {
 fn keyed_batch(
     job: &Job,
     series: &[usize],
-    schema: fn(bool) -> arrow_schema::SchemaRef,
+    schema: impl Fn(bool) -> arrow_schema::SchemaRef,
     mut columns: Vec<ArrayRef>,
 ) -> Result<RecordBatch> {
     if let Some(names) = &job.names {
@@ -534,7 +571,8 @@ mod tests {
             combos: sweepflight_kernel::Combos::Builtin(params),
             positions: None,
             exec: Execution::default(),
-            periods_per_year: 1.0,
+            // One per series of the results the tests make (they have no inputs).
+            periods_per_year: vec![1.0; 4],
             keep: crate::compute::Keep::NOTHING,
             progress: None,
             keep_lines: false,

@@ -1,7 +1,7 @@
 //! The server's integration tests, one binary (each test binary links the whole server, so one
 //! is built instead of ten): real servers in-process on port 0 or the binary, real clients.
 //!
-//! - `protocol`, `universe`, `explain`, `formulas`: the wire contract, end to end.
+//! - `protocol`, `universe`, `explain`, `formulas`, `bars`: the wire contract, end to end.
 //! - `jobs`, `walk_forward`: v1.2 jobs and walk-forward against the calls they stand for.
 //! - `bad_input`: every malformed request, its code, and nothing changed.
 //! - `auth`, `connections`, `metrics`, `overload`: the operational layers.
@@ -11,6 +11,7 @@ mod common;
 
 mod auth;
 mod bad_input;
+mod bars;
 mod connections;
 mod disk_full;
 mod durability;

@@ -103,7 +103,8 @@ async fn keyed_put_sweep_subsets_and_row_ranges() {
         .unwrap();
     assert_eq!(
         stored,
-        json!({"dataset": "u", "rows": 2_900, "bytes": stored["bytes"], "version": 1, "series": 3})
+        json!({"dataset": "u", "rows": 2_900, "bytes": stored["bytes"], "version": 1, "series": 3,
+               "columns": ["close"], "unusable": {}})
     );
 
     // FlightInfo says what the key is; DoGet returns the rows series after series, each in
@@ -113,7 +114,10 @@ async fn keyed_put_sweep_subsets_and_row_ranges() {
         .await
         .unwrap();
     let meta: serde_json::Value = serde_json::from_slice(&info.app_metadata).unwrap();
-    assert_eq!(meta, json!({"version": 1, "key": "symbol", "series": 3}));
+    assert_eq!(
+        meta,
+        json!({"version": 1, "key": "symbol", "series": 3, "columns": ["close"], "unusable": {}})
+    );
     let all = rows(&mut c, &info).await;
     let want_close: Vec<f64> = series.iter().flat_map(|(_, v)| v.clone()).collect();
     assert_eq!(f64s(&all, "close"), want_close);

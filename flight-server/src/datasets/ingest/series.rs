@@ -10,6 +10,7 @@ use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, UInt32Array};
 use arrow_schema::SchemaRef;
 
 use super::keys::KeyGrouper;
+use crate::datasets::bars::bar_columns;
 use crate::datasets::mapping::Mapping;
 use crate::datasets::{
     NewDataset, RowOf, Universe, bad_close, close_column, close_index, first_bad_close,
@@ -204,7 +205,7 @@ impl SeriesBuilder {
                 (stored, Some(universe))
             }
         };
-        Ok(stored.into_dataset(universe))
+        stored.into_dataset(universe)
     }
 }
 
@@ -231,14 +232,21 @@ impl StoredRows {
         })
     }
 
-    fn into_dataset(self, universe: Option<Universe>) -> NewDataset {
-        NewDataset {
+    fn into_dataset(mut self, universe: Option<Universe>) -> Result<NewDataset> {
+        let bars = bar_columns(
+            &self.schema,
+            &mut self.batches,
+            &self.close,
+            universe.as_ref(),
+        )?;
+        Ok(NewDataset {
             bytes: self.batches.iter().map(batch_bytes).sum(),
             schema: self.schema,
             batches: self.batches,
             close: self.close,
             universe,
-        }
+            bars,
+        })
     }
 }
 
