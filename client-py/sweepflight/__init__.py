@@ -46,6 +46,7 @@ from .errors import (
     Unauthenticated,
     Unavailable,
     Unimplemented,
+    UnusableColumns,
 )
 from .expr import (
     Expr,
@@ -107,6 +108,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "UnusableColumns",
     "WalkForward",
     "__version__",
     "abs",

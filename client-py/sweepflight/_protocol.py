@@ -72,8 +72,9 @@ METRIC_COLUMNS = RESULT_COLUMNS[7:]
 def sweep_body(dataset: str, **fields: Any) -> bytes:
     """The JSON body of a ``sweep`` action (and of a ``session`` message): ``dataset`` and each
     field that is not None (``strategy``, ``lengths`` | ``params`` | ``grid`` | ``sample``,
-    ``fee``, ``side``, ``stop_loss``, ``take_profit``, ``warmup``, ``series``, ``rows``), as the
-    Rust crate writes them. A ``strategy`` of hma_sar is left out, as v1 bodies have none."""
+    ``fee``, ``side``, ``stop_loss``, ``take_profit``, ``trailing_stop``, ``fill``, ``stops``,
+    ``slippage``, ``warmup``, ``series``, ``rows``...), as the Rust crate writes them. A
+    ``strategy`` of hma_sar is left out, as v1 bodies have none."""
     body: dict[str, Any] = {"dataset": dataset}
     for name, value in fields.items():
         if value is None or (name == "strategy" and value == DEFAULT_STRATEGY):
@@ -194,15 +195,23 @@ def sweep_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY, blocks: int | No
 
 def trades_schema(keyed: bool) -> pa.Schema:
     """The ``trades`` action's reply: [``series``], ``combo``, ``trade``, ``side``,
-    ``entry_row``, ``exit_row``, ``entry_price``, ``exit_price``, ``pnl``."""
+    ``entry_row``, ``exit_row``, ``entry_price``, ``exit_price``, ``pnl``, ``exit_reason``
+    (v1.3; ``entry_time`` and ``exit_time`` follow on a dataset with a usable time column)."""
     i, f = pa.int64(), pa.float64()
     columns: list[tuple[str, pa.DataType]] = [("combo", i), ("trade", i), ("side", pa.int8())]
     columns += [("entry_row", i), ("exit_row", i), ("entry_price", f), ("exit_price", f), ("pnl", f)]
+    columns.append((EXIT_REASON_COLUMN, pa.string()))
     return _keyed(keyed, columns)
 
 
+#: Why a trade closed (v1.3): ``signal``, ``exit``, ``stop_loss``, ``trailing_stop``,
+#: ``take_profit`` or ``end``.
+EXIT_REASON_COLUMN = "exit_reason"
+
+
 def equity_schema(keyed: bool) -> pa.Schema:
-    """The ``equity`` action's reply: [``series``], ``combo``, ``row``, ``position``, ``equity``."""
+    """The ``equity`` action's reply: [``series``], ``combo``, ``row``, ``position``, ``equity``
+    (then ``time`` on a dataset with a usable time column, v1.3)."""
     return _keyed(
         keyed, [("combo", pa.int64()), ("row", pa.int64()), ("position", pa.int8()), ("equity", pa.float64())]
     )

@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from . import _protocol
-from .errors import DeadlineExceeded, InvalidRequest, ServerError, from_status, translated
+from .errors import DeadlineExceeded, InvalidRequest, ServerError, UnusableColumns, from_status, translated
 from .expr import Expr, Strategy, wire_strategy
 
 if TYPE_CHECKING:
@@ -79,11 +80,18 @@ class SweepOptions(TypedDict, total=False):
       by the server, the same for a seed;
     - ``fee``: fraction per round trip (server default 0.0009);
     - ``side``: ``"both"`` (default), ``"long"`` or ``"short"``;
-    - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%), on the close;
+    - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%);
+    - ``trailing_stop``: a fraction below the best price since entry (above, for a short);
+    - ``fill``: ``"close"`` (default: at the signal's close) or ``"next_open"`` (at the next
+      bar's open, as backtesting.py and backtrader fill; needs an ``open`` column);
+    - ``stops``: ``"close"`` (default: stops checked on closes) or ``"high_low"`` (on each bar's
+      high and low, filled at the stop price, or at the open when the bar gaps through it;
+      needs ``open``, ``high``, ``low``);
+    - ``slippage``: a fraction of each fill price paid (0.001 is 0.1%), in [0, 0.5);
     - ``warmup``: bars before ``rows`` the indicators warm up on (default 0), or ``"auto"``: the
       strategy's largest lookback over the call's combos;
     - ``periods_per_year``: annualises ``sharpe`` and ``sortino`` (252 for daily bars; default
-      1: per-bar figures);
+      1: per-bar figures), or ``"auto"``: each series' own, from its time column;
     - ``series``: on a keyed dataset, these series only, in this order;
     - ``rows``: ``(start, end)``, only those rows of each series (0-based, end exclusive);
     - ``where``: ``{"trades": (30, None), "max_drawdown": (None, 25)}``, inclusive bounds on any
@@ -106,8 +114,12 @@ class SweepOptions(TypedDict, total=False):
     side: Literal["both", "long", "short"]
     stop_loss: float
     take_profit: float
+    trailing_stop: float
+    fill: Literal["close", "next_open"]
+    stops: Literal["close", "high_low"]
+    slippage: float
     warmup: int | Literal["auto"]
-    periods_per_year: float
+    periods_per_year: float | Literal["auto"]
     series: Sequence[str]
     rows: tuple[int, int]
     where: Mapping[str, tuple[float | None, float | None]]
@@ -128,6 +140,12 @@ class PutSummary:
     version: int
     #: Number of series of a keyed put; ``None`` for a single series.
     series: int | None = None
+    #: The bar columns the server recognised and can use, in the order open, high, low, close,
+    #: volume, time.
+    columns: tuple[str, ...] = ("close",)
+    #: Recognised columns that break their rules, and why (the first bad row): stored, but a
+    #: sweep that needs one is refused.
+    unusable: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +161,10 @@ class DatasetInfo:
     key: str | None = None
     #: Its number of series.
     series: int | None = None
+    #: The usable bar columns (see :class:`PutSummary`).
+    columns: tuple[str, ...] = ("close",)
+    #: Unusable bar columns and why.
+    unusable: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +188,14 @@ class SweepRequest:
     side: str | None = None
     stop_loss: float | None = None
     take_profit: float | None = None
+    trailing_stop: float | None = None
+    fill: str | None = None
+    stops: str | None = None
+    slippage: float | None = None
     #: Bars of warm-up, or ``"auto"``: the strategy's largest lookback over the grid.
     warmup: int | Literal["auto"] | None = None
-    periods_per_year: float | None = None
+    #: A number, or ``"auto"``: each series' own, from its time column.
+    periods_per_year: float | Literal["auto"] | None = None
     where: dict[str, tuple[float | None, float | None]] | None = None
     order_by: str | None = None
     descending: bool | None = None
@@ -357,7 +384,24 @@ class Client:
                 meta = json.loads(answer.read().to_pybytes())  # type: ignore[attr-defined]
             finally:
                 writer.close()
-        return PutSummary(meta["dataset"], meta["rows"], meta["bytes"], meta["version"], meta.get("series"))
+        summary = PutSummary(
+            meta["dataset"],
+            meta["rows"],
+            meta["bytes"],
+            meta["version"],
+            meta.get("series"),
+            tuple(meta.get("columns", ("close",))),
+            dict(meta.get("unusable", {})),
+        )
+        if summary.unusable:
+            reasons = "; ".join(f"{c}: {why}" for c, why in summary.unusable.items())
+            warnings.warn(
+                f"dataset {name!r} is stored, but these columns are unusable (a sweep that needs one is "
+                f"refused): {reasons}",
+                UnusableColumns,
+                stacklevel=2,
+            )
+        return summary
 
     @overload
     def sweep(
@@ -1276,7 +1320,8 @@ def _request(
                 raise InvalidRequest(f"grid= has unknown parameter {extra[0]!r}; {strategy or 'hma_sar'} takes {takes}")
             grid = {n: tuple(_value(v, f"grid[{n!r}]", t) for v in grid[n]) for n, t in kinds if n in grid}
     fee, warmup = options.get("fee"), options.get("warmup")
-    stops = {k: options.get(k) for k in ("stop_loss", "take_profit")}
+    stops = {k: options.get(k) for k in ("stop_loss", "take_profit", "trailing_stop", "slippage")}
+    ppy = options.get("periods_per_year")
     return SweepRequest(
         dataset=name,
         lengths=tuple(_int(v, "lengths") for v in lengths) if lengths is not None else None,
@@ -1289,10 +1334,14 @@ def _request(
         grid=grid,
         sample=_sample(sample) if sample is not None else None,
         side=options.get("side"),
-        stop_loss=float(stops["stop_loss"]) if stops["stop_loss"] is not None else None,
-        take_profit=float(stops["take_profit"]) if stops["take_profit"] is not None else None,
+        stop_loss=_float(stops["stop_loss"], "stop_loss"),
+        take_profit=_float(stops["take_profit"], "take_profit"),
+        trailing_stop=_float(stops["trailing_stop"], "trailing_stop"),
+        fill=_choice(options.get("fill"), "fill", ("close", "next_open")),
+        stops=_choice(options.get("stops"), "stops", ("close", "high_low")),
+        slippage=_float(stops["slippage"], "slippage"),
         warmup=warmup if warmup is None or warmup == "auto" else _int(warmup, "warmup"),
-        periods_per_year=float(ppy) if (ppy := options.get("periods_per_year")) is not None else None,
+        periods_per_year=ppy if ppy is None or ppy == "auto" else _float(ppy, "periods_per_year"),
         where=_bounds(options["where"]) if options.get("where") is not None else None,
         order_by=str(options["order_by"]) if options.get("order_by") is not None else None,
         descending=bool(options["descending"]) if options.get("descending") is not None else None,
@@ -1300,6 +1349,20 @@ def _request(
         blocks=_int(options["blocks"], "blocks") if options.get("blocks") is not None else None,
         compression=_compression(options.get("compression")),
     )
+
+
+def _float(v: Any, what: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidRequest(f"{what}= takes a number, got {v!r}")
+    return float(v)
+
+
+def _choice(v: Any, what: str, names: tuple[str, ...]) -> str | None:
+    if v is None or v in names:
+        return None if v is None else str(v)
+    raise InvalidRequest(f"{what}= is one of {', '.join(repr(n) for n in names)}, got {v!r}")
 
 
 def _compression(c: Any) -> str | None:
@@ -1465,6 +1528,10 @@ def _as_reader(data: Any, close: str) -> pa.RecordBatchReader:
 
 
 def _renamed(schema: pa.Schema, close: str) -> pa.Schema:
+    if close == "close" and close not in schema.names and any(n.lower() == "close" for n in schema.names):
+        # yfinance's ``Close``: the server recognises it (ignoring case), as it does Open, High,
+        # Low, Volume and a Date column.
+        return schema
     if close not in schema.names:
         raise InvalidRequest(f"no column {close!r} in the data (columns: {schema.names})")
     if close == "close":
@@ -1487,6 +1554,8 @@ def _info(i: flight.FlightInfo) -> DatasetInfo:
         i.schema,
         meta.get("key"),
         meta.get("series"),
+        tuple(meta.get("columns", ("close",))),
+        dict(meta.get("unusable", {})),
     )
 
 

@@ -101,6 +101,12 @@ class ServerError(SweepflightError):
     code = "INTERNAL"
 
 
+class UnusableColumns(UserWarning):
+    """A put was stored, but some of its bar columns (open, high, low, volume, time) break their
+    rules: the warning names each and its first bad row. A sweep that needs one is refused;
+    the others run."""
+
+
 #: gRPC status name -> the client's error class.
 _BY_CODE: dict[str, type[SweepflightError]] = {
     "INVALID_ARGUMENT": InvalidRequest,

@@ -120,15 +120,24 @@ def _heatmap(plt: Any, df: pl.DataFrame, x: str, y: str, metric: str) -> Any:
 
 def plot_equity(equity: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
     """The equity curves of an :meth:`sweepflight.Client.equity` frame (one line per combo, and
-    series on a keyed dataset) over the rows, and below them each curve's drawdown from its
+    series on a keyed dataset) or of :meth:`sweepflight.Client.walk_forward_equity` (one
+    stitched line per series) over the rows, and below them each curve's drawdown from its
     running peak; returns the figure (saved to ``path`` if given)."""
     plt = _pyplot(path)
     if equity.height == 0:
         raise ValueError("nothing to plot: the equity frame is empty")
+    missing = [c for c in ("row", "equity") if c not in equity.columns]
+    if missing:
+        raise ValueError(
+            f"plot_equity takes what Client.equity or Client.walk_forward_equity returns; this frame has no "
+            f"{missing[0]!r} column (columns: {equity.columns})"
+        )
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, height_ratios=(3, 1))
-    keys = [SERIES_COLUMN, "combo"] if SERIES_COLUMN in equity.columns else ["combo"]
-    for key, part in equity.group_by(keys, maintain_order=True):
-        label = " ".join(f"{k} {v}" for k, v in zip(keys, key, strict=True))
+    # One line per combo (and series); a stitched walk-forward has no combo: one per series.
+    keys = [k for k in (SERIES_COLUMN, "combo") if k in equity.columns]
+    parts = equity.group_by(keys, maintain_order=True) if keys else [((), equity)]
+    for key, part in parts:
+        label = " ".join(f"{k} {v}" for k, v in zip(keys, key, strict=True)) or "walk-forward, out of sample"
         q = part["equity"]
         (line,) = top.plot(part["row"], q, linewidth=1, label=label)
         drawdown = q - q.cum_max()
@@ -142,15 +151,37 @@ def plot_equity(equity: pl.DataFrame, path: str | None = None, title: str | None
     return _finish(fig, path)
 
 
-def plot_trades(close: Any, trades: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
+#: How each exit reason is marked on :func:`plot_trades`: marker, colour.
+EXIT_MARKS = {
+    "signal": ("x", "black"),
+    "exit": ("X", "tab:blue"),
+    "stop_loss": ("s", "tab:red"),
+    "trailing_stop": ("D", "tab:orange"),
+    "take_profit": ("*", "tab:green"),
+    "end": ("|", "grey"),
+}
+
+
+def plot_trades(prices: Any, trades: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
     """The trades of a :meth:`sweepflight.Client.trades` frame (one series, one or a few
-    combos) on the price ``close`` (the series' closes, indexed by row): long entries as green
-    triangles up, short entries red down, exits as black crosses, each trade's span shaded by
-    its side."""
+    combos) on the prices: ``prices`` is the series' closes (indexed by row), or a frame of its
+    bars (polars, pandas or pyarrow, with open, high, low and close columns in any case, as put),
+    then drawn as candles. Long entries are green triangles up, short entries red down, each
+    exit marked by its reason (``exit_reason``: signal, exit formula, stop-loss, trailing stop,
+    take-profit, end), each trade's span shaded by its side."""
     plt = _pyplot(path)
-    prices = pl.Series(close).to_numpy() if not hasattr(close, "shape") else close
+    bars = _bars(prices)
     fig, ax = plt.subplots(figsize=(10, 4.8))
-    ax.plot(range(len(prices)), prices, color="grey", linewidth=0.8, label="close")
+    if bars is not None:
+        rows = range(len(bars["close"]))
+        colours = ["tab:green" if c >= o else "tab:red" for o, c in zip(bars["open"], bars["close"], strict=True)]
+        ax.vlines(rows, bars["low"], bars["high"], colors=colours, linewidth=0.6)
+        body_low = [min(o, c) for o, c in zip(bars["open"], bars["close"], strict=True)]
+        body = [abs(c - o) for o, c in zip(bars["open"], bars["close"], strict=True)]
+        ax.bar(rows, body, bottom=body_low, width=0.7, color=colours, linewidth=0, label="bars")
+    else:
+        closes = pl.Series(prices).to_numpy() if not hasattr(prices, "shape") else prices
+        ax.plot(range(len(closes)), closes, color="grey", linewidth=0.8, label="close")
     for side, colour, marker, name in ((1, "tab:green", "^", "long entry"), (-1, "tab:red", "v", "short entry")):
         mine = trades.filter(pl.col("side") == side)
         if mine.height:
@@ -158,12 +189,40 @@ def plot_trades(close: Any, trades: pl.DataFrame, path: str | None = None, title
             for row in mine.iter_rows(named=True):
                 ax.axvspan(row["entry_row"], row["exit_row"], color=colour, alpha=0.08, linewidth=0)
     if trades.height:
-        ax.scatter(trades["exit_row"], trades["exit_price"], marker="x", color="black", s=20, label="exit", zorder=4)
+        reasons = trades["exit_reason"] if "exit_reason" in trades.columns else pl.Series(["signal"] * trades.height)
+        for reason, (marker, colour) in EXIT_MARKS.items():
+            mine = trades.filter(reasons == reason)
+            if mine.height:
+                ax.scatter(
+                    mine["exit_row"],
+                    mine["exit_price"],
+                    marker=marker,
+                    color=colour,
+                    s=24,
+                    label=f"exit: {reason.replace('_', ' ')}",
+                    zorder=5,
+                )
     ax.set_xlabel("row (bars)")
-    ax.set_ylabel("close (price)")
+    ax.set_ylabel("price")
     ax.legend(fontsize="small", loc="upper left")
     ax.set_title(title or f"{trades.height:,} trades")
     return _finish(fig, path)
+
+
+def _bars(prices: Any) -> dict[str, Any] | None:
+    """The open, high, low and close of a frame of bars (names in any case), or None for
+    closes alone."""
+    try:
+        frame = pl.DataFrame(prices) if not isinstance(prices, pl.DataFrame) else prices
+    except (TypeError, ValueError):
+        return None
+    if frame.width < 4:
+        return None
+    by_lower = {c.lower(): c for c in reversed(frame.columns)}
+    by_lower.update({c: c for c in frame.columns if c in ("open", "high", "low", "close")})
+    if not all(k in by_lower for k in ("open", "high", "low", "close")):
+        return None
+    return {k: frame[by_lower[k]].cast(pl.Float64).to_list() for k in ("open", "high", "low", "close")}
 
 
 def plot_walk_forward(

@@ -348,7 +348,9 @@ def test_trades_equity_and_blocks_of_the_chosen_combos(sf: sweepflight.Client, t
     chosen = {"order_by": "pnl", "top": 2}
     best = sf.sweep("walk-trades", strategy="sma_cross", grid=grid, **options, **chosen)
     trades = sf.trades("walk-trades", strategy="sma_cross", grid=grid, **options, **chosen)
-    assert trades.columns == ["combo", "trade", "side", "entry_row", "exit_row", "entry_price", "exit_price", "pnl"]
+    assert trades.columns == [
+        *("combo", "trade", "side", "entry_row", "exit_row", "entry_price", "exit_price", "pnl", "exit_reason")
+    ]
     assert sorted(set(trades["combo"])) == sorted(best["combo"])
     begin = 400 - 150
     x = close[begin:1_500].tolist()
