@@ -515,6 +515,8 @@ fn dataset_info(info: FlightInfo) -> Result<DatasetInfo> {
         version: meta.as_ref().map(|m| m.version),
         key: meta.as_ref().and_then(|m| m.key.clone()),
         series: meta.as_ref().and_then(|m| m.series),
+        columns: meta.as_ref().map(|m| m.columns.clone()).unwrap_or_default(),
+        unusable: meta.map(|m| m.unusable).unwrap_or_default(),
         schema,
     })
 }

@@ -113,6 +113,12 @@ pub struct DatasetInfo {
     pub key: Option<String>,
     /// Its number of series (a keyed dataset).
     pub series: Option<u64>,
+    /// The bar columns the server can use (v1.3), in the order open, high, low, close,
+    /// volume, time.
+    pub columns: Vec<String>,
+    /// Recognised bar columns that break their rules, and why (v1.3): a sweep that needs one
+    /// is refused.
+    pub unusable: std::collections::BTreeMap<String, String>,
     /// Schema of the stored rows.
     pub schema: SchemaRef,
 }

@@ -691,3 +691,115 @@ fn formulas_constraint_and_explain() {
     assert_eq!(c, 4, "{err}");
     assert!(err.contains("long: expected a number"), "{err}");
 }
+
+/// An OHLCV CSV as a data vendor exports it (Date, Open, High, Low, Close, Volume) is put as
+/// it is, its date column keeping its name; the execution options of v1.3 from the command
+/// line, trades with their exit reasons and dates; an unusable column is a warning on put and
+/// a refusal with its reason where a sweep needs it.
+#[test]
+fn ohlcv_csv_and_execution_options_from_the_command_line() {
+    let s = Served::start();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("goog.csv");
+    let mut text = String::from("Date,Open,High,Low,Close,Volume\n");
+    let mut c = 100.0f64;
+    for i in 0..600u32 {
+        let open = c + ((i * 7) % 5) as f64 * 0.1 - 0.2;
+        c = open + ((i * 13) % 9) as f64 * 0.25 - 1.0;
+        let (hi, lo) = (open.max(c) + 0.5, open.min(c) - 0.5);
+        let day = chrono_day(i);
+        text.push_str(&format!("{day},{open},{hi},{lo},{c},{}\n", 1000 + i));
+    }
+    std::fs::write(&csv, &text).unwrap();
+    let put = ok(cli(s.uri(), &["put", "goog", csv.to_str().unwrap()]));
+    assert!(
+        put.contains("bar columns: open, high, low, close, volume, time"),
+        "{put}"
+    );
+    let trades = ok(cli(
+        s.uri(),
+        &[
+            "trades",
+            "goog",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5",
+            "slow=20",
+            "--fill",
+            "next_open",
+            "--stops",
+            "high_low",
+            "--stop-loss",
+            "0.01",
+            "--trailing-stop",
+            "0.02",
+            "--slippage",
+            "0.001",
+            "--output",
+            "csv",
+        ],
+    ));
+    let header = trades.lines().next().unwrap();
+    assert!(
+        header.ends_with("pnl,exit_reason,entry_time,exit_time"),
+        "{header}"
+    );
+    assert!(trades.contains(",stop_loss,") || trades.contains(",trailing_stop,"));
+    assert!(trades.contains("2020-0"), "dates as the file had them");
+    let auto = ok(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "goog",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5",
+            "slow=20",
+            "--periods-per-year",
+            "auto",
+            "--output",
+            "csv",
+        ],
+    ));
+    assert_eq!(auto.lines().count(), 2);
+    // A bad High: stored with a warning, refused where the stops read it.
+    let bad = dir.path().join("bad.csv");
+    let mut rows: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut cells: Vec<String> = rows[9].split(',').map(str::to_owned).collect();
+    cells[2] = "1.0".into();
+    rows[9] = cells.join(",");
+    std::fs::write(&bad, rows.join("\n")).unwrap();
+    let out = cli(s.uri(), &["put", "bad", bad.to_str().unwrap()]);
+    assert!(out.status.success());
+    let warned = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        warned.contains("column high is unusable: row 8: high 1"),
+        "{warned}"
+    );
+    let (code, err) = code(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "bad",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5",
+            "slow=20",
+            "--stops",
+            "high_low",
+        ],
+    ));
+    assert_ne!(code, 0);
+    assert!(err.contains("row 8"), "{err}");
+}
+
+/// Day `i` after 2020-01-01 as YYYY-MM-DD (30-day months are enough for a test's dates, and
+/// every date must be a real one: days 1 to 28).
+fn chrono_day(i: u32) -> String {
+    let (month, day) = (1 + (i / 28) % 12, 1 + i % 28);
+    let year = 2020 + i / (28 * 12);
+    format!("{year}-{month:02}-{day:02}")
+}

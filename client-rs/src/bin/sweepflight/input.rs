@@ -82,6 +82,17 @@ pub(crate) fn read(path: &Path, close: &str) -> anyhow::Result<(Batches, Option<
 
 /// The schema with `close` as the name of the close column, or None if it already is.
 fn renamed(schema: &Schema, close: &str) -> anyhow::Result<Option<SchemaRef>> {
+    // yfinance's `Close` and the like: the server recognises the close column ignoring case,
+    // as it does open, high, low, volume and a time column, so the file goes as it is.
+    if close == "close"
+        && schema.index_of(close).is_err()
+        && schema
+            .fields()
+            .iter()
+            .any(|f| f.name().eq_ignore_ascii_case(close))
+    {
+        return Ok(None);
+    }
     let index = schema.index_of(close).map_err(|_| {
         let names: Vec<_> = schema.fields().iter().map(|f| f.name().clone()).collect();
         InputError(format!(

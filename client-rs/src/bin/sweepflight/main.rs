@@ -56,7 +56,8 @@ enum Command {
         name: String,
         /// The file (.parquet, .csv, .arrow / .arrows / .ipc / .feather).
         file: PathBuf,
-        /// The column holding the close price; stored as `close`.
+        /// The column holding the close price; stored as `close` (a `Close` of any case is
+        /// recognised as it is, as are open, high, low, volume and a time or date column).
         #[arg(long, default_value = "close")]
         close_column: String,
         /// Store a universe: rows with the same value in this column form one series.
@@ -419,9 +420,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .series
                 .map_or(String::new(), |n| format!(" in {n} series"));
             println!(
-                "stored {} rows{series} ({} bytes) as {} version {}",
-                summary.rows, summary.bytes, summary.dataset, summary.version
+                "stored {} rows{series} ({} bytes) as {} version {}; bar columns: {}",
+                summary.rows,
+                summary.bytes,
+                summary.dataset,
+                summary.version,
+                summary.columns.join(", ")
             );
+            // Stored, but a sweep that needs one of these is refused: say so now.
+            for (column, reason) in &summary.unusable {
+                eprintln!("warning: column {column} is unusable: {reason}");
+            }
         }
         Command::Sweep {
             args,
