@@ -80,8 +80,11 @@ class SweepOptions(TypedDict, total=False):
       by the server, the same for a seed;
     - ``fee``: fraction per round trip (server default 0.0009);
     - ``side``: ``"both"`` (default), ``"long"`` or ``"short"``;
-    - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%);
-    - ``trailing_stop``: a fraction below the best price since entry (above, for a short);
+    - ``stop_loss``, ``take_profit``: fractions of the entry (0.02 is 2%), or a formula giving
+      each trade's fraction at the bar that decided it (``"m * atr(14) / close"``, or an
+      expression): its parameters are swept like the strategy's, after them;
+    - ``trailing_stop``: a fraction below the best price since entry (above, for a short), or a
+      formula likewise;
     - ``fill``: ``"close"`` (default: at the signal's close) or ``"next_open"`` (at the next
       bar's open, as backtesting.py and backtrader fill; needs an ``open`` column);
     - ``stops``: ``"close"`` (default: stops checked on closes) or ``"high_low"`` (on each bar's
@@ -112,9 +115,9 @@ class SweepOptions(TypedDict, total=False):
     sample: Mapping[str, Any]
     fee: float
     side: Literal["both", "long", "short"]
-    stop_loss: float
-    take_profit: float
-    trailing_stop: float
+    stop_loss: float | str | Expr
+    take_profit: float | str | Expr
+    trailing_stop: float | str | Expr
     fill: Literal["close", "next_open"]
     stops: Literal["close", "high_low"]
     slippage: float
@@ -186,9 +189,10 @@ class SweepRequest:
     grid: dict[str, tuple[float, ...]] | None = None
     sample: dict[str, Any] | None = None
     side: str | None = None
-    stop_loss: float | None = None
-    take_profit: float | None = None
-    trailing_stop: float | None = None
+    #: A fraction, or a formula's text.
+    stop_loss: float | str | None = None
+    take_profit: float | str | None = None
+    trailing_stop: float | str | None = None
     fill: str | None = None
     stops: str | None = None
     slippage: float | None = None
@@ -213,8 +217,13 @@ class SweepRequest:
         """True if a grid cannot be cut into explicit tuples: formulas number their parameters
         on the server, and a constraint's gaps keep their grid positions."""
         return self.grid is not None and (
-            not isinstance(self.strategy, (str, type(None))) or self.constraint is not None
+            not isinstance(self.strategy, (str, type(None))) or self.constraint is not None or self.stop_formulas
         )
+
+    @property
+    def stop_formulas(self) -> bool:
+        """True if a stop is a formula (its parameters join the strategy's on the server)."""
+        return any(isinstance(s, str) for s in (self.stop_loss, self.take_profit, self.trailing_stop))
 
     @property
     def combos(self) -> int:
@@ -1294,8 +1303,10 @@ def _request(
     except (TypeError, ValueError) as e:
         raise InvalidRequest(str(e)) from None
     constraint = options.get("constraint")
-    if isinstance(strategy, dict):
-        # Formulas: the server numbers and types their parameters; values go as given.
+    stop_texts = {k: str(v) for k in _STOPS if isinstance(v := options.get(k), (str, Expr))}
+    if isinstance(strategy, dict) or stop_texts:
+        # Formulas (of the strategy or of a stop): the server numbers and types their
+        # parameters; values go as given.
         kinds = None
     else:
         kinds = _protocol.STRATEGIES.get(strategy or _protocol.DEFAULT_STRATEGY)
@@ -1334,9 +1345,9 @@ def _request(
         grid=grid,
         sample=_sample(sample) if sample is not None else None,
         side=options.get("side"),
-        stop_loss=_float(stops["stop_loss"], "stop_loss"),
-        take_profit=_float(stops["take_profit"], "take_profit"),
-        trailing_stop=_float(stops["trailing_stop"], "trailing_stop"),
+        stop_loss=stop_texts.get("stop_loss", _float(stops["stop_loss"], "stop_loss")),
+        take_profit=stop_texts.get("take_profit", _float(stops["take_profit"], "take_profit")),
+        trailing_stop=stop_texts.get("trailing_stop", _float(stops["trailing_stop"], "trailing_stop")),
         fill=_choice(options.get("fill"), "fill", ("close", "next_open")),
         stops=_choice(options.get("stops"), "stops", ("close", "high_low")),
         slippage=_float(stops["slippage"], "slippage"),
@@ -1351,8 +1362,12 @@ def _request(
     )
 
 
+#: The stops a body may give as a number or a formula.
+_STOPS = ("stop_loss", "take_profit", "trailing_stop")
+
+
 def _float(v: Any, what: str) -> float | None:
-    if v is None:
+    if v is None or (what in _STOPS and isinstance(v, (str, Expr))):
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InvalidRequest(f"{what}= takes a number, got {v!r}")

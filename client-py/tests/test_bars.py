@@ -130,3 +130,21 @@ def test_candles_with_exit_reasons_and_the_stitched_equity_plot(sf: sweepflight.
     wf = sf.walk_forward("goog", folds=folds, strategy="sma_cross", grid={"fast": [5, 10], "slow": [50]})
     fig = plot_equity(sf.walk_forward_equity(wf), path=str(tmp_path / "wf.png"))
     assert fig.axes[0].get_legend().get_texts()[0].get_text() == "walk-forward, out of sample"
+
+
+def test_a_stop_formula_sweeps_its_parameter(sf: sweepflight.Client) -> None:
+    m = sweepflight.param("m")
+    stop = m * sweepflight.atr(14) / sweepflight.close
+    grid = {"fast": [5, 10], "slow": [50], "m": [1.0, 2.0, 3.0]}
+    swept = sf.sweep("goog", strategy="sma_cross", grid=grid, stop_loss=stop, fill="next_open", stops="high_low")
+    assert swept.columns[:4] == ["combo", "fast", "slow", "m"]
+    assert swept.height == 6
+    # Text and expression are one formula; a tighter stop stops more trades.
+    text = sf.sweep("goog", strategy="sma_cross", grid=grid, stop_loss="m * atr(14) / close", fill="next_open")
+    assert text.height == 6
+    tight = sf.trades("goog", strategy="sma_cross", params=[(10, 50, 1.0)], stop_loss=stop, stops="high_low")
+    loose = sf.trades("goog", strategy="sma_cross", params=[(10, 50, 3.0)], stop_loss=stop, stops="high_low")
+    count = lambda t: int((t["exit_reason"] == "stop_loss").sum())  # noqa: E731
+    assert count(tight) > count(loose)
+    with pytest.raises(sweepflight.InvalidRequest, match="stop_loss"):
+        sf.sweep("goog", strategy="sma_cross", params=[(5, 20)], stop_loss="close > 1")

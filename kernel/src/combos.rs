@@ -197,7 +197,12 @@ impl Combos {
 /// The built-in `program` is the exact form of, with its combos, if every combo is valid for
 /// it.
 fn builtin_form(program: &Program, values: &[f64], count: usize) -> Option<Vec<Params>> {
-    if program.formula(Field::ExitLong).is_some() || program.formula(Field::ExitShort).is_some() {
+    // Exits and stop formulas are not the built-ins' (the tuned paths take numbers for stops).
+    if program
+        .formulas
+        .iter()
+        .any(|b| !matches!(b.field, Field::Long | Field::Short | Field::Constraint))
+    {
         return None;
     }
     let text = |f: Field| {

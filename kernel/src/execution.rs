@@ -319,8 +319,12 @@ pub trait Book {
 #[derive(Debug, Clone, Copy, Default)]
 struct Pending {
     close: Option<ExitReason>,
-    enter: Option<f64>,
+    /// The side, and the trade's stop fractions as the deciding bar set them.
+    enter: Option<(f64, Fractions)>,
 }
+
+/// A trade's stop-loss, take-profit and trailing-stop fractions (`None`: no such stop).
+type Fractions = [Option<f64>; 3];
 
 /// The loop's state: the open position and how far stops have been checked.
 ///
@@ -346,6 +350,12 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     /// `entry * (1 + take_profit)` and `entry * (1 - take_profit)`.
     profit_above: f64,
     profit_below: f64,
+    /// The open trade's trailing-stop fraction.
+    trail: Option<f64>,
+    /// Which stops are formulas (`stop_loss`, `take_profit`, `trailing_stop`), and their
+    /// values at the bar of the current event ([`Engine::stop_values`]).
+    formulas: [bool; 3],
+    values: [f64; 3],
     /// The general loop: the best price since entry (for the trail), the position the
     /// decisions of the current bar leave (the held one plus `pending`), and the next bar to
     /// advance through.
@@ -375,11 +385,50 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             loss_above: f64::NAN,
             profit_above: f64::NAN,
             profit_below: f64::NAN,
+            trail: None,
+            formulas: [false; 3],
+            values: [f64::NAN; 3],
             peak: 0.0,
             decided: 0.0,
             pending: Pending::default(),
             next: exec.start,
         }
+    }
+
+    /// This engine with the stops whose fractions are formulas (expressions.md's execution
+    /// formulas): a trade's fraction is the formula's value at the bar whose close decided
+    /// its entry, given by [`Engine::stop_values`] before each event.
+    pub(crate) fn with_formula_stops(mut self, formulas: [bool; 3]) -> Self {
+        if formulas.contains(&true) {
+            self.formulas = formulas;
+            self.stops = true;
+            self.general = true;
+        }
+        self
+    }
+
+    /// The stop formulas' values at the bar of the next event (NaN, or a value <= 0: no such
+    /// stop for a trade that bar decides).
+    #[inline(always)]
+    pub(crate) fn stop_values(&mut self, values: [f64; 3]) {
+        self.values = values;
+    }
+
+    /// The stop fractions of a trade decided now: the formulas' values, else the numbers.
+    fn fractions(&self) -> Fractions {
+        let fixed = [
+            self.exec.stop_loss,
+            self.exec.take_profit,
+            self.exec.trailing_stop,
+        ];
+        std::array::from_fn(|k| {
+            if self.formulas[k] {
+                let v = self.values[k];
+                (v > 0.0).then_some(v)
+            } else {
+                fixed[k]
+            }
+        })
     }
 
     /// The signal `s` (+1 or -1) at bar `i`: events come in increasing bar order. Bars before
@@ -442,7 +491,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                     ExitReason::Signal,
                 );
             }
-            self.open(s, c, i);
+            self.open(s, c, i, self.fractions());
         }
     }
 
@@ -482,20 +531,24 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
     }
 
-    fn open(&mut self, pos: f64, c: f64, i: usize) {
+    /// Opens `pos` at `c` on bar `i` with the trade's stop fractions `fr`: its stop prices,
+    /// computed once (the trail's moves with the peak).
+    fn open(&mut self, pos: f64, c: f64, i: usize, fr: Fractions) {
         self.pos = pos;
         self.entry = c;
         self.entry_row = i;
         self.peak = c;
         if self.stops {
-            if let Some(sl) = self.exec.stop_loss {
-                self.loss_below = c * (1.0 - sl);
-                self.loss_above = c * (1.0 + sl);
-            }
-            if let Some(tp) = self.exec.take_profit {
-                self.profit_above = c * (1.0 + tp);
-                self.profit_below = c * (1.0 - tp);
-            }
+            // NaN prices compare false: no such stop.
+            (self.loss_below, self.loss_above) = match fr[0] {
+                Some(sl) => (c * (1.0 - sl), c * (1.0 + sl)),
+                None => (f64::NAN, f64::NAN),
+            };
+            (self.profit_above, self.profit_below) = match fr[1] {
+                Some(tp) => (c * (1.0 + tp), c * (1.0 - tp)),
+                None => (f64::NAN, f64::NAN),
+            };
+            self.trail = fr[2];
         }
     }
 
@@ -585,8 +638,8 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                 .book(self.pos, self.entry, self.entry_row, exit, k, reason);
             self.pos = 0.0;
         }
-        if let Some(d) = enter {
-            self.open(d, self.exec.enter_at(d, open), k);
+        if let Some((d, fr)) = enter {
+            self.open(d, self.exec.enter_at(d, open), k, fr);
         }
     }
 
@@ -602,7 +655,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         } else {
             self.loss_above
         };
-        let (slp, trail) = match self.exec.trailing_stop {
+        let (slp, trail) = match self.trail {
             Some(f) => {
                 let t = if long {
                     self.peak * (1.0 - f)
@@ -660,7 +713,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.pos = 0.0;
             return true;
         }
-        if self.exec.trailing_stop.is_some() {
+        if self.trail.is_some() {
             self.peak = match (long, high_low) {
                 (true, false) => self.peak.max(close),
                 (true, true) => self.peak.max(self.bars.high.expect("checked")[k]),
@@ -693,13 +746,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                 self.decide_close(i, ExitReason::Signal);
             }
             self.decided = s;
+            let fr = self.fractions();
             match self.exec.fill {
                 Fill::Close => {
                     let c = self.close[i];
-                    self.open(s, self.exec.enter_at(s, c), i);
+                    self.open(s, self.exec.enter_at(s, c), i, fr);
                 }
                 // An order decided on the last bar has no open to fill at: dropped.
-                Fill::NextOpen => self.pending.enter = Some(s),
+                Fill::NextOpen => self.pending.enter = Some((s, fr)),
             }
         }
     }

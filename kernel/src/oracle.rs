@@ -244,7 +244,8 @@ pub fn execute(close: &[f64], signals: &[i8], exec: &Execution) -> Vec<Trade> {
 #[derive(Debug, Clone, Copy)]
 enum Action {
     Close(ExitReason),
-    Enter(i8),
+    /// The side and the trade's stop fractions.
+    Enter(i8, [Option<f64>; 3]),
 }
 
 /// The loop of strategies.md's "Execution, v1.3" over `bars`, written as the spec writes it,
@@ -257,7 +258,39 @@ pub fn execute_with_exits(
     exits: (&[bool], &[bool]),
     exec: &Execution,
 ) -> Vec<Trade> {
+    execute_with_stops(bars, signals, exits, [None; 3], exec)
+}
+
+/// [`execute_with_exits`] with stop formulas (expressions.md's execution formulas): where
+/// `stops[k]` is given (stop-loss, take-profit, trailing stop), a trade's fraction is its value
+/// at the bar whose close decided the entry (NaN or <= 0: no such stop for that trade) instead
+/// of the number in `exec`.
+pub fn execute_with_stops(
+    bars: &Bars<'_>,
+    signals: &[i8],
+    exits: (&[bool], &[bool]),
+    stops: [Option<&[f64]>; 3],
+    exec: &Execution,
+) -> Vec<Trade> {
     let close = bars.close;
+    // The fractions of a trade decided at bar i.
+    let fractions = |i: usize| -> [Option<f64>; 3] {
+        let fixed = [exec.stop_loss, exec.take_profit, exec.trailing_stop];
+        let mut out = [None; 3];
+        for k in 0..3 {
+            out[k] = match stops[k] {
+                Some(values) => {
+                    if values[i] > 0.0 {
+                        Some(values[i])
+                    } else {
+                        None
+                    }
+                }
+                None => fixed[k],
+            };
+        }
+        out
+    };
     let n = close.len();
     let exit_at = |e: &[bool], i: usize| e.get(i).copied().unwrap_or(false);
     let buy = |p: f64| p * (1.0 + exec.slippage);
@@ -280,6 +313,7 @@ pub fn execute_with_exits(
         });
     };
     let (mut pos, mut entry, mut entry_row, mut peak) = (0i8, 0.0f64, 0usize, 0.0f64);
+    let mut trade: [Option<f64>; 3] = [None; 3];
     let mut pending: Vec<Action> = Vec::new();
     let next_open = exec.fill == Fill::NextOpen;
     let high_low = exec.stops == StopsOn::HighLow;
@@ -293,11 +327,12 @@ pub fn execute_with_exits(
                     book(pos, entry, entry_row, exit_price(pos, o), i, why);
                     pos = 0;
                 }
-                Action::Enter(d) => {
+                Action::Enter(d, fr) => {
                     pos = d;
                     entry = enter_price(d, o);
                     entry_row = i;
                     peak = entry;
+                    trade = fr;
                 }
             }
         }
@@ -309,14 +344,14 @@ pub fn execute_with_exits(
         };
         if pos != 0 && from_entry {
             let long = pos > 0;
-            let fixed = exec.stop_loss.map(|f| {
+            let fixed = trade[0].map(|f| {
                 if long {
                     entry * (1.0 - f)
                 } else {
                     entry * (1.0 + f)
                 }
             });
-            let trail = exec.trailing_stop.map(|f| {
+            let trail = trade[2].map(|f| {
                 if long {
                     peak * (1.0 - f)
                 } else {
@@ -335,7 +370,7 @@ pub fn execute_with_exits(
                 (None, Some(t)) => (Some(t), true),
                 (None, None) => (None, false),
             };
-            let tpp = exec.take_profit.map(|f| {
+            let tpp = trade[1].map(|f| {
                 if long {
                     entry * (1.0 + f)
                 } else {
@@ -412,7 +447,7 @@ pub fn execute_with_exits(
             if decided != 0 {
                 actions.push(Action::Close(ExitReason::Signal));
             }
-            actions.push(Action::Enter(s));
+            actions.push(Action::Enter(s, fractions(i)));
         }
         if next_open {
             pending = actions;
@@ -423,11 +458,12 @@ pub fn execute_with_exits(
                         book(pos, entry, entry_row, exit_price(pos, close[i]), i, why);
                         pos = 0;
                     }
-                    Action::Enter(d) => {
+                    Action::Enter(d, fr) => {
                         pos = d;
                         entry = enter_price(d, close[i]);
                         entry_row = i;
                         peak = entry;
+                        trade = fr;
                     }
                 }
             }

@@ -632,3 +632,183 @@ fn every_option_on_formula_strategies_with_exits_books_the_interpreters_trades()
         }
     }
 }
+
+/// Stop formulas (expressions.md's execution formulas): a trade's fraction is the formula at
+/// the bar whose close decided its entry, NaN or <= 0 meaning no such stop; the fast sweep books
+/// the interpreter's trades for every option, with the formulas' parameters swept.
+#[test]
+fn stop_formulas_book_the_interpreters_trades() {
+    let strategies = [
+        vec![
+            (Field::Long, "cross_above(sma(close, 5), sma(close, n))"),
+            (Field::Short, "cross_below(sma(close, 5), sma(close, n))"),
+            (Field::StopLoss, "m * atr(14) / close"),
+        ],
+        vec![
+            (Field::Long, "close > lag(highest(high, n), 1)"),
+            (Field::Short, "close < lag(lowest(low, n), 1)"),
+            (Field::StopLoss, "m * atr(n) / close"),
+            (Field::TakeProfit, "2 * m * atr(n) / close"),
+            (Field::TrailingStop, "0.01 * m"),
+        ],
+        vec![
+            (Field::Long, "rsi(close, 7) < 30"),
+            (Field::ExitLong, "rsi(close, 7) > 55"),
+            // Negative for some bars (no stop there), NaN in the warm-up.
+            (
+                Field::StopLoss,
+                "(sma(close, n) - close) / close + 0.001 * m",
+            ),
+        ],
+    ];
+    let mut stopped = [0usize; 3];
+    for seed in 0..40u64 {
+        let mut r = Rng(seed * 31 + 5);
+        let o = Ohlc::random(if seed % 5 == 0 { 2400 } else { 500 }, seed + 7);
+        let bars = o.bars();
+        let mut e = random_exec(&mut r);
+        // The formulas set these; a number beside a formula of another stop stays.
+        e.stop_loss = None;
+        for fields in &strategies {
+            let program = Program::new(fields).unwrap();
+            assert_eq!(program.params.len(), 2, "n then m");
+            let combos: Vec<Vec<f64>> = (1..=4)
+                .flat_map(|m| [vec![10.0, f64::from(m)], vec![20.0, f64::from(m)]])
+                .collect();
+            let flat = combos.concat();
+            let records = Records::new(combos.len(), o.close.len(), e.start, true, 0).unwrap();
+            let control = SweepControl {
+                records: Some(&records),
+                working_set_bytes: if seed % 2 == 0 { 1 } else { 64 << 20 },
+                ..SweepControl::default()
+            };
+            let got = sweep_program(&bars, &program, &flat, combos.len(), &e, &control).unwrap();
+            let kept = records.into_records();
+            for (i, values) in combos.iter().enumerate() {
+                let want = interp::run(&bars, &program, values, &e);
+                let fast: Vec<Row> = kept[i]
+                    .trades
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.side,
+                            t.entry_row,
+                            t.exit_row,
+                            t.entry_price,
+                            t.exit_price,
+                            t.reason,
+                        )
+                    })
+                    .collect();
+                assert_eq!(
+                    fast,
+                    plain(&want),
+                    "seed {seed} {fields:?} {values:?} {e:?}"
+                );
+                check_result(
+                    &got[i],
+                    &want,
+                    &o.close,
+                    e.start,
+                    &format!("{seed} {values:?}"),
+                );
+                for t in &want {
+                    match t.reason {
+                        ExitReason::StopLoss => stopped[0] += 1,
+                        ExitReason::TakeProfit => stopped[1] += 1,
+                        ExitReason::TrailingStop => stopped[2] += 1,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    // Every kind of formula stop was hit, many times.
+    assert!(stopped.iter().all(|&n| n > 50), "{stopped:?}");
+}
+
+#[test]
+fn a_stop_formula_that_is_nan_at_entry_sets_no_stop_for_that_trade() {
+    // A long decided on bar 0 (the stop formula is NaN there: no stop) and another on bar 3
+    // (2%): the price falls 10% after each entry; only the second trade is stopped.
+    let b = rows(&[
+        (100.0, 100.0, 100.0, 100.0),
+        (90.0, 90.0, 90.0, 90.0),
+        (100.0, 100.0, 100.0, 100.0),
+        (100.0, 100.0, 100.0, 100.0),
+        (90.0, 90.0, 90.0, 90.0),
+        (91.0, 91.0, 91.0, 91.0),
+    ]);
+    let stop = [f64::NAN, 0.02, 0.02, 0.02, 0.02, 0.02];
+    let e = exec(|_| {});
+    let t = oracle::execute_with_stops(
+        &b.bars(),
+        &[1, 0, -1, 1, 0, 0],
+        (&[], &[]),
+        [Some(&stop), None, None],
+        &e,
+    );
+    let rows: Vec<(usize, usize, ExitReason)> = t
+        .iter()
+        .map(|t| (t.entry_row, t.exit_row, t.reason))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, 2, ExitReason::Signal),
+            (2, 3, ExitReason::Signal),
+            (3, 4, ExitReason::StopLoss),
+        ]
+    );
+    // The same through the fast sweep: a formula that is NaN where the window is not full.
+    let program = Program::new(&[
+        (
+            Field::Long,
+            "close > lag(close, 1) + 5 or close == 100 and lag(close, 2) == 90",
+        ),
+        (Field::StopLoss, "0.02 + 0 * sma(close, 2)"),
+    ])
+    .unwrap();
+    let records = Records::new(1, 6, 0, true, 0).unwrap();
+    let control = SweepControl {
+        records: Some(&records),
+        ..SweepControl::default()
+    };
+    sweep_program(&b.bars(), &program, &[], 1, &e, &control).unwrap();
+    let want = interp::run(&b.bars(), &program, &[], &e);
+    let kept = records.into_records();
+    assert_eq!(
+        kept[0]
+            .trades
+            .iter()
+            .map(|t| (t.entry_row, t.exit_row, t.reason))
+            .collect::<Vec<_>>(),
+        want.iter()
+            .map(|t| (t.entry_row, t.exit_row, t.reason))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        want.iter().any(|t| t.reason == ExitReason::StopLoss),
+        "{want:?}"
+    );
+}
+
+#[test]
+fn a_stop_formula_must_be_a_number() {
+    let err = Program::new(&[(Field::Long, "close > 1"), (Field::StopLoss, "close > 2")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("stop_loss") && err.contains("got a condition"),
+        "{err}"
+    );
+    // Its parameters come after the strategy's, in order of first appearance.
+    let p = Program::new(&[
+        (Field::TrailingStop, "t"),
+        (Field::StopLoss, "m * atr(w) / close"),
+        (Field::Long, "close > sma(close, n)"),
+    ])
+    .unwrap();
+    let names: Vec<&str> = p.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["n", "m", "w", "t"]);
+}

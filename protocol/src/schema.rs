@@ -224,9 +224,10 @@ fn series_field(keyed: bool) -> Vec<Field> {
         .collect()
 }
 
-/// Checks a received result schema: `series` (utf8) first or not at all, `combo`, one
-/// strategy's parameter columns (hma_sar's six windows in v1), `pnl` and `trades` with their
-/// types; extension columns, when present, with theirs. Returns whether the result is keyed.
+/// Checks a received result schema: `series` (utf8) first or not at all, `combo`, the
+/// strategy's parameter columns (int64 or float64: hma_sar's six windows in v1, a built-in's,
+/// or a formula strategy's), `pnl` and `trades` with their types; extension columns, when
+/// present, with theirs. Returns whether the result is keyed.
 ///
 /// # Errors
 /// [`Error`] naming the first column that is missing or of another type.
@@ -240,24 +241,37 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
         )));
     }
     let rest = &fields[usize::from(keyed)..];
-    // The strategy is the one whose parameters follow `combo` (the longest such list:
-    // rsi_revert's starts with donchian's `n`); hma_sar when none matches, so a v1 result is
-    // held to v1's columns.
-    let strategy = Strategy::ALL
-        .into_iter()
-        .filter(|s| {
-            s.params()
-                .iter()
-                .enumerate()
-                .all(|(k, (name, _))| rest.get(k + 1).is_some_and(|f| f.name() == name))
-        })
-        .max_by_key(|s| s.params().len())
-        .unwrap_or(Strategy::HmaSar);
-    let expected = strategy_schema(&strategy, false);
-    let required = 1 + strategy.params().len() + 2;
-    for (i, want) in expected.fields().iter().enumerate() {
+    // The parameter columns are those between `combo` and `pnl`: the reply carries its
+    // strategy's (a built-in's, or the formulas' as the server's binder numbers them), so
+    // nothing is guessed from their names.
+    let at = usize::from(keyed);
+    match rest.first() {
+        Some(f) if f.name() == "combo" && f.data_type() == &DataType::Int64 => {}
+        _ => {
+            return Err(Error::new(format!(
+                "result column {at} should be `combo` (Int64)"
+            )));
+        }
+    }
+    let pnl = rest.iter().position(|f| f.name() == "pnl").ok_or_else(|| {
+        Error::new("the result has no `pnl` column (Float64) after its parameter columns")
+    })?;
+    for f in &rest[1..pnl] {
+        if !matches!(f.data_type(), DataType::Int64 | DataType::Float64) {
+            return Err(Error::new(format!(
+                "parameter column `{}` has type {}, expected Int64 or Float64",
+                f.name(),
+                f.data_type()
+            )));
+        }
+    }
+    // The columns from `pnl` on, as every strategy's reply has them: `pnl` and `trades`
+    // required, the later ones checked where present.
+    let tail = strategy_schema(&Strategy::Donchian, false);
+    let expected = &tail.fields()[1 + Strategy::Donchian.params().len()..];
+    for (i, want) in expected.iter().enumerate() {
         let (name, t) = (want.name(), want.data_type());
-        match rest.get(i) {
+        match rest.get(pnl + i) {
             Some(f) if f.name() == name && f.data_type() == t => {}
             Some(f) if f.name() == name => {
                 return Err(Error::new(format!(
@@ -265,11 +279,11 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
                     f.data_type()
                 )));
             }
-            _ if i >= required && schema.field_with_name(name).is_err() => {}
+            _ if i >= 2 && schema.field_with_name(name).is_err() => {}
             _ => {
                 return Err(Error::new(format!(
                     "result column {} should be `{name}` ({t})",
-                    i + usize::from(keyed)
+                    at + pnl + i
                 )));
             }
         }
@@ -310,6 +324,22 @@ mod tests {
                 assert_eq!(first.name(), s.params()[0].0);
             }
         }
+        // A formula strategy's parameters, whatever their names; a parameter column that is not
+        // a number is refused.
+        let formulas = Strategy::decode(
+            Some(&serde_json::json!({"long": "close > sma(close, n) + k"})),
+            None,
+        )
+        .unwrap();
+        assert!(!check_result_schema(&strategy_schema(&formulas, false)).unwrap());
+        let mut odd: Vec<_> = strategy_schema(&formulas, false)
+            .fields()
+            .iter()
+            .cloned()
+            .collect();
+        odd[2] = Arc::new(Field::new("k", DataType::Utf8, false));
+        let e = check_result_schema(&Schema::new(odd)).unwrap_err();
+        assert!(e.to_string().contains("parameter column `k`"), "{e}");
         let rsi = strategy_schema(&Strategy::RsiRevert, false);
         assert_eq!(
             rsi.field_with_name("upper").unwrap().data_type(),

@@ -41,6 +41,8 @@ pub struct Formulas {
     pub fields: Vec<(String, String)>,
     /// The body's `constraint`.
     pub constraint: Option<String>,
+    /// The body's stop formulas (`stop_loss`, `take_profit`, `trailing_stop` given as text).
+    pub stops: Vec<(Field, String)>,
     /// The parameters in order of first appearance, with their kinds.
     pub params: Vec<(String, ParamKind)>,
     /// The formulas as the kernel binds them.
@@ -49,8 +51,13 @@ pub struct Formulas {
 
 impl PartialEq for Formulas {
     fn eq(&self, other: &Self) -> bool {
-        (self.builtin, &self.fields, &self.constraint)
-            == (other.builtin, &other.fields, &other.constraint)
+        (self.builtin, &self.fields, &self.constraint, &self.stops)
+            == (
+                other.builtin,
+                &other.fields,
+                &other.constraint,
+                &other.stops,
+            )
     }
 }
 
@@ -96,6 +103,20 @@ impl Strategy {
         strategy: Option<&serde_json::Value>,
         constraint: Option<&str>,
     ) -> crate::Result<Self> {
+        Self::decode_with_stops(strategy, constraint, &[])
+    }
+
+    /// [`Strategy::decode`] with the body's stop formulas (`stop_loss`, `take_profit`,
+    /// `trailing_stop` given as text, expressions.md): they join the program, their parameters
+    /// after the strategy's, so a built-in name with one runs as its formula form.
+    ///
+    /// # Errors
+    /// As [`Strategy::decode`]; a stop formula that is a condition is refused.
+    pub fn decode_with_stops(
+        strategy: Option<&serde_json::Value>,
+        constraint: Option<&str>,
+        stops: &[(Field, String)],
+    ) -> crate::Result<Self> {
         let (builtin, fields): (Option<Self>, Vec<(String, String)>) = match strategy {
             None => (Some(Self::HmaSar), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
@@ -120,7 +141,7 @@ impl Strategy {
                 ));
             }
         };
-        if let (Some(b), None) = (&builtin, constraint) {
+        if let (Some(b), None, true) = (&builtin, constraint, stops.is_empty()) {
             return Ok(b.clone());
         }
         let name = builtin.as_ref().map(Self::name);
@@ -138,6 +159,8 @@ impl Strategy {
                 })
                 .collect(),
         };
+        let mut texts = texts;
+        texts.extend(stops.iter().map(|(f, t)| (*f, t.as_str())));
         let mut all = texts.clone();
         if let Some(c) = constraint {
             all.push((Field::Constraint, c));
@@ -167,9 +190,23 @@ impl Strategy {
             builtin: name,
             fields,
             constraint: constraint.map(str::to_owned),
+            stops: stops.to_vec(),
             params,
             program: Arc::new(program),
         })))
+    }
+
+    /// The stop formula of `field` (`stop_loss`, `take_profit`, `trailing_stop`), if the
+    /// body gave one as text.
+    pub fn stop_formula(&self, field: Field) -> Option<&str> {
+        match self {
+            Self::Formulas(f) => f
+                .stops
+                .iter()
+                .find(|(k, _)| *k == field)
+                .map(|(_, t)| t.as_str()),
+            _ => None,
+        }
     }
 
     /// The body's `strategy` value of this strategy (a name, or the object of formulas).
@@ -279,8 +316,10 @@ impl Strategy {
             return match f.params[k].1 {
                 ParamKind::Int if v.fract() == 0.0 && (1.0..=max).contains(&v) => Ok(()),
                 ParamKind::Int => Err(format!("must be an integer in 1..={max}, got {v}")),
+                // A built-in's own parameters keep its rules; those of stop formulas after
+                // them are any finite number.
                 ParamKind::Number if v.is_finite() => match f.builtin.map(Self::from_name) {
-                    Some(Ok(b)) => b.check_value(k, v),
+                    Some(Ok(b)) if k < b.builtin_params().len() => b.check_value(k, v),
                     _ => Ok(()),
                 },
                 ParamKind::Number => Err(format!("must be a finite number, got {v}")),

@@ -10,6 +10,7 @@ use serde_json::Number;
 use crate::selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
 use crate::strategy::{Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy};
 use crate::{Error, Result, validate_name};
+use sweepflight_kernel::expr::Field;
 
 /// Largest window or length the contract accepts (`i32::MAX`).
 pub const MAX_WINDOW: u32 = 2_147_483_647;
@@ -708,9 +709,9 @@ impl Wire {
             series: series.map(<[String]>::to_vec),
             rows: rows.map(|r| vec![Number::from(r.start), Number::from(r.end)]),
             side: (execution.side != Side::Both).then(|| execution.side.name().to_owned()),
-            stop_loss: execution.stop_loss.map(serde_json::Value::from),
-            take_profit: execution.take_profit.map(serde_json::Value::from),
-            trailing_stop: execution.trailing_stop.map(serde_json::Value::from),
+            stop_loss: stop_value(execution.stop_loss, strategy, Field::StopLoss),
+            take_profit: stop_value(execution.take_profit, strategy, Field::TakeProfit),
+            trailing_stop: stop_value(execution.trailing_stop, strategy, Field::TrailingStop),
             fill: (execution.fill != Fill::Close).then(|| execution.fill.name().to_owned()),
             stops: (execution.stops != StopsOn::Close).then(|| execution.stops.name().to_owned()),
             slippage: (execution.slippage != 0.0)
@@ -813,7 +814,17 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             "`fee` must be a finite number >= 0, got {fee}"
         )));
     }
-    let strategy = Strategy::decode(wire.strategy.as_ref(), wire.constraint.as_deref())?;
+    // Stops given as text are formulas of the strategy's program (expressions.md).
+    let stops: Vec<(Field, String)> = Field::STOPS
+        .into_iter()
+        .zip([&wire.stop_loss, &wire.take_profit, &wire.trailing_stop])
+        .filter_map(|(f, v)| match v {
+            Some(serde_json::Value::String(t)) => Some((f, t.clone())),
+            _ => None,
+        })
+        .collect();
+    let strategy =
+        Strategy::decode_with_stops(wire.strategy.as_ref(), wire.constraint.as_deref(), &stops)?;
     let mut execution = execution(&wire)?;
     let given = [
         wire.lengths.is_some(),
@@ -1014,6 +1025,15 @@ fn auto_warmup(strategy: &Strategy, grid: &Grid) -> Result<u64> {
     })
 }
 
+/// A stop as it travels: its number, or the strategy's formula for it.
+fn stop_value(number: Option<f64>, strategy: &Strategy, field: Field) -> Option<serde_json::Value> {
+    number.map(serde_json::Value::from).or_else(|| {
+        strategy
+            .stop_formula(field)
+            .map(|t| serde_json::Value::String(t.to_owned()))
+    })
+}
+
 fn execution(wire: &Wire) -> Result<Execution> {
     let side = wire
         .side
@@ -1021,12 +1041,17 @@ fn execution(wire: &Wire) -> Result<Execution> {
         .map_or(Ok(Side::Both), Side::from_name)?;
     let stop = |name: &str, v: &Option<serde_json::Value>| -> Result<Option<f64>> {
         let Some(v) = v else { return Ok(None) };
+        if v.is_string() {
+            // A formula: the strategy's program holds it.
+            return Ok(None);
+        }
         v.as_f64()
             .filter(|v| v.is_finite() && *v > 0.0)
             .map(Some)
             .ok_or_else(|| {
                 Error::new(format!(
-                    "`{name}` must be a finite fraction > 0 (0.02 is 2%), got {v}"
+                    "`{name}` must be a finite fraction > 0 (0.02 is 2%) or a formula giving \
+                     one per trade (\"2 * atr(14) / close\"), got {v}"
                 ))
             })
     };

@@ -114,6 +114,24 @@ fn golden() -> Value {
             }),
         ),
         sweep_case(
+            "sma_cross_with_a_stop_formula",
+            json!({"dataset": "goog", "strategy": "sma_cross", "grid": {"fast": [10], "slow": [20], "m": [1, 2.5]},
+                   "stop_loss": "m * atr(14) / close"}),
+            SweepRequest::strategy(
+                "goog",
+                Strategy::decode_with_stops(
+                    Some(&json!("sma_cross")),
+                    None,
+                    &[(
+                        sweepflight_kernel::expr::Field::StopLoss,
+                        "m * atr(14) / close".to_owned(),
+                    )],
+                )
+                .unwrap(),
+                Grid::Product(vec![vec![10.0], vec![20.0], vec![1.0, 2.5]]),
+            ),
+        ),
+        sweep_case(
             "sma_cross_next_open_high_low_trailing_slippage",
             json!({"dataset": "goog", "strategy": "sma_cross", "params": [[10, 20]],
                    "stop_loss": 0.05, "trailing_stop": 0.03, "fill": "next_open", "stops": "high_low",

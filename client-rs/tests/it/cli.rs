@@ -764,6 +764,28 @@ fn ohlcv_csv_and_execution_options_from_the_command_line() {
         ],
     ));
     assert_eq!(auto.lines().count(), 2);
+    // A stop formula: its parameter swept on --grid after the strategy's.
+    let formula = ok(cli(
+        s.uri(),
+        &[
+            "sweep",
+            "goog",
+            "--strategy",
+            "sma_cross",
+            "--grid",
+            "fast=5",
+            "slow=20",
+            "m=1,2,3",
+            "--stop-loss",
+            "m * atr(14) / close",
+            "--stops",
+            "high_low",
+            "--output",
+            "csv",
+        ],
+    ));
+    assert!(formula.starts_with("combo,fast,slow,m,pnl"), "{formula}");
+    assert_eq!(formula.lines().count(), 4);
     // A bad High: stored with a warning, refused where the stops read it.
     let bad = dir.path().join("bad.csv");
     let mut rows: Vec<String> = text.lines().map(str::to_owned).collect();

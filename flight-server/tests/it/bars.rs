@@ -719,3 +719,79 @@ async fn a_data_dir_written_before_bars_loads_with_its_bars() {
     .unwrap_err();
     assert!(e.to_string().contains("row 17: high"), "{e}");
 }
+
+/// A stop formula on the wire: a built-in name with `"stop_loss": "m * atr(14) / close"`
+/// sweeps `m` like its own parameters (a column after them), each trade's stop read at the bar
+/// that decided it, equal to the interpreter; explain counts one ATR for every `m`; a stop
+/// formula that is a condition is refused.
+#[tokio::test]
+async fn stop_formulas_sweep_their_parameters() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let o = ohlc(2_000, 21);
+    put(&mut c, "b", vec![yfinance(&o)]).await.unwrap();
+    let body = json!({"dataset": "b", "strategy": "sma_cross",
+                      "grid": {"fast": [5, 10], "slow": [30], "m": [1, 1.5, 2, 3]},
+                      "stop_loss": "m * atr(14) / close", "fill": "next_open", "stops": "high_low"});
+    let got = sweep(&mut c, body.clone()).await.unwrap();
+    let names: Vec<String> = got
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(names[..5], ["combo", "fast", "slow", "m", "pnl"]);
+    let program = sweepflight_kernel::expr::Program::new(&[
+        (
+            sweepflight_kernel::expr::Field::Long,
+            "cross_above(sma(close, fast), sma(close, slow))",
+        ),
+        (
+            sweepflight_kernel::expr::Field::Short,
+            "cross_below(sma(close, fast), sma(close, slow))",
+        ),
+        (
+            sweepflight_kernel::expr::Field::StopLoss,
+            "m * atr(14) / close",
+        ),
+    ])
+    .unwrap();
+    let exec = exec_of(&body);
+    let (fast, m) = (i64s(&got, "fast"), f64s(&got, "m"));
+    let (pnl, trades) = (f64s(&got, "pnl"), i64s(&got, "trades"));
+    let mut stopped = 0;
+    for k in 0..got.num_rows() {
+        let want = sweepflight_kernel::eval::oracle::run(
+            &bars(&o),
+            &program,
+            &[fast[k] as f64, 30.0, m[k]],
+            &exec,
+        );
+        assert_eq!(trades[k] as usize, want.len());
+        let sum: f64 = want.iter().map(|t| t.net).sum();
+        assert!((pnl[k] - sum).abs() <= 1e-6);
+        stopped += want
+            .iter()
+            .filter(|t| t.reason == sweepflight_kernel::ExitReason::StopLoss)
+            .count();
+    }
+    assert!(stopped > 0);
+    let plan: Value = serde_json::from_slice(
+        &crate::common::action(&mut c, "explain", body.to_string())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plan["formulas"]["stop_loss"], json!("m * atr(14) / close"));
+    assert_eq!(plan["columns"], json!(["open", "high", "low", "close"]));
+    // sma 5, 10, 30 and one atr(14); the products m * atr / close per m are arrays too.
+    assert_eq!(plan["combos"], json!(8));
+    let bad = sweep(
+        &mut c,
+        json!({"dataset": "b", "strategy": "sma_cross", "params": [[5, 30]], "stop_loss": "close > 2"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(code(&bad), Code::InvalidArgument);
+    assert!(bad.to_string().contains("stop_loss"), "{bad}");
+}

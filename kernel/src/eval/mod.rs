@@ -605,6 +605,10 @@ fn run_combo<B: Book>(
             Cond::Node(n) => Some(*n),
             Cond::Always(_) => None,
         })
+        .chain(combo.stops.iter().filter_map(|s| match s {
+            Some(Operand::Node(n)) => Some(*n),
+            _ => None,
+        }))
         .collect();
     let mut stack = std::mem::take(&mut scratch.stack);
     let order = ctx.own_nodes(&roots, &mut stack);
@@ -615,7 +619,10 @@ fn run_combo<B: Book>(
         [Cond::Always(false), Cond::Always(false)]
     );
     let len = ctx.bars.len();
-    let mut engine = Engine::<B, false>::new(ctx.bars, exec, book);
+    let formula_stops = combo.stops.map(|s| s.is_some());
+    let stopped = formula_stops.contains(&true);
+    let mut engine =
+        Engine::<B, false>::new(ctx.bars, exec, book).with_formula_stops(formula_stops);
     let mut events = std::mem::take(&mut scratch.events);
     let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);
@@ -627,6 +634,10 @@ fn run_combo<B: Book>(
             Cond::Node(n) => flag(ctx, scratch, &slots, n, b0, b1),
         };
         let [long, short, exit_long, exit_short] = combo.conditions.map(view);
+        // The stop formulas' values in this block, read at each event that may decide an entry.
+        let stop_views = combo
+            .stops
+            .map(|s| s.map(|o| num(ctx, scratch, &slots, o, b0, b1)));
         // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
         // vectorised passes; the loop then visits only the bars with an event, eight at a time.
         events.resize(b1 - b0, 0);
@@ -665,6 +676,13 @@ fn run_combo<B: Book>(
                 // The whole byte: both signals at once are no signal, whatever is visited.
                 let e = word[k];
                 let i = b0 + w * 8 + k;
+                if stopped {
+                    engine.stop_values(stop_views.each_ref().map(|v| match v {
+                        Some(Num::Slice(x)) => x[i - b0],
+                        Some(Num::Const(c)) => *c,
+                        None => f64::NAN,
+                    }));
+                }
                 if e & 0b1100 != 0 {
                     engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
                 }

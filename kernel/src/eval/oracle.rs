@@ -9,7 +9,7 @@ use crate::expr::bind::{Bound, Field};
 use crate::expr::registry::{Arg, Plain, full_form, function};
 use crate::expr::{Column, Node, Program};
 use crate::lines::{Bars, Input};
-use crate::oracle::{Trade, execute_with_exits};
+use crate::oracle::{Trade, execute_with_stops};
 
 /// A node's value.
 #[derive(Debug, Clone)]
@@ -165,6 +165,15 @@ pub fn run(bars: &Bars<'_>, program: &Program, values: &[f64], exec: &Execution)
             }
         };
     }
+    // The stop formulas, each a value per bar (a constant formula the same at every bar).
+    let mut stops: [Option<Vec<f64>>; 3] = Default::default();
+    for (k, field) in Field::STOPS.into_iter().enumerate() {
+        if let Some(bound) = program.formula(field) {
+            let (v, w) = evaluate(bars, bound, values);
+            longest = longest.max(w);
+            stops[k] = Some((0..len).map(|i| v.num(i)).collect());
+        }
+    }
     if longest > len {
         return Vec::new();
     }
@@ -175,5 +184,11 @@ pub fn run(bars: &Bars<'_>, program: &Program, values: &[f64], exec: &Execution)
             _ => 0,
         })
         .collect();
-    execute_with_exits(bars, &signals, (&conds[2], &conds[3]), exec)
+    execute_with_stops(
+        bars,
+        &signals,
+        (&conds[2], &conds[3]),
+        stops.each_ref().map(|s| s.as_deref()),
+        exec,
+    )
 }

@@ -56,6 +56,12 @@ pub enum Field {
     ExitLong,
     /// Close a short position.
     ExitShort,
+    /// The stop-loss fraction of a trade, read at the bar whose close decided its entry.
+    StopLoss,
+    /// The take-profit fraction, likewise.
+    TakeProfit,
+    /// The trailing stop's fraction, likewise.
+    TrailingStop,
     /// The parameter constraint.
     Constraint,
 }
@@ -64,6 +70,15 @@ impl Field {
     /// The strategy object's fields, in numbering order (the constraint is a body field).
     pub const STRATEGY: [Self; 4] = [Self::Long, Self::Short, Self::ExitLong, Self::ExitShort];
 
+    /// The execution formulas of the body (`stop_loss`, `take_profit`, `trailing_stop`): each a
+    /// fraction per trade, not a condition.
+    pub const STOPS: [Self; 3] = [Self::StopLoss, Self::TakeProfit, Self::TrailingStop];
+
+    /// True for a field whose formula is a condition (not a stop's fraction).
+    pub fn is_condition(self) -> bool {
+        !Self::STOPS.contains(&self)
+    }
+
     /// The wire name.
     pub fn name(self) -> &'static str {
         match self {
@@ -71,6 +86,9 @@ impl Field {
             Self::Short => "short",
             Self::ExitLong => "exit_long",
             Self::ExitShort => "exit_short",
+            Self::StopLoss => "stop_loss",
+            Self::TakeProfit => "take_profit",
+            Self::TrailingStop => "trailing_stop",
             Self::Constraint => "constraint",
         }
     }
@@ -387,8 +405,17 @@ fn check(field: Field, formula: Formula, params: &mut Vec<Param>) -> Result<Boun
         params[k as usize].kind = ParamKind::Int;
     }
     let root = formula.root();
-    let want_cond = true;
-    if want_cond && kinds[root as usize] != Kind::Cond {
+    if !field.is_condition() && kinds[root as usize] == Kind::Cond {
+        return Err(here(
+            root,
+            format!(
+                "`{}` must be a number or a series (the fraction of the entry for each trade, e.g. \
+                 `2 * atr(14) / close`), got a condition",
+                field.name()
+            ),
+        ));
+    }
+    if field.is_condition() && kinds[root as usize] != Kind::Cond {
         return Err(here(
             root,
             format!(

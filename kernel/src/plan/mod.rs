@@ -117,6 +117,9 @@ pub enum Cond {
 pub struct ComboPlan {
     /// `long`, `short`, `exit_long`, `exit_short`.
     pub conditions: [Cond; 4],
+    /// The stop formulas' values (`stop_loss`, `take_profit`, `trailing_stop`): a node or a
+    /// constant; `None` where the body gives a number or nothing.
+    pub stops: [Option<Operand>; 3],
     /// The longest window any of its formulas uses (0 with none).
     pub longest_window: usize,
     /// The largest lookback of its formulas (expressions.md's table).
@@ -196,6 +199,7 @@ impl Plan {
     pub fn bind(&mut self, program: &Program, values: &[f64]) -> ComboPlan {
         self.combos += 1;
         let mut conditions = [Cond::Always(false); 4];
+        let mut stops = [None; 3];
         let mut longest_window = 0;
         let mut lookback = 0;
         for bound in &program.formulas {
@@ -207,6 +211,15 @@ impl Plan {
                 Field::Short => 1,
                 Field::ExitLong => 2,
                 Field::ExitShort => 3,
+                Field::StopLoss | Field::TakeProfit | Field::TrailingStop => {
+                    let k = Field::STOPS.iter().position(|f| *f == bound.field);
+                    stops[k.expect("a stop field")] = Some(match root {
+                        Val::Const(c) => Operand::constant(c),
+                        Val::Node(n) => Operand::Node(n),
+                        Val::Bool(_) => unreachable!("the binder checked stops are numbers"),
+                    });
+                    continue;
+                }
                 Field::Constraint => continue,
             };
             conditions[slot] = match root {
@@ -217,6 +230,7 @@ impl Plan {
         }
         ComboPlan {
             conditions,
+            stops,
             longest_window,
             lookback,
         }

@@ -23,6 +23,7 @@ use sweepflight_client::{
     Client, Compression, ConnectOptions, Error, Execution, Fill, Folds, Grid, JobBody, JobState,
     JobStatus, PutTarget, RowRange, Side, StopsOn, Strategy, SweepRequest, WalkForwardRequest,
 };
+use sweepflight_kernel::expr::Field;
 
 use crate::output::Format;
 
@@ -254,15 +255,18 @@ struct SweepArgs {
     /// Which positions: both (stop-and-reverse), long or short.
     #[arg(long, value_parser = parse_side)]
     side: Option<Side>,
-    /// Close a position that moved this fraction against its entry (0.02 is 2%).
-    #[arg(long)]
-    stop_loss: Option<f64>,
-    /// Close a position that moved this fraction in its favour.
-    #[arg(long)]
-    take_profit: Option<f64>,
-    /// Close a position that fell this fraction from its best price since entry.
-    #[arg(long)]
-    trailing_stop: Option<f64>,
+    /// Close a position that moved this fraction against its entry (0.02 is 2%), or a
+    /// formula giving each trade's fraction at the bar that decided it: `"m * atr(14) /
+    /// close"` (its parameters go on --grid like the strategy's).
+    #[arg(long, value_parser = parse_stop)]
+    stop_loss: Option<Stop>,
+    /// Close a position that moved this fraction in its favour (or a formula, likewise).
+    #[arg(long, value_parser = parse_stop)]
+    take_profit: Option<Stop>,
+    /// Close a position that fell this fraction from its best price since entry (or a
+    /// formula, likewise).
+    #[arg(long, value_parser = parse_stop)]
+    trailing_stop: Option<Stop>,
     /// Where decisions fill: close (the signal's bar) or next_open (needs an `open` column).
     #[arg(long, value_parser = parse_fill)]
     fill: Option<Fill>,
@@ -328,14 +332,23 @@ impl SweepArgs {
                 .map(|t| (k.to_owned(), serde_json::Value::String(t)))
         })
         .collect();
+        let stops: Vec<(Field, String)> = Field::STOPS
+            .into_iter()
+            .zip([&self.stop_loss, &self.take_profit, &self.trailing_stop])
+            .filter_map(|(f, s)| match s {
+                Some(Stop::Formula(t)) => Some((f, t.clone())),
+                _ => None,
+            })
+            .collect();
         let strategy = if !formulas.is_empty() {
-            Strategy::decode(
+            Strategy::decode_with_stops(
                 Some(&serde_json::Value::Object(formulas)),
                 self.constraint.as_deref(),
+                &stops,
             )
-        } else if let Some(c) = &self.constraint {
+        } else if self.constraint.is_some() || !stops.is_empty() {
             let name = serde_json::Value::String(self.strategy.name().to_owned());
-            Strategy::decode(Some(&name), Some(c))
+            Strategy::decode_with_stops(Some(&name), self.constraint.as_deref(), &stops)
         } else {
             Ok(self.strategy)
         }
@@ -349,9 +362,9 @@ impl SweepArgs {
         let mut request =
             SweepRequest::strategy(&self.name, strategy, combos).with_execution(Execution {
                 side: self.side.unwrap_or_default(),
-                stop_loss: self.stop_loss,
-                take_profit: self.take_profit,
-                trailing_stop: self.trailing_stop,
+                stop_loss: self.stop_loss.and_then(Stop::number),
+                take_profit: self.take_profit.and_then(Stop::number),
+                trailing_stop: self.trailing_stop.and_then(Stop::number),
                 fill: self.fill.unwrap_or_default(),
                 stops: self.stops.unwrap_or_default(),
                 slippage: self.slippage.unwrap_or(0.0),
@@ -573,6 +586,29 @@ fn parse_strategy(text: &str) -> Result<Strategy, String> {
 
 fn parse_side(text: &str) -> Result<Side, String> {
     Side::from_name(text).map_err(|e| e.to_string())
+}
+
+/// A stop: a fraction, or a formula of one per trade.
+#[derive(Debug, Clone, PartialEq)]
+enum Stop {
+    Number(f64),
+    Formula(String),
+}
+
+impl Stop {
+    fn number(self) -> Option<f64> {
+        match self {
+            Self::Number(v) => Some(v),
+            Self::Formula(_) => None,
+        }
+    }
+}
+
+fn parse_stop(text: &str) -> Result<Stop, String> {
+    Ok(text
+        .trim()
+        .parse::<f64>()
+        .map_or_else(|_| Stop::Formula(text.to_owned()), Stop::Number))
 }
 
 fn parse_fill(text: &str) -> Result<Fill, String> {
