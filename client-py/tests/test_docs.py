@@ -60,6 +60,8 @@ def check_readme(ns: dict[str, Any]) -> None:
 def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["own"].num_rows == 4 and str(ns["own"].schema.field("n").type) == "int64"
     assert ns["plan"]["arrays"] == 12 and ns["plan"]["lookback"] == 19
+    assert ns["stored"]["columns"] == ["open", "high", "low", "close", "time"]
+    assert ns["filled"].num_rows > 0 and ns["filled"].column_names[-1] == "exit_time"
     assert ns["table"].num_rows == 80
     assert ns["result"].num_rows == 2
     assert ns["echoed"].num_rows == 150_000
