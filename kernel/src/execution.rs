@@ -314,6 +314,43 @@ pub trait Book {
     );
 }
 
+/// Bars per block of [`Extrema`].
+const EXTREMA_BLOCK: usize = 64;
+
+/// The lowest and highest price a stop can be hit at in each block of 64 bars (lows and highs
+/// with `stops: high_low`, closes otherwise), computed once per series and shared by every
+/// combo of a sweep: the general loop passes over a block where no stop can be hit, and where
+/// the trail's best price can only move to the block's extreme, with two comparisons instead of
+/// 64 bars' checks. NaN prices are left out, as the per-bar checks never hit on them.
+#[derive(Debug, Clone)]
+pub(crate) struct Extrema {
+    low: Vec<f64>,
+    high: Vec<f64>,
+}
+
+impl Extrema {
+    /// The blocks of `bars` for `exec`'s stops, if the general loop may check stops (v1.3's
+    /// options, or stop formulas).
+    pub(crate) fn of(bars: &Bars<'_>, exec: &Execution, formula_stops: bool) -> Option<Self> {
+        if exec.is_v12() && !formula_stops {
+            return None;
+        }
+        let (low, high) = match (exec.stops, bars.low, bars.high) {
+            (StopsOn::HighLow, Some(l), Some(h)) => (l, h),
+            _ => (bars.close, bars.close),
+        };
+        let fold = |x: &[f64], f: fn(f64, f64) -> f64, start: f64| -> Vec<f64> {
+            x.chunks(EXTREMA_BLOCK)
+                .map(|c| c.iter().fold(start, |m, &v| f(m, v)))
+                .collect()
+        };
+        Some(Self {
+            low: fold(low, f64::min, f64::INFINITY),
+            high: fold(high, f64::max, f64::NEG_INFINITY),
+        })
+    }
+}
+
 /// The actions decided on a bar's close that fill at the next bar's open (`fill: next_open`):
 /// a close of the held position, then an entry, in that order.
 #[derive(Debug, Clone, Copy, Default)]
@@ -363,6 +400,8 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     decided: f64,
     pending: Pending,
     next: usize,
+    /// The series' blocks, when the sweep computed them ([`Extrema`]).
+    extrema: Option<&'a Extrema>,
 }
 
 impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
@@ -392,7 +431,15 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             decided: 0.0,
             pending: Pending::default(),
             next: exec.start,
+            extrema: None,
         }
+    }
+
+    /// This engine passing over blocks of bars where no stop can hit ([`Extrema`] of its
+    /// bars and execution).
+    pub(crate) fn with_extrema(mut self, extrema: Option<&'a Extrema>) -> Self {
+        self.extrema = extrema;
+        self
     }
 
     /// This engine with the stops whose fractions are formulas (expressions.md's execution
@@ -616,13 +663,84 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.fill_pending(from);
         }
         if self.stops && self.pos != 0.0 {
-            for k in from..=i {
-                if self.stop_at(k) {
-                    break;
-                }
-            }
+            self.scan(from, i);
         }
         self.decided = self.pos;
+    }
+
+    /// Step 2 over bars `from..=to` while the position is open: whole quiet blocks passed
+    /// over ([`Engine::quiet_block`]), every other bar checked by [`Engine::stop_at`].
+    fn scan(&mut self, from: usize, to: usize) {
+        let mut k = from;
+        while k <= to {
+            if k.is_multiple_of(EXTREMA_BLOCK) && k + EXTREMA_BLOCK <= to + 1 && self.quiet_block(k)
+            {
+                k += EXTREMA_BLOCK;
+                continue;
+            }
+            if self.stop_at(k) {
+                return;
+            }
+            k += 1;
+        }
+    }
+
+    /// The open position's stop-loss price with the trail's best price at `peak`: the fixed
+    /// one, the trail, or the tighter of the two (a tie is the fixed one; NaN: none).
+    #[inline]
+    fn stop_price(&self, peak: f64) -> f64 {
+        let long = self.pos > 0.0;
+        let fixed = if long {
+            self.loss_below
+        } else {
+            self.loss_above
+        };
+        match self.trail {
+            Some(f) => {
+                let t = if long {
+                    peak * (1.0 - f)
+                } else {
+                    peak * (1.0 + f)
+                };
+                let tighter = fixed.is_nan() || if long { t > fixed } else { t < fixed };
+                if tighter { t } else { fixed }
+            }
+            None => fixed,
+        }
+    }
+
+    /// True if no stop can hit the open position in the block of bars from `k` (a multiple
+    /// of the block size, the whole block to check): then the trail's best price moves to the
+    /// block's extreme, as bar-by-bar checks would have moved it.
+    #[inline]
+    fn quiet_block(&mut self, k: usize) -> bool {
+        let Some(x) = self.extrema else {
+            return false;
+        };
+        let b = k / EXTREMA_BLOCK;
+        let (lo, hi) = (x.low[b], x.high[b]);
+        if self.pos > 0.0 {
+            // The highest the stop can be in the block: with the best price at most its high.
+            let best = self.peak.max(hi);
+            let slp = self.stop_price(best);
+            // NaN stop prices (no such stop) never hit.
+            if lo <= slp || hi >= self.profit_above {
+                return false;
+            }
+            if self.trail.is_some() {
+                self.peak = best;
+            }
+        } else {
+            let best = self.peak.min(lo);
+            let slp = self.stop_price(best);
+            if hi >= slp || lo <= self.profit_below {
+                return false;
+            }
+            if self.trail.is_some() {
+                self.peak = best;
+            }
+        }
+        true
     }
 
     /// Step 1 at bar `k`: the actions decided at `k - 1`, at `open[k]`.
@@ -649,24 +767,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         let long = self.pos > 0.0;
         let (close, high_low) = (self.close[k], self.exec.stops == StopsOn::HighLow);
         // The stop-loss price: the fixed one, the trail, or the tighter of the two (a tie is
-        // the stop-loss).
+        // the stop-loss); the trail is the stop when it is strictly tighter, then unlike `fixed`.
         let fixed = if long {
             self.loss_below
         } else {
             self.loss_above
         };
-        let (slp, trail) = match self.trail {
-            Some(f) => {
-                let t = if long {
-                    self.peak * (1.0 - f)
-                } else {
-                    self.peak * (1.0 + f)
-                };
-                let tighter = fixed.is_nan() || if long { t > fixed } else { t < fixed };
-                if tighter { (t, true) } else { (fixed, false) }
-            }
-            None => (fixed, false),
-        };
+        let slp = self.stop_price(self.peak);
+        let trail = self.trail.is_some() && slp.to_bits() != fixed.to_bits();
         let tpp = if long {
             self.profit_above
         } else {
@@ -804,14 +912,15 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
 
 /// Runs the loop over one signal byte per bar (+1, -1 or 0): the events are the non-zero
 /// bytes, found eight at a time.
-pub(crate) fn run_signals<B: Book>(
-    bars: &Bars<'_>,
+pub(crate) fn run_signals<'a, B: Book>(
+    bars: &Bars<'a>,
+    extrema: Option<&'a Extrema>,
     signals: &[i8],
     exec: &Execution,
     book: B,
 ) -> B {
     debug_assert_eq!(bars.len(), signals.len());
-    let mut engine = Engine::<B, false>::new(bars, exec, book);
+    let mut engine = Engine::<B, false>::new(bars, exec, book).with_extrema(extrema);
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();

@@ -354,6 +354,8 @@ pub(crate) struct Books<'a> {
     pub(crate) close: &'a [f64],
     /// The bars the execution reads (their `close` is `close`).
     pub(crate) bars: crate::lines::Bars<'a>,
+    /// Their blocks for the general loop's stops, when it checks them.
+    pub(crate) extrema: Option<&'a crate::execution::Extrema>,
     pub(crate) moves: Option<&'a Moves>,
     pub(crate) records: Option<&'a Records>,
 }

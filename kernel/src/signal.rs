@@ -75,7 +75,7 @@ pub(crate) fn crosses<'a>(
         crosses_into(
             close,
             pieces,
-            Engine::<_, false>::new(&books.bars, exec, ledger),
+            Engine::<_, false>::new(&books.bars, exec, ledger).with_extrema(books.extrema),
         )
         .done()
     }
@@ -179,6 +179,7 @@ mod tests {
         Books {
             close,
             bars: crate::lines::Bars::closes(close),
+            extrema: None,
             moves: Some(moves),
             records: None,
         }

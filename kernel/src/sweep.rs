@@ -379,6 +379,7 @@ pub fn sweep_executed_on(
     let run = Run {
         close,
         bars: *bars,
+        extrema: crate::execution::Extrema::of(bars, exec, false),
         combos,
         certify,
         recycler: certified::Recycler::default(),
@@ -466,6 +467,8 @@ struct Run<'a> {
     close: &'a [f64],
     /// The bars the execution reads (their `close` is `close`).
     bars: Bars<'a>,
+    /// Their blocks for the general loop's stops.
+    extrema: Option<crate::execution::Extrema>,
     combos: &'a [Combo],
     /// Long windows take certified lines (the series allows it and the caller did not ask
     /// for the exact rule).
@@ -485,6 +488,7 @@ impl Run<'_> {
         Books {
             close: self.close,
             bars: self.bars,
+            extrema: self.extrema.as_ref(),
             moves: self.moves.as_ref(),
             records: self.control.records,
         }

@@ -159,9 +159,15 @@ pub fn sweep_program(
     let moves = control
         .bar_metrics
         .then(|| Moves::cached(bars.close, control.cache));
+    // Stop formulas run the general loop whatever the options: it gets the blocks too.
+    let formula_stops = crate::expr::Field::STOPS
+        .iter()
+        .any(|f| program.formula(*f).is_some());
+    let extrema = crate::execution::Extrema::of(bars, exec, formula_stops);
     let books = Books {
         close: bars.close,
         bars: *bars,
+        extrema: extrema.as_ref(),
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -202,6 +208,7 @@ pub fn sweep_program(
                     bars,
                     defs: group.plan.defs(),
                     arrays: &arrays,
+                    extrema: books.extrema,
                 };
                 run_combo(&ctx, &combo, exec, ledger, scratch).done()
             };
@@ -249,6 +256,7 @@ fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Opt
             bars,
             defs,
             arrays: &arrays,
+            extrema: None,
         };
         // Calls of a function with a shared multi-window pass (SMA: one pass whose cost is the
         // longest window, not the sum of them) over the same input: one pass for all of them.
@@ -299,6 +307,8 @@ struct Ctx<'a> {
     bars: &'a Bars<'a>,
     defs: &'a [Def],
     arrays: &'a [Option<Array>],
+    /// The bars' blocks for the execution loop's stops (phase 2).
+    extrema: Option<&'a crate::execution::Extrema>,
 }
 
 impl<'a> Ctx<'a> {
@@ -621,8 +631,9 @@ fn run_combo<B: Book>(
     let len = ctx.bars.len();
     let formula_stops = combo.stops.map(|s| s.is_some());
     let stopped = formula_stops.contains(&true);
-    let mut engine =
-        Engine::<B, false>::new(ctx.bars, exec, book).with_formula_stops(formula_stops);
+    let mut engine = Engine::<B, false>::new(ctx.bars, exec, book)
+        .with_formula_stops(formula_stops)
+        .with_extrema(ctx.extrema);
     let mut events = std::mem::take(&mut scratch.events);
     let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);

@@ -176,9 +176,11 @@ pub(super) fn sweep(
         .bar_metrics
         .then(|| Moves::cached(close, control.cache));
     let certify = !control.exact_lines && certified::certifiable(close);
+    let extrema = crate::execution::Extrema::of(bars, exec, false);
     let books = Books {
         close,
         bars: *bars,
+        extrema: extrema.as_ref(),
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -402,9 +404,14 @@ fn run_one(
             crosses(line(Key::Ema(slow)), line(Key::Ema(fast)), scratch)
         }
         Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
-            Array::Signals(s) => {
-                run_signals(&books.bars, s, exec, books.ledger(exec, combo)).done()
-            }
+            Array::Signals(s) => run_signals(
+                &books.bars,
+                books.extrema,
+                s,
+                exec,
+                books.ledger(exec, combo),
+            )
+            .done(),
             Array::Line(_) | Array::Certified(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
@@ -416,6 +423,7 @@ fn run_one(
             );
             run_signals(
                 &books.bars,
+                books.extrema,
                 &scratch.signals,
                 exec,
                 books.ledger(exec, combo),
