@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv
 import pyarrow.flight as flight
 
 from sweepflight import paper, reference
@@ -492,21 +493,32 @@ def vectorbt_python(ctx: Ctx) -> str | None:
     return subprocess.run([script], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def cold_call(c: flight.FlightClient, srv: Any, close: np.ndarray, request: dict[str, Any], growth: list[int]) -> Op:
-    """A cold `sweep` call: `request` on the series put anew as a dataset of its own (nothing
-    cached for it), timed around the call only; the server's peak resident memory over the call
-    above what it held before goes into `growth`; the dataset is dropped after."""
+def cold_call(
+    c: flight.FlightClient,
+    srv: Any,
+    close: np.ndarray | pa.Table,
+    request: dict[str, Any],
+    growth: list[int],
+    calls: int = 1,
+) -> Op:
+    """A cold `sweep` call: `request` on the series (closes, or a table of bars) put anew as a
+    dataset of its own (nothing cached for it), timed around the call only (`calls` calls in a
+    row, the later ones with whatever the first left in the cache: what a user's loop gets);
+    the server's peak resident memory over the call above what it held before goes into
+    `growth`; the dataset is dropped after."""
     count = 0
+    table = close if isinstance(close, pa.Table) else pa.table({"close": close})
 
     def op() -> float:
         nonlocal count
         count += 1
         name = f"cold-{id(growth)}-{count}"
-        put(c, name, pa.table({"close": close}))
+        put(c, name, table)
         before = srv.status("VmRSS")
         srv.reset_peak()
         t0 = time.perf_counter()
-        sweep(c, {**request, "dataset": name})
+        for _ in range(calls):
+            sweep(c, {**request, "dataset": name})
         dt = time.perf_counter() - t0
         growth.append(srv.status("VmHWM") - before)
         list(c.do_action(flight.Action("drop", name.encode())))
@@ -1284,6 +1296,152 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+def backtesting_python(ctx: Ctx) -> str | None:
+    """The python of backtesting.py's own environment (scripts/setup-backtesting.sh makes it
+    once); None in a quick run."""
+    if ctx.quick:
+        return None
+    script = str(ROOT / "scripts" / "setup-backtesting.sh")
+    return subprocess.run([script], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def paper_bars(bars: int) -> pa.Table:
+    """The paper closes made into bars: each open the close before it, highs and lows half the
+    bar's move beyond both."""
+    close = np.asarray(paper.series()[:bars])
+    o = np.concatenate([[close[0]], close[:-1]])
+    wick = np.abs(close - o) * 0.5
+    return pa.table(
+        {"open": o, "high": np.maximum(o, close) + wick, "low": np.minimum(o, close) - wick, "close": close}
+    )
+
+
+def exp_bars(ctx: Ctx) -> dict[str, Any]:
+    """Real bars (protocol v1.3): backtesting.py's own README example (SmaCross 10 / 20 on its
+    GOOG data, next-open fills) against `sma_cross` with `fill: next_open`, trade for trade; the
+    cost of next-open fills with stops on highs and lows and a trailing stop against the default
+    execution (vectorbt's 435 pairs, cold); a stop formula over 10 values of m against a fixed
+    stop swept 10 times; OHLCV puts against close-only puts of the same bytes, and a durable
+    one against dd + fsync."""
+    out: dict[str, Any] = {}
+    bt_python = backtesting_python(ctx)
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    if bt_python:
+        csv_path = OUT / "goog.csv"
+        theirs = ctx.json_out(bt_python, str(ROOT / "benches" / "bt_peer.py"), str(csv_path))
+        goog = pa.csv.read_csv(csv_path)
+        put(c, "goog", goog)
+        request = {"dataset": "goog", "strategy": "sma_cross", "params": [[10, 20]], "fill": "next_open", "fee": 0}
+        results = c.do_action(flight.Action("trades", json.dumps(request).encode()))
+        t = pa.ipc.open_stream(b"".join(r.body.to_pybytes() for r in results)).read_all()
+        ours = [
+            [s, e, x, ep, xp]
+            for s, e, x, ep, xp in zip(
+                *(t[k].to_pylist() for k in ("side", "entry_row", "exit_row", "entry_price", "exit_price")), strict=True
+            )
+        ]
+        same = sum(a == b for a, b in zip(ours, theirs["trades"], strict=False))
+        # Every trade but the last equal, bar for bar and price for price; the last one closes at
+        # the end: at the last bar's open in backtesting.py, at its close in the contract.
+        if len(ours) != len(theirs["trades"]) or same < len(ours) - 1:
+            raise CheckFailed(f"backtesting.py's SmaCross: {same} of {len(ours)} trades equal")
+        last_ours, last_theirs = ours[-1], theirs["trades"][-1]
+        if last_ours[:4] != last_theirs[:4] or last_ours[4] != goog["Close"][-1].as_py():
+            raise CheckFailed(f"the last trade: {last_ours} against {last_theirs}")
+        out["backtesting"] = {
+            "bars": theirs["bars"],
+            "trades": len(ours),
+            "equal": same,
+            "last": {"ours": last_ours, "theirs": last_theirs, "last_open": goog["Open"][-1].as_py()},
+            "seconds": theirs["seconds"],
+        }
+    bars = 20_000 if ctx.quick else 150_000
+    table = paper_bars(bars)
+    put(c, "bars", table)
+    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    real = {"fill": "next_open", "stops": "high_low", "trailing_stop": 0.02}
+    ms = [0.5 * k for k in range(1, 11)]
+    requests = {
+        "sma_cross, 435 pairs, default execution": {"strategy": "sma_cross", "params": pairs},
+        "the same, next_open + high_low + 2% trailing stop": {"strategy": "sma_cross", "params": pairs, **real},
+        "stop formula m * atr(14) / close, 10 values of m (4,350 combos)": {
+            "strategy": "sma_cross",
+            "params": [[a, b, m] for a, b in pairs for m in ms],
+            "stop_loss": "m * atr(14) / close",
+        },
+    }
+    # Results first: a stop formula that is a constant per m equals the fixed stop it names,
+    # combo for combo; the options change the trades.
+    fixed = sweep(c, {"dataset": "bars", "strategy": "sma_cross", "params": pairs, "stop_loss": 0.02})
+    as_formula = sweep(
+        c,
+        {
+            "dataset": "bars",
+            "strategy": "sma_cross",
+            "params": [[a, b, 2.0] for a, b in pairs],
+            "stop_loss": "0.01 * m",
+        },
+    )
+    if fixed.column("pnl") != as_formula.column("pnl") or fixed.column("trades") != as_formula.column("trades"):
+        raise CheckFailed("a stop formula of 0.02 differs from the fixed stop of 0.02")
+    answers = {name: sweep(c, {"dataset": "bars", **r}) for name, r in requests.items()}
+    a, b = (
+        answers["sma_cross, 435 pairs, default execution"],
+        answers["the same, next_open + high_low + 2% trailing stop"],
+    )
+    if a.column("pnl") == b.column("pnl"):
+        raise CheckFailed("next-open fills and stops did not change a single pnl")
+    growth: dict[str, list[int]] = {name: [] for name in requests}
+    ops: dict[str, Op] = {name: cold_call(c, srv, table, r, growth[name]) for name, r in requests.items()}
+    fixed_name = "fixed 2% stop, swept 10 times (4,350 combo runs)"
+    growth[fixed_name] = []
+    ops[fixed_name] = cold_call(
+        c, srv, table, {"strategy": "sma_cross", "params": pairs, "stop_loss": 0.02}, growth[fixed_name], calls=10
+    )
+    out["bars"] = bars
+    out["calls"] = interleaved(ctx.n(2, 5), ops, warmup=0)
+    out["server_growth"] = growth
+    list(c.do_action(flight.Action("drop", b"bars")))
+
+    # Puts: 5 columns of OHLCV against one close column of the same bytes.
+    rows = 200_000 if ctx.quick else 10_000_000
+    rng = np.random.default_rng(3)
+    close = 100 + np.cumsum(rng.normal(0, 0.01, rows))
+    ohlcv = pa.table(
+        {"open": close, "high": close + 0.5, "low": close - 0.5, "close": close, "volume": np.full(rows, 1000.0)}
+    )
+    closes = pa.table({"close": np.tile(close, 5)})
+    size = ohlcv.nbytes
+    out["put"] = interleaved(
+        ctx.n(2, 4),
+        {
+            "OHLCV put (5 columns)": lambda: (put(c, "bulk", ohlcv), None)[1],
+            "close-only put (the same bytes)": lambda: (put(c, "bulk", closes), None)[1],
+        },
+    )
+    out["put_bytes"] = size
+    list(c.do_action(flight.Action("drop", b"bulk")))
+    data_dir = OUT / "durable-bars"
+    durable_p = ctx.server("--data-dir", str(data_dir))
+    durable = flight.connect(durable_p.addr)
+    dd_file = OUT / "dd-bars.bin"
+
+    def dd() -> None:
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={dd_file}", "bs=1000000", f"count={size // MB}", "conv=fsync", "status=none"],
+            check=True,
+        )
+
+    out["durable"] = interleaved(
+        ctx.n(2, 4),
+        {"durable OHLCV put": lambda: (put(durable, "bulk", ohlcv), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
+    )
+    dd_file.unlink()
+    durable_p.stop()
+    return out
+
+
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "kernel": exp_kernel,
     "scaling": exp_scaling,
@@ -1299,4 +1457,5 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "overload": exp_overload,
     "ray": exp_ray,
     "formulas": exp_formulas,
+    "bars": exp_bars,
 }

@@ -200,9 +200,11 @@ def put(c: flight.FlightClient, name: str, table: pa.Table, key: str | None = No
         else flight.FlightDescriptor.for_command(json.dumps({"dataset": name, "key": key}).encode())
     )
     writer, reader = c.do_put(d, table.schema)
-    # Messages of 1 Mi rows (8 MiB of closes): under gRPC's and the server's message limits,
-    # as any client must send a large table.
-    writer.write_table(table, max_chunksize=1 << 20)
+    # Messages of about 8 MiB (1 Mi rows of one float64 column, fewer rows of wider tables):
+    # under gRPC's and the server's message limits, as any client must send a large table, and
+    # the size the Python client sends.
+    width = max(1, table.nbytes // max(1, table.num_rows) // 8)
+    writer.write_table(table, max_chunksize=max(1, (1 << 20) // width))
     writer.done_writing()
     meta: dict[str, Any] = json.loads(reader.read().to_pybytes())
     writer.close()

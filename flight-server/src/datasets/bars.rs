@@ -160,15 +160,23 @@ pub(crate) fn bar_columns(
     batches: &mut [RecordBatch],
     close: &Float64Array,
     universe: Option<&Universe>,
+    gathered: &[(usize, ArrayRef)],
 ) -> Result<BarColumns> {
     let mut out = BarColumns::default();
     let close = close.values();
-    let whole = |index: usize, batches: &mut [RecordBatch]| contiguous(schema, batches, index);
+    // A column gathered as the upload arrived is whole already; any other is made so.
+    let whole = |index: usize, batches: &mut [RecordBatch]| match gathered
+        .iter()
+        .find(|(i, _)| *i == index)
+    {
+        Some((_, array)) => Ok(Arc::clone(array)),
+        None => contiguous(schema, batches, index),
+    };
     let fail = |out: &mut BarColumns, name: &str, reason: String| {
         out.unusable.insert(name.to_owned(), reason);
     };
     // Each price column under its own rules, then its relation to the close.
-    let mut prices: BTreeMap<&str, (ArrayRef, Vec<f64>)> = BTreeMap::new();
+    let mut prices: BTreeMap<&str, Float64Array> = BTreeMap::new();
     for name in PRICES.into_iter().chain(["volume"]) {
         let Some(index) = recognise(schema, name) else {
             continue;
@@ -177,34 +185,44 @@ pub(crate) fn bar_columns(
         match numbers(&array) {
             Err(reason) => fail(&mut out, name, reason),
             Ok(values) => {
-                let bad = first_row(&values, array.nulls(), |v| {
-                    if name == "volume" {
-                        (!(v.is_finite() && v >= 0.0))
-                            .then(|| format!("{name} {v} is not a finite number >= 0"))
-                    } else {
-                        (!(v.is_finite() && v > 0.0))
-                            .then(|| format!("{name} {v} is not a finite price > 0"))
-                    }
-                });
+                let volume = name == "volume";
+                let bad = first_row(
+                    values.values(),
+                    array.nulls(),
+                    // NaN fails both comparisons: bad.
+                    |v| {
+                        if volume {
+                            !(v.is_finite() && v >= 0.0)
+                        } else {
+                            !(v.is_finite() && v > 0.0)
+                        }
+                    },
+                    |v| {
+                        if volume {
+                            format!("{name} {v} is not a finite number >= 0")
+                        } else {
+                            format!("{name} {v} is not a finite price > 0")
+                        }
+                    },
+                );
                 match bad {
                     Some((row, why)) => fail(&mut out, name, at(universe, row, &why)),
-                    None if name == "volume" => {
-                        out.volume = Some(as_float64(&array, values));
-                    }
+                    None if name == "volume" => out.volume = Some(values),
                     None => {
-                        prices.insert(name, (array, values));
+                        prices.insert(name, values);
                     }
                 }
             }
         }
     }
     for name in ["high", "low"] {
-        let Some((_, v)) = prices.get(name) else {
+        let Some(v) = prices.get(name).map(Float64Array::values) else {
             continue;
         };
         // Every value is finite and > 0 by now (its own rules and close's passed).
-        let bad = (0..close.len()).find(|&i| {
-            if name == "high" {
+        let high = name == "high";
+        let bad = first_where(close.len(), |i| {
+            if high {
                 v[i] < close[i]
             } else {
                 v[i] > close[i]
@@ -224,29 +242,23 @@ pub(crate) fn bar_columns(
             prices.remove(name);
         }
     }
-    if let Some((_, open)) = prices.get("open") {
-        let high = prices.get("high").map(|p| &p.1);
-        let low = prices.get("low").map(|p| &p.1);
-        let bad = (0..open.len()).find_map(|i| {
-            if let Some(h) = high
-                && open[i] > h[i]
-            {
-                return Some((i, format!("open {} > high {}", open[i], h[i])));
-            }
-            if let Some(l) = low
-                && open[i] < l[i]
-            {
-                return Some((i, format!("open {} < low {}", open[i], l[i])));
-            }
-            None
+    if let Some(open) = prices.get("open").map(Float64Array::values) {
+        let high = prices.get("high").map(Float64Array::values);
+        let low = prices.get("low").map(Float64Array::values);
+        let above = |i: usize| high.is_some_and(|h| open[i] > h[i]);
+        let below = |i: usize| low.is_some_and(|l| open[i] < l[i]);
+        let bad = first_where(open.len(), |i| above(i) | below(i)).map(|i| match (high, low) {
+            (Some(h), _) if above(i) => (i, format!("open {} > high {}", open[i], h[i])),
+            (_, Some(l)) => (i, format!("open {} < low {}", open[i], l[i])),
+            _ => unreachable!("a row is bad against the high or the low"),
         });
         if let Some((row, why)) = bad {
             fail(&mut out, "open", at(universe, row, &why));
             prices.remove("open");
         }
     }
-    for (name, (array, values)) in prices {
-        let a = Some(as_float64(&array, values));
+    for (name, values) in prices {
+        let a = Some(values);
         match name {
             "open" => out.open = a,
             "high" => out.high = a,
@@ -292,8 +304,9 @@ fn contiguous(schema: &SchemaRef, batches: &mut [RecordBatch], index: usize) -> 
     Ok(whole)
 }
 
-/// A numeric column's values as float64 (float32 and integers widened), or why it is not one.
-fn numbers(array: &ArrayRef) -> std::result::Result<Vec<f64>, String> {
+/// A numeric column as float64 (float32 and integers widened into a copy; a float64 column is
+/// the stored array itself), or why it is not one.
+fn numbers(array: &ArrayRef) -> std::result::Result<Float64Array, String> {
     let t = array.data_type();
     if !(t.is_floating() || t.is_integer()) || *t == DataType::Float16 {
         return Err(format!(
@@ -303,32 +316,40 @@ fn numbers(array: &ArrayRef) -> std::result::Result<Vec<f64>, String> {
     let cast = arrow_cast::cast(array, &DataType::Float64).map_err(|e| e.to_string())?;
     Ok(cast
         .as_primitive::<arrow_array::types::Float64Type>()
-        .values()
-        .to_vec())
+        .clone())
 }
 
-/// The float64 array a sweep reads: the stored one itself when it is float64 (no copy).
-fn as_float64(array: &ArrayRef, values: Vec<f64>) -> Float64Array {
-    match array.data_type() {
-        DataType::Float64 => array
-            .as_primitive::<arrow_array::types::Float64Type>()
-            .clone(),
-        _ => Float64Array::from(values),
-    }
-}
-
-/// The first row that is null or that `bad` finds wrong, and why.
+/// The first row that is null or that `bad` finds wrong, and why. Rows are tested a chunk at a
+/// time without branching (so the test vectorises: a put is checked at memory speed), and only
+/// a failing chunk is searched.
 fn first_row(
     values: &[f64],
     nulls: Option<&arrow_buffer::NullBuffer>,
-    bad: impl Fn(f64) -> Option<String>,
+    bad: impl Fn(f64) -> bool,
+    why: impl Fn(f64) -> String,
 ) -> Option<(usize, String)> {
-    values.iter().enumerate().find_map(|(i, &v)| {
-        if nulls.is_some_and(|n| n.is_null(i)) {
-            return Some((i, "null".to_owned()));
+    let null = nulls
+        .filter(|n| n.null_count() > 0)
+        .and_then(|n| (0..values.len()).find(|&i| n.is_null(i)));
+    let scope = &values[..null.unwrap_or(values.len())];
+    match first_where(scope.len(), |i| bad(scope[i])) {
+        Some(i) => Some((i, why(scope[i]))),
+        None => null.map(|i| (i, "null".to_owned())),
+    }
+}
+
+/// The first index below `n` where `bad` holds, tested 256 at a time without branching.
+fn first_where(n: usize, bad: impl Fn(usize) -> bool) -> Option<usize> {
+    const CHUNK: usize = 256;
+    let mut start = 0;
+    while start < n {
+        let end = (start + CHUNK).min(n);
+        if (start..end).fold(false, |any, i| any | bad(i)) {
+            return (start..end).find(|&i| bad(i));
         }
-        bad(v).map(|why| (i, why))
-    })
+        start = end;
+    }
+    None
 }
 
 /// "row 17: ..." of a dataset row, "series AAPL row 17: ..." within a universe.

@@ -19,8 +19,8 @@ use arrow_buffer::ToByteSlice;
 
 use crate::{Error, Result};
 
-/// Released columns kept at most.
-pub(crate) const POOL_SLOTS: usize = 2;
+/// Released columns kept at most: a replaced OHLCV dataset's five columns, and a spare.
+pub(crate) const POOL_SLOTS: usize = 6;
 
 /// Bytes of released columns kept at most: an eighth of the machine's memory.
 pub(crate) fn pool_cap() -> usize {

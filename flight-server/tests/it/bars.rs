@@ -795,3 +795,56 @@ async fn stop_formulas_sweep_their_parameters() {
     assert_eq!(code(&bad), Code::InvalidArgument);
     assert!(bad.to_string().contains("stop_loss"), "{bad}");
 }
+
+/// A put of many messages: float64 bar columns are gathered into one column each as they
+/// arrive (the messages' memory freed), and DoGet still returns every batch as sent, a null in
+/// a later message included (that column is then unusable, the others not).
+#[tokio::test]
+async fn bars_put_in_many_messages_read_back_as_sent() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    let o = ohlc(3_000, 9);
+    let batch = yfinance(&o);
+    // Nullable fields, as pyarrow and Polars send them.
+    let schema = Arc::new(arrow_schema::Schema::new(
+        batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), batch.columns().to_vec()).unwrap();
+    let mut parts: Vec<RecordBatch> = (0..3).map(|k| batch.slice(k * 1_000, 1_000)).collect();
+    // A null high in the second message.
+    let mut high: Vec<Option<f64>> = o.high[1_000..2_000].iter().copied().map(Some).collect();
+    high[10] = None;
+    let mut columns = parts[1].columns().to_vec();
+    columns[2] = Arc::new(Float64Array::from(high));
+    parts[1] = RecordBatch::try_new(parts[1].schema(), columns).unwrap();
+    let stored = put(&mut c, "many", parts.clone()).await.unwrap();
+    assert_eq!(stored["unusable"]["high"], json!("row 1010: null"));
+    assert_eq!(
+        stored["columns"],
+        json!(["open", "low", "close", "volume", "time"])
+    );
+    let info = infos(&mut c).await.remove(0);
+    let back = rows(&mut c, &info).await;
+    let sent = arrow_select::concat::concat_batches(&parts[0].schema(), &parts).unwrap();
+    assert_eq!(back, sent);
+    // The usable columns sweep: next-open fills read the gathered opens.
+    let e = sweep(
+        &mut c,
+        json!({"dataset": "many", "strategy": "sma_cross", "params": [[5, 20]], "fill": "next_open"}),
+    )
+    .await
+    .unwrap();
+    let exec = Execution {
+        fill: Fill::NextOpen,
+        ..Execution::new(0.0009)
+    };
+    let p = Params::new(Strategy::SmaCross, &[5.0, 20.0]).unwrap();
+    let want =
+        oracle::execute_with_exits(&bars(&o), &oracle::signals(&o.close, &p), (&[], &[]), &exec);
+    assert_eq!(i64s(&e, "trades")[0] as usize, want.len());
+}

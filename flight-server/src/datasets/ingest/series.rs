@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::Float64Type;
 use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, UInt32Array};
-use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, SchemaRef};
 
 use super::keys::KeyGrouper;
 use crate::datasets::bars::bar_columns;
@@ -61,6 +62,22 @@ pub(super) struct SeriesBuilder {
     keys: Option<KeyGrouper>,
     /// Hand each batch back, whole, for a staged file.
     pub(super) emit: bool,
+    /// The float64 bar columns (open, high, low, volume) copied into one contiguous column
+    /// each as batches arrive, as `close` is.
+    bars: Vec<Tracked>,
+}
+
+/// A float64 bar column gathered as the upload arrives: each batch's values are appended and
+/// the batch keeps an empty placeholder, so a message's buffer is freed once every column of it
+/// is copied (an OHLCV upload then reuses its message memory as a close-only one does). A batch
+/// with nulls stops the copying: it and the later batches keep their arrays.
+struct Tracked {
+    /// Index among a batch's columns but `close`.
+    index: usize,
+    /// Its values so far, in the memory a close column takes (large ones in a pooled mapping).
+    values: CloseColumn,
+    /// The first batch that kept its array (`None`: none did).
+    until: Option<usize>,
 }
 
 impl SeriesBuilder {
@@ -70,7 +87,23 @@ impl SeriesBuilder {
         // Sweepflight's own file metadata is not part of the dataset's schema.
         let mut stored = widened_schema(schema, close_index);
         stored.metadata.remove(crate::datasets::KEY_METADATA);
+        let key_index = keys.as_ref().map(|k| k.index);
+        let bars = ["open", "high", "low", "volume"]
+            .into_iter()
+            .filter_map(|name| crate::datasets::bars::recognise(schema, name))
+            .filter(|&i| {
+                i != close_index
+                    && Some(i) != key_index
+                    && schema.field(i).data_type() == &DataType::Float64
+            })
+            .map(|i| Tracked {
+                index: i - usize::from(i > close_index),
+                values: CloseColumn::new(limits.max_bytes),
+                until: None,
+            })
+            .collect();
         Ok(Self {
+            bars,
             closes: CloseColumn::new(limits.max_bytes),
             limits,
             schema: Arc::new(stored),
@@ -161,6 +194,19 @@ impl SeriesBuilder {
         } else {
             None
         };
+        let mut others = others;
+        for t in &mut self.bars {
+            if t.until.is_some() {
+                continue;
+            }
+            let column = others[t.index].as_primitive::<Float64Type>();
+            if column.null_count() > 0 {
+                t.until = Some(self.parts.len());
+                continue;
+            }
+            t.values.push(column.clone())?;
+            others[t.index] = arrow_array::new_empty_array(&DataType::Float64);
+        }
         self.parts.push((rows, others));
         Ok(whole)
     }
@@ -172,13 +218,26 @@ impl SeriesBuilder {
             ));
         }
         let close = self.closes.finish()?;
+        let close_index = self.close_index;
+        let bars: Vec<(usize, Float64Array, Option<usize>)> = self
+            .bars
+            .into_iter()
+            .map(|t| Ok((t.index, t.values.finish()?, t.until)))
+            .collect::<Result<_>>()?;
         let mut offset = 0;
         let batches = self
             .parts
             .into_iter()
-            .map(|(rows, mut columns)| {
-                // The stored batch's close column is a zero-copy slice of the contiguous column.
-                columns.insert(self.close_index, Arc::new(close.slice(offset, rows)));
+            .enumerate()
+            .map(|(b, (rows, mut columns))| {
+                // The stored batch's close column is a zero-copy slice of the contiguous column,
+                // and so are the bar columns gathered as they arrived.
+                for (index, array, until) in &bars {
+                    if until.is_none_or(|u| b < u) {
+                        columns[*index] = Arc::new(array.slice(offset, rows));
+                    }
+                }
+                columns.insert(close_index, Arc::new(close.slice(offset, rows)));
                 offset += rows;
                 RecordBatch::try_new_with_options(
                     Arc::clone(&self.schema),
@@ -188,11 +247,21 @@ impl SeriesBuilder {
                 .map_err(|e| Error::internal("rebuild a batch", e))
             })
             .collect::<Result<Vec<_>>>()?;
+        // Whole columns for the sweeps, where every batch holds a slice of one.
+        let whole = bars
+            .into_iter()
+            .filter(|(_, _, until)| until.is_none())
+            .map(|(index, array, _)| {
+                let at = index + usize::from(index >= close_index);
+                (at, Arc::new(array) as ArrayRef)
+            })
+            .collect();
         let stored = StoredRows {
             schema: self.schema,
-            close_index: self.close_index,
+            close_index,
             batches,
             close,
+            whole,
         };
         let (stored, universe) = match self.keys {
             None => (stored, None),
@@ -215,6 +284,8 @@ struct StoredRows {
     close_index: usize,
     batches: Vec<RecordBatch>,
     close: Float64Array,
+    /// Columns (by schema index) whose batches are consecutive slices of one array: that array.
+    whole: Vec<(usize, ArrayRef)>,
 }
 
 impl StoredRows {
@@ -228,6 +299,8 @@ impl StoredRows {
         Ok(Self {
             close,
             batches: vec![grouped],
+            // One batch now: its columns are whole.
+            whole: Vec::new(),
             ..self
         })
     }
@@ -238,6 +311,7 @@ impl StoredRows {
             &mut self.batches,
             &self.close,
             universe.as_ref(),
+            &self.whole,
         )?;
         Ok(NewDataset {
             bytes: self.batches.iter().map(batch_bytes).sum(),
