@@ -315,13 +315,17 @@ pub trait Book {
 }
 
 /// Bars per block of [`Extrema`].
-const EXTREMA_BLOCK: usize = 64;
+const EXTREMA_BLOCK: usize = 8;
 
-/// The lowest and highest price a stop can be hit at in each block of 64 bars (lows and highs
+/// The lowest and highest price a stop can be hit at in each block of 8 bars (lows and highs
 /// with `stops: high_low`, closes otherwise), computed once per series and shared by every
 /// combo of a sweep: the general loop passes over a block where no stop can be hit, and where
 /// the trail's best price can only move to the block's extreme, with two comparisons instead of
-/// 64 bars' checks. NaN prices are left out, as the per-bar checks never hit on them.
+/// 8 bars' checks. Small blocks, because signals are often only a few bars apart and only whole
+/// blocks between two events are passed over; their extremes (2 bytes a bar) stay in cache
+/// where the bars themselves (16) do not (measured: 8 bars about 25% faster than 64 on the
+/// 435-pair grid with a trailing stop, 4 no better). NaN prices are left out, as the per-bar
+/// checks never hit on them.
 #[derive(Debug, Clone)]
 pub(crate) struct Extrema {
     low: Vec<f64>,

@@ -10,7 +10,7 @@
 //! trade count and pnl against the plain v1.3 loop of the oracle):
 //! - `sma_cross default`, `sma_cross next_open+high_low+trail`: vectorbt's 435 pairs (fast <
 //!   slow, 2..=30) under the default execution, and with `fill: next_open`, `stops: high_low`
-//!   and a 2% trailing stop;
+//!   and a 2% trailing stop (and each part alone: `part ...`);
 //! - `stop formula x10`: the 435 pairs with `stop_loss: "m * atr(14) / close"` and 10 values
 //!   of m (4,350 combos, one ATR array), beside `fixed stop x10`: the 435 pairs with a fixed
 //!   2% stop-loss swept 10 times (4,350 combo runs).
