@@ -1306,10 +1306,12 @@ def backtesting_python(ctx: Ctx) -> str | None:
 
 
 def paper_bars(bars: int) -> pa.Table:
-    """The paper closes made into bars: each open the close before it, highs and lows half the
-    bar's move beyond both."""
+    """The paper closes made into bars: each open a quarter of the way from the close before it
+    to its own close (so a next-open fill is neither price), highs and lows half the bar's move
+    beyond both."""
     close = np.asarray(paper.series()[:bars])
-    o = np.concatenate([[close[0]], close[:-1]])
+    prev = np.concatenate([[close[0]], close[:-1]])
+    o = prev + 0.25 * (close - prev)
     wick = np.abs(close - o) * 0.5
     return pa.table(
         {"open": o, "high": np.maximum(o, close) + wick, "low": np.minimum(o, close) - wick, "close": close}
@@ -1390,7 +1392,7 @@ def exp_bars(ctx: Ctx) -> dict[str, Any]:
         answers["sma_cross, 435 pairs, default execution"],
         answers["the same, next_open + high_low + 2% trailing stop"],
     )
-    if a.column("pnl") == b.column("pnl"):
+    if a.column("pnl").equals(b.column("pnl")):
         raise CheckFailed("next-open fills and stops did not change a single pnl")
     growth: dict[str, list[int]] = {name: [] for name in requests}
     ops: dict[str, Op] = {name: cold_call(c, srv, table, r, growth[name]) for name, r in requests.items()}

@@ -815,8 +815,9 @@ class Report:
         formula = "stop formula m * atr(14) / close, 10 values of m (4,350 combos)"
         fixed = "fixed 2% stop, swept 10 times (4,350 combo runs)"
         lines += [
-            f"Cold calls on {b['bars']:,} bars made from the paper closes (each open the close before it,",
-            "highs and lows half the bar's move beyond both; a new dataset each round), vectorbt's 435",
+            f"Cold calls on {b['bars']:,} bars made from the paper closes (each open a quarter of the way",
+            "from the close before, highs and lows half the bar's move beyond both; a new dataset each",
+            "round), vectorbt's 435",
             "pairs; checked first: a stop formula `0.01 * m` at m = 2 equals the fixed 2% stop, combo for",
             "combo. The fixed stop is swept as a user without formulas would: ten calls in a row on one",
             "dataset (the later ones with the first one's lines cached).",

@@ -5,7 +5,8 @@
 //! bars-timer [--runs N] [--series FILE] [--case TEXT]
 //! ```
 //!
-//! The bars: each open the close before it, highs and lows half the bar's move beyond both
+//! The bars: each open a quarter of the way from the close before to its own close, highs and
+//! lows half the bar's move beyond both
 //! (the closes are the paper's 150,000). Cases, each checked before it is timed (every combo's
 //! trade count and pnl against the plain v1.3 loop of the oracle):
 //! - `sma_cross default`, `sma_cross next_open+high_low+trail`: vectorbt's 435 pairs (fast <
@@ -69,8 +70,13 @@ fn main() -> anyhow::Result<()> {
     let case = flag("--case").unwrap_or_default();
     let wanted = |label: &str| label.contains(case.as_str());
     let close = read_close(&path)?;
-    let open: Vec<f64> = std::iter::once(close[0])
-        .chain(close[..close.len() - 1].iter().copied())
+    // Each open a quarter of the way from the close before to its own close (a next-open fill
+    // is neither price).
+    let open: Vec<f64> = (0..close.len())
+        .map(|i| {
+            let prev = close[i.saturating_sub(1)];
+            prev + 0.25 * (close[i] - prev)
+        })
         .collect();
     let wick: Vec<f64> = open
         .iter()
