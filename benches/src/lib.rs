@@ -16,6 +16,17 @@ use arrow_array::{Array, Float64Array, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use sweepflight_server::{Engine, ServerConfig};
 
+/// The seconds of each of `runs` calls of `f` (its result kept from the optimiser).
+pub fn time_runs<T>(runs: usize, mut f: impl FnMut() -> T) -> Vec<f64> {
+    (0..runs)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
 /// The committed paper series fixture (`kernel/testdata/paper-close.arrow`).
 pub fn paper_fixture_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/testdata/paper-close.arrow")

@@ -376,10 +376,17 @@ def exp_peer(ctx: Ctx) -> dict[str, Any]:
         proc.stop()
 
     # Durable puts against writing and fsyncing the same number of bytes with dd, same disk.
-    data_dir = OUT / "durable-data"
-    durable_p = ctx.server("--data-dir", str(data_dir))
+    out["durable"] = durable_against_dd(ctx, table, size, "durable put", "durable-data")
+    out["durable_bytes"] = {"put": size, "dd": size // MB * MB}
+    return out
+
+
+def durable_against_dd(ctx: Ctx, table: pa.Table, size: int, label: str, data: str) -> dict[str, dict[str, float]]:
+    """Puts of `table` (`size` bytes) to a server with a data directory `data` under the study's
+    output, interleaved with dd writing and fsyncing as many bytes on the same disk."""
+    durable_p = ctx.server("--data-dir", str(OUT / data))
     durable = flight.connect(durable_p.addr)
-    dd_file = OUT / "dd.bin"
+    dd_file = OUT / f"{data}.dd"
 
     def dd() -> None:
         subprocess.run(
@@ -387,14 +394,13 @@ def exp_peer(ctx: Ctx) -> dict[str, Any]:
             check=True,
         )
 
-    out["durable"] = interleaved(
+    runs = interleaved(
         ctx.n(2, 4),
-        {"durable put": lambda: (put(durable, "bulk", table), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
+        {label: lambda: (put(durable, "bulk", table), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
     )
-    out["durable_bytes"] = {"put": size, "dd": size // MB * MB}
     dd_file.unlink()
     durable_p.stop()
-    return out
+    return runs
 
 
 def exp_universe(ctx: Ctx) -> dict[str, Any]:
@@ -1424,23 +1430,7 @@ def exp_bars(ctx: Ctx) -> dict[str, Any]:
     )
     out["put_bytes"] = size
     list(c.do_action(flight.Action("drop", b"bulk")))
-    data_dir = OUT / "durable-bars"
-    durable_p = ctx.server("--data-dir", str(data_dir))
-    durable = flight.connect(durable_p.addr)
-    dd_file = OUT / "dd-bars.bin"
-
-    def dd() -> None:
-        subprocess.run(
-            ["dd", "if=/dev/zero", f"of={dd_file}", "bs=1000000", f"count={size // MB}", "conv=fsync", "status=none"],
-            check=True,
-        )
-
-    out["durable"] = interleaved(
-        ctx.n(2, 4),
-        {"durable OHLCV put": lambda: (put(durable, "bulk", ohlcv), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
-    )
-    dd_file.unlink()
-    durable_p.stop()
+    out["durable"] = durable_against_dd(ctx, ohlcv, size, "durable OHLCV put", "durable-bars")
     return out
 
 

@@ -351,8 +351,7 @@ impl Moves {
 /// per-bar metrics, if asked) and the records to keep (if asked).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Books<'a> {
-    pub(crate) close: &'a [f64],
-    /// The bars the execution reads (their `close` is `close`).
+    /// The bars the execution reads (the ledger's closes are theirs).
     pub(crate) bars: crate::lines::Bars<'a>,
     /// Their blocks for the general loop's stops, when it checks them.
     pub(crate) extrema: Option<&'a crate::execution::Extrema>,
@@ -363,7 +362,8 @@ pub(crate) struct Books<'a> {
 impl<'a> Books<'a> {
     /// Combo `combo`'s ledger under `exec`.
     pub(crate) fn ledger(&self, exec: &crate::Execution, combo: usize) -> Ledger<'a> {
-        Ledger::over(exec.fee, self.close, self.moves, exec.start).recording(self.records, combo)
+        Ledger::over(exec.fee, self.bars.close, self.moves, exec.start)
+            .recording(self.records, combo)
     }
 }
 

@@ -26,7 +26,7 @@ pub(crate) fn run_fast(
     signs: &mut Vec<u8>,
     counts: Option<&CertifiedBars>,
 ) -> ComboResult {
-    let close = books.close;
+    let close = books.bars.close;
     debug_assert!(a.line.values.len() == close.len() && b.line.values.len() == close.len());
     signs.resize(close.len(), 0);
     crate::vector::signs(a.line.values, b.line.values, signs);
@@ -63,7 +63,7 @@ pub(crate) fn crosses<'a>(
     pieces: impl IntoIterator<Item = &'a [u8]>,
     exec: &Execution,
 ) -> ComboResult {
-    let (close, ledger) = (books.close, books.ledger(exec, combo));
+    let (close, ledger) = (books.bars.close, books.ledger(exec, combo));
     if exec.is_plain() {
         crosses_into(
             close,
@@ -177,7 +177,6 @@ mod tests {
 
     fn books<'a>(close: &'a [f64], moves: &'a Moves) -> Books<'a> {
         Books {
-            close,
             bars: crate::lines::Bars::closes(close),
             extrema: None,
             moves: Some(moves),

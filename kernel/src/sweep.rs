@@ -486,7 +486,6 @@ impl Run<'_> {
     /// What every combo's ledger shares.
     fn books(&self) -> Books<'_> {
         Books {
-            close: self.close,
             bars: self.bars,
             extrema: self.extrema.as_ref(),
             moves: self.moves.as_ref(),

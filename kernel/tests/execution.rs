@@ -15,25 +15,8 @@ use sweepflight_kernel::{
     SweepControl, sweep_params_on,
 };
 
-/// A small deterministic generator (xorshift*), so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// OHLC bars of `len`: a random walk of closes on a quarter tick (near ties), opens that gap
 /// away from the previous close now and then, highs and lows beyond both, and flat stretches
@@ -126,6 +109,23 @@ fn plain(trades: &[Trade]) -> Vec<Row> {
         .collect()
 }
 
+/// A kept trade as a [`Row`].
+fn kept_rows(trades: &[sweepflight_kernel::Trade]) -> Vec<Row> {
+    trades
+        .iter()
+        .map(|t| {
+            (
+                t.side,
+                t.entry_row,
+                t.exit_row,
+                t.entry_price,
+                t.exit_price,
+                t.reason,
+            )
+        })
+        .collect()
+}
+
 /// The fast loop's trades for one signal series and its exits: the kernel's formula sweep over
 /// a program whose conditions read them back from a column.
 fn fast(bars: &Bars<'_>, signals: &[i8], exits: (&[bool], &[bool]), exec: &Execution) -> Vec<Row> {
@@ -178,20 +178,7 @@ fn fast(bars: &Bars<'_>, signals: &[i8], exits: (&[bool], &[bool]), exec: &Execu
     };
     sweep_program(&bars, &program, &[], 1, exec, &control).unwrap();
     let kept = records.into_records();
-    kept[0]
-        .trades
-        .iter()
-        .map(|t| {
-            (
-                t.side,
-                t.entry_row,
-                t.exit_row,
-                t.entry_price,
-                t.exit_price,
-                t.reason,
-            )
-        })
-        .collect()
+    kept_rows(&kept[0].trades)
 }
 
 fn exec(f: impl FnOnce(&mut Execution)) -> Execution {
@@ -513,20 +500,7 @@ fn every_option_on_every_builtin_books_the_oracles_trades() {
             for (i, p) in params.iter().enumerate() {
                 let sig = oracle::signals(&o.close, p);
                 let want = oracle::execute_with_exits(&bars, &sig, (&[], &[]), &e);
-                let fast: Vec<Row> = kept[i]
-                    .trades
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.side,
-                            t.entry_row,
-                            t.exit_row,
-                            t.entry_price,
-                            t.exit_price,
-                            t.reason,
-                        )
-                    })
-                    .collect();
+                let fast = kept_rows(&kept[i].trades);
                 assert_eq!(fast, plain(&want), "seed {seed} {p:?} {e:?}");
                 let blocks = oracle::block_pnl(&o.close, e.start..o.close.len(), &want, 5);
                 for (g, w) in kept[i].block_pnl.iter().zip(&blocks) {
@@ -575,6 +549,40 @@ fn check_result(got: &ComboResult, trades: &[Trade], close: &[f64], start: usize
     }
 }
 
+/// Sweeps `program` over `combos` on `o` under `e` (a one-byte working set when `tight`, so
+/// arrays are recomputed per group) and checks every combo against the interpreter: trades bit
+/// for bit, metrics within tolerance. The interpreter's trades, per combo.
+fn check_program(
+    o: &Ohlc,
+    program: &Program,
+    combos: &[Vec<f64>],
+    e: &Execution,
+    tight: bool,
+    what: &str,
+) -> Vec<Vec<Trade>> {
+    let bars = o.bars();
+    let flat = combos.concat();
+    let records = Records::new(combos.len(), o.close.len(), e.start, true, 0).unwrap();
+    let control = SweepControl {
+        records: Some(&records),
+        working_set_bytes: if tight { 1 } else { 64 << 20 },
+        ..SweepControl::default()
+    };
+    let got = sweep_program(&bars, program, &flat, combos.len(), e, &control).unwrap();
+    let kept = records.into_records();
+    combos
+        .iter()
+        .enumerate()
+        .map(|(i, values)| {
+            let want = interp::run(&bars, program, values, e);
+            let label = format!("{what} {values:?} {e:?}");
+            assert_eq!(kept_rows(&kept[i].trades), plain(&want), "{label}");
+            check_result(&got[i], &want, &o.close, e.start, &label);
+            want
+        })
+        .collect()
+}
+
 #[test]
 fn every_option_on_formula_strategies_with_exits_books_the_interpreters_trades() {
     let programs = [
@@ -593,45 +601,18 @@ fn every_option_on_formula_strategies_with_exits_books_the_interpreters_trades()
     for seed in 0..60u64 {
         let mut r = Rng(seed * 104_729 + 3);
         let o = Ohlc::random(if seed % 4 == 0 { 2500 } else { 500 }, seed + 100);
-        let bars = o.bars();
         let e = random_exec(&mut r);
         for fields in &programs {
             let program = Program::new(fields).unwrap();
             let combos: Vec<Vec<f64>> = vec![vec![10.0, 1.0], vec![20.0, 2.0], vec![5.0, 0.5]];
-            let flat = combos.concat();
-            let records = Records::new(combos.len(), o.close.len(), e.start, true, 0).unwrap();
-            let control = SweepControl {
-                records: Some(&records),
-                working_set_bytes: if seed % 2 == 0 { 1 } else { 64 << 20 },
-                ..SweepControl::default()
-            };
-            let got = sweep_program(&bars, &program, &flat, combos.len(), &e, &control).unwrap();
-            let kept = records.into_records();
-            for (i, values) in combos.iter().enumerate() {
-                let want = interp::run(&bars, &program, values, &e);
-                let fast: Vec<Row> = kept[i]
-                    .trades
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.side,
-                            t.entry_row,
-                            t.exit_row,
-                            t.entry_price,
-                            t.exit_price,
-                            t.reason,
-                        )
-                    })
-                    .collect();
-                assert_eq!(fast, plain(&want), "seed {seed} {values:?} {e:?}");
-                check_result(
-                    &got[i],
-                    &want,
-                    &o.close,
-                    e.start,
-                    &format!("{seed} {values:?} {e:?}"),
-                );
-            }
+            check_program(
+                &o,
+                &program,
+                &combos,
+                &e,
+                seed % 2 == 0,
+                &format!("seed {seed}"),
+            );
         }
     }
 }
@@ -668,7 +649,6 @@ fn stop_formulas_book_the_interpreters_trades() {
     for seed in 0..40u64 {
         let mut r = Rng(seed * 31 + 5);
         let o = Ohlc::random(if seed % 5 == 0 { 2400 } else { 500 }, seed + 7);
-        let bars = o.bars();
         let mut e = random_exec(&mut r);
         // The formulas set these; a number beside a formula of another stop stays.
         e.stop_loss = None;
@@ -678,50 +658,20 @@ fn stop_formulas_book_the_interpreters_trades() {
             let combos: Vec<Vec<f64>> = (1..=4)
                 .flat_map(|m| [vec![10.0, f64::from(m)], vec![20.0, f64::from(m)]])
                 .collect();
-            let flat = combos.concat();
-            let records = Records::new(combos.len(), o.close.len(), e.start, true, 0).unwrap();
-            let control = SweepControl {
-                records: Some(&records),
-                working_set_bytes: if seed % 2 == 0 { 1 } else { 64 << 20 },
-                ..SweepControl::default()
-            };
-            let got = sweep_program(&bars, &program, &flat, combos.len(), &e, &control).unwrap();
-            let kept = records.into_records();
-            for (i, values) in combos.iter().enumerate() {
-                let want = interp::run(&bars, &program, values, &e);
-                let fast: Vec<Row> = kept[i]
-                    .trades
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.side,
-                            t.entry_row,
-                            t.exit_row,
-                            t.entry_price,
-                            t.exit_price,
-                            t.reason,
-                        )
-                    })
-                    .collect();
-                assert_eq!(
-                    fast,
-                    plain(&want),
-                    "seed {seed} {fields:?} {values:?} {e:?}"
-                );
-                check_result(
-                    &got[i],
-                    &want,
-                    &o.close,
-                    e.start,
-                    &format!("{seed} {values:?}"),
-                );
-                for t in &want {
-                    match t.reason {
-                        ExitReason::StopLoss => stopped[0] += 1,
-                        ExitReason::TakeProfit => stopped[1] += 1,
-                        ExitReason::TrailingStop => stopped[2] += 1,
-                        _ => {}
-                    }
+            let wants = check_program(
+                &o,
+                &program,
+                &combos,
+                &e,
+                seed % 2 == 0,
+                &format!("seed {seed} {fields:?}"),
+            );
+            for t in wants.iter().flatten() {
+                match t.reason {
+                    ExitReason::StopLoss => stopped[0] += 1,
+                    ExitReason::TakeProfit => stopped[1] += 1,
+                    ExitReason::TrailingStop => stopped[2] += 1,
+                    _ => {}
                 }
             }
         }

@@ -17,23 +17,8 @@ use sweepflight_kernel::{
     Combo, Execution, Params, Records, Side, Strategy, SweepControl, sweep_params,
 };
 
-/// A small deterministic generator (xorshift*), so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// The kinds of series every function is tried on.
 fn series_kinds(len: usize, seed: u64) -> Vec<(&'static str, Vec<f64>)> {

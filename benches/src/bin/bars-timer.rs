@@ -19,26 +19,14 @@
 //! `--case` times only the cases whose label contains TEXT. Every run is cold: no cache, all
 //! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
-use std::time::Instant;
-
 use anyhow::ensure;
-use sweepflight_benches::{paper_fixture_path, read_close};
+use sweepflight_benches::{paper_fixture_path, read_close, time_runs};
 use sweepflight_kernel::eval::{oracle as interp, sweep_program};
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
 use sweepflight_kernel::{
     ComboResult, Execution, Fill, Params, StopsOn, Strategy, SweepControl, oracle, sweep_params_on,
 };
-
-fn time(runs: usize, mut f: impl FnMut() -> Vec<ComboResult>) -> Vec<f64> {
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            std::hint::black_box(f());
-            t.elapsed().as_secs_f64()
-        })
-        .collect()
-}
 
 /// The results' trades and pnl equal the oracle's for `check` combos spread over the grid.
 fn checked(
@@ -137,13 +125,19 @@ fn main() -> anyhow::Result<()> {
             },
         ),
     ];
-    for (label, exec) in [
-        ("sma_cross default", default),
-        ("sma_cross next_open+high_low+trail", real),
+    let fixed = Execution {
+        stop_loss: Some(0.02),
+        ..Execution::default()
+    };
+    // Each built-in case: label, execution, calls per timed run.
+    let cases = [
+        ("sma_cross default", default, 1),
+        ("sma_cross next_open+high_low+trail", real, 1),
     ]
     .into_iter()
-    .chain(parts)
-    {
+    .chain(parts.map(|(label, exec)| (label, exec, 1)))
+    .chain([("fixed stop x10", fixed, 10)]);
+    for (label, exec, calls) in cases {
         if !wanted(label) {
             continue;
         }
@@ -160,68 +154,44 @@ fn main() -> anyhow::Result<()> {
             },
             label,
         )?;
-        let t = time(runs, || {
-            sweep_params_on(&bars, &params, &exec, &control).unwrap()
+        let t = time_runs(runs, || {
+            (0..calls)
+                .flat_map(|_| sweep_params_on(&bars, &params, &exec, &control).unwrap())
+                .collect::<Vec<_>>()
         });
         out.insert(label.to_owned(), t.into());
     }
 
-    // A stop formula over 10 values of m, beside a fixed stop run 10 times.
-    let program = Program::new(&[
-        (
-            Field::Long,
-            "cross_above(sma(close, fast), sma(close, slow))",
-        ),
-        (
-            Field::Short,
-            "cross_below(sma(close, fast), sma(close, slow))",
-        ),
-        (Field::StopLoss, "m * atr(14) / close"),
-    ])?;
-    let ms: Vec<f64> = (1..=10).map(|m| f64::from(m) * 0.5).collect();
-    let grid: Vec<Vec<f64>> = pairs
-        .iter()
-        .flat_map(|&(f, s)| ms.iter().map(move |&m| vec![f64::from(f), f64::from(s), m]))
-        .collect();
-    let flat = grid.concat();
-    if !wanted("stop formula x10 / fixed stop x10") {
-        let report = serde_json::json!({"bars": close.len(), "runs": out});
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    // A stop formula over 10 values of m (beside the fixed stop run 10 times, above).
+    if wanted("stop formula x10") {
+        let program = Program::new(&[
+            (
+                Field::Long,
+                "cross_above(sma(close, fast), sma(close, slow))",
+            ),
+            (
+                Field::Short,
+                "cross_below(sma(close, fast), sma(close, slow))",
+            ),
+            (Field::StopLoss, "m * atr(14) / close"),
+        ])?;
+        let ms: Vec<f64> = (1..=10).map(|m| f64::from(m) * 0.5).collect();
+        let grid: Vec<Vec<f64>> = pairs
+            .iter()
+            .flat_map(|&(f, s)| ms.iter().map(move |&m| vec![f64::from(f), f64::from(s), m]))
+            .collect();
+        let flat = grid.concat();
+        let got = sweep_program(&bars, &program, &flat, grid.len(), &default, &control)?;
+        checked(
+            &got,
+            |i| interp::run(&bars, &program, &grid[i], &default),
+            "stop formula",
+        )?;
+        let t = time_runs(runs, || {
+            sweep_program(&bars, &program, &flat, grid.len(), &default, &control).unwrap()
+        });
+        out.insert("stop formula x10".to_owned(), t.into());
     }
-    let got = sweep_program(&bars, &program, &flat, grid.len(), &default, &control)?;
-    checked(
-        &got,
-        |i| interp::run(&bars, &program, &grid[i], &default),
-        "stop formula",
-    )?;
-    let t = time(runs, || {
-        sweep_program(&bars, &program, &flat, grid.len(), &default, &control).unwrap()
-    });
-    out.insert("stop formula x10".to_owned(), t.into());
-    let fixed = Execution {
-        stop_loss: Some(0.02),
-        ..Execution::default()
-    };
-    let got = sweep_params_on(&bars, &params, &fixed, &control)?;
-    checked(
-        &got,
-        |i| {
-            oracle::execute_with_exits(
-                &bars,
-                &oracle::signals(&close, &params[i]),
-                (&[], &[]),
-                &fixed,
-            )
-        },
-        "fixed stop",
-    )?;
-    let t = time(runs, || {
-        (0..10)
-            .flat_map(|_| sweep_params_on(&bars, &params, &fixed, &control).unwrap())
-            .collect()
-    });
-    out.insert("fixed stop x10".to_owned(), t.into());
     let report = serde_json::json!({"bars": close.len(), "runs": out});
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())

@@ -13,27 +13,13 @@
 //! `--case` times only the cases whose label contains TEXT. Every run is cold: no cache, all
 //! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
-use std::time::Instant;
-
 use anyhow::ensure;
-use sweepflight_benches::{paper_fixture_path, read_close};
+use sweepflight_benches::{paper_fixture_path, read_close, time_runs};
 use sweepflight_kernel::builtins::Builtin;
 use sweepflight_kernel::eval::{oracle, sweep_program};
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
-use sweepflight_kernel::{
-    ComboResult, Execution, Params, Records, Strategy, SweepControl, paper, sweep_params,
-};
-
-fn time(runs: usize, mut f: impl FnMut() -> Vec<ComboResult>) -> Vec<f64> {
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            std::hint::black_box(f());
-            t.elapsed().as_secs_f64()
-        })
-        .collect()
-}
+use sweepflight_kernel::{Execution, Params, Records, Strategy, SweepControl, paper, sweep_params};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -80,10 +66,10 @@ fn main() -> anyhow::Result<()> {
         if name == "hma_sar" {
             paper::check_gate(&formula).map_err(anyhow::Error::msg)?;
         }
-        let b = time(runs, || {
+        let b = time_runs(runs, || {
             sweep_params(&close, &params, &exec, &control).unwrap()
         });
-        let f = time(runs, || {
+        let f = time_runs(runs, || {
             sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
         });
         out.insert(format!("{name} builtin"), b.into());
@@ -128,7 +114,7 @@ fn main() -> anyhow::Result<()> {
                 });
             ensure!(same, "{label}: combo {i} differs from the interpreter");
         }
-        let t = time(runs, || {
+        let t = time_runs(runs, || {
             sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
         });
         out.insert(label.to_owned(), t.into());

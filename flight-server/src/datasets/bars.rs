@@ -88,8 +88,6 @@ pub struct BarColumns {
     pub volume: Option<Float64Array>,
     /// The time column, where usable.
     pub time: Option<TimeColumn>,
-    /// Name of the stored time column (what `entry_time` values are read from).
-    pub time_name: Option<String>,
     /// Each recognised column that breaks its rules, and why (its first bad row).
     pub unusable: BTreeMap<String, String>,
 }
@@ -266,12 +264,10 @@ pub(crate) fn bar_columns(
         }
     }
     if let Some(index) = time_index(schema) {
-        let name = schema.field(index).name().clone();
         let array = whole(index, batches)?;
         match time_check(&array, universe) {
             Ok(seconds) => {
                 out.time = Some(TimeColumn { array, seconds });
-                out.time_name = Some(name);
             }
             Err(reason) => fail(&mut out, "time", reason),
         }

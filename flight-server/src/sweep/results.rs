@@ -312,7 +312,8 @@ pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
     let mut reasons = arrow_array::builder::StringBuilder::with_capacity(rows, rows * 6);
     // Rows of the dataset's time column, when it has a usable one.
     let timed = job.time_type();
-    let mut at = Vec::with_capacity(if timed.is_some() { 2 * rows } else { 0 });
+    let room = if timed.is_some() { rows } else { 0 };
+    let (mut entries, mut exits) = (Vec::with_capacity(room), Vec::with_capacity(room));
     for (i, input) in job.inputs.iter().enumerate() {
         for (&combo, record) in chosen[i].iter().zip(&runs.records[i]) {
             for (k, trade) in record.trades.iter().enumerate() {
@@ -327,8 +328,8 @@ pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
                 t.floats[2].push(trade.net);
                 reasons.append_value(trade.reason.name());
                 if timed.is_some() {
-                    at.push(input.dataset_row(trade.entry_row));
-                    at.push(input.dataset_row(trade.exit_row));
+                    entries.push(input.dataset_row(trade.entry_row) as u64);
+                    exits.push(input.dataset_row(trade.exit_row) as u64);
                 }
             }
         }
@@ -347,8 +348,6 @@ pub(crate) fn trades_batch(job: &Job, chosen: &[Vec<usize>], runs: &Runs) -> Res
         Arc::new(reasons.finish()),
     ];
     if timed.is_some() {
-        let entries: Vec<u64> = at.iter().step_by(2).map(|&r| r as u64).collect();
-        let exits: Vec<u64> = at.iter().skip(1).step_by(2).map(|&r| r as u64).collect();
         columns.push(job.times(&entries)?);
         columns.push(job.times(&exits)?);
     }

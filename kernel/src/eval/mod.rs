@@ -165,7 +165,6 @@ pub fn sweep_program(
         .any(|f| program.formula(*f).is_some());
     let extrema = crate::execution::Extrema::of(bars, exec, formula_stops);
     let books = Books {
-        close: bars.close,
         bars: *bars,
         extrema: extrema.as_ref(),
         moves: moves.as_ref(),

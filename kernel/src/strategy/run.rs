@@ -178,7 +178,6 @@ pub(super) fn sweep(
     let certify = !control.exact_lines && certified::certifiable(close);
     let extrema = crate::execution::Extrema::of(bars, exec, false);
     let books = Books {
-        close,
         bars: *bars,
         extrema: extrema.as_ref(),
         moves: moves.as_ref(),
