@@ -44,8 +44,8 @@ pub use strategy::{
     Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy, strategies_json,
 };
 pub use sweep::{
-    Compression, DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_WINDOW, RowRange,
-    SESSION_COMMAND, SessionReply, SweepRequest, check_runs,
+    Compression, DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_POSITIONS, MAX_WINDOW,
+    RowRange, SESSION_COMMAND, SessionReply, SweepRequest, check_runs,
 };
 pub use ticket::Ticket;
 pub use walk_forward::{Fold, Folds, WalkForwardRequest};

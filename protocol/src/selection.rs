@@ -125,6 +125,16 @@ impl Selection {
         series.saturating_mul(kept)
     }
 
+    /// The most combos x series a call with this selection may evaluate: `max_grid` with
+    /// `top` (the server selects as it goes), else `max_combos` (every row is returned).
+    pub fn evaluated_cap(&self, max_combos: usize, max_grid: usize) -> usize {
+        if self.top.is_some() {
+            max_grid
+        } else {
+            max_combos
+        }
+    }
+
     /// The limits of a sweep of `combos` per series over `series` series: without `top`,
     /// `max_combos` counts what is evaluated; with it, what is returned, and `max_grid`
     /// what is evaluated.

@@ -57,6 +57,10 @@ impl Compression {
     }
 }
 
+/// How many positions of a constrained grid a call may read per combo `--max-grid-combos`
+/// allows ([`Grid::runs`]): skipped combos are not counted against the limits, but each is read.
+pub const MAX_POSITIONS: usize = 16;
+
 /// The combos of a request, in request order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Grid {
@@ -115,6 +119,47 @@ impl Grid {
         }))
     }
 
+    /// How many combos of `range` a call runs, for the server's limits: a grid's combos that
+    /// break the strategy's `constraint` are skipped and not counted (expressions.md,
+    /// "Constraint"). Counted only where it matters, a product with a constraint of more than
+    /// `cap` combos, and only until the count passes `cap` (it then reads `cap + 1`). Every
+    /// position is read to count, so a constrained product of more than [`MAX_POSITIONS`]
+    /// times `max_grid` positions is refused outright.
+    ///
+    /// # Errors
+    /// [`Error`] for such a product, naming its positions and the flag.
+    pub fn runs(
+        &self,
+        strategy: &Strategy,
+        range: std::ops::Range<usize>,
+        cap: usize,
+        max_grid: usize,
+    ) -> Result<usize> {
+        let n = range.len();
+        let Self::Product(lists) = self else {
+            return Ok(n);
+        };
+        if n <= cap || strategy.constraint().is_none() {
+            return Ok(n);
+        }
+        let most = max_grid.saturating_mul(MAX_POSITIONS);
+        if n > most {
+            return Err(Error::new(format!(
+                "a constrained grid of {n} positions: this server reads at most {most} per call \
+                 ({MAX_POSITIONS} x --max-grid-combos), skipped ones included"
+            )));
+        }
+        let mut kept = 0;
+        walk(lists, range, false, |values| {
+            // A combo refused for another reason counts: its call is refused naming it.
+            if !matches!(strategy.check_combo(values), Err(("constraint", _))) {
+                kept += 1;
+            }
+            kept <= cap
+        });
+        Ok(kept)
+    }
+
     /// The combos `start..end` (clipped to the grid); a product or sample becomes the explicit
     /// tuples of that slice.
     ///
@@ -133,6 +178,50 @@ impl Grid {
                     .collect::<Result<_>>()?,
             ),
         })
+    }
+}
+
+/// Calls `f` with the values of each combo of the product of `lists` at positions `range`,
+/// in order or in `reverse`, until it returns false: an odometer (the last parameter fastest),
+/// no division or allocation per combo.
+fn walk(
+    lists: &[Vec<f64>],
+    range: std::ops::Range<usize>,
+    reverse: bool,
+    mut f: impl FnMut(&[f64]) -> bool,
+) {
+    let Some(first) = (if reverse {
+        range.clone().last()
+    } else {
+        range.clone().next()
+    }) else {
+        return;
+    };
+    let mut at: Vec<usize> = Vec::with_capacity(lists.len());
+    let mut rest = first;
+    for list in lists.iter().rev() {
+        at.push(rest % list.len());
+        rest /= list.len();
+    }
+    at.reverse();
+    let mut values: Vec<f64> = at.iter().zip(lists).map(|(&k, l)| l[k]).collect();
+    for _ in range {
+        if !f(&values) {
+            return;
+        }
+        for (j, list) in lists.iter().enumerate().rev() {
+            let (next, wrapped) = match (reverse, at[j]) {
+                (false, k) if k + 1 < list.len() => (k + 1, false),
+                (false, _) => (0, true),
+                (true, 0) => (list.len() - 1, true),
+                (true, k) => (k - 1, false),
+            };
+            at[j] = next;
+            values[j] = list[next];
+            if !wrapped {
+                break;
+            }
+        }
     }
 }
 
@@ -378,8 +467,21 @@ impl SweepRequest {
     /// # Errors
     /// [`Error`] naming the count and the flag.
     pub fn check_limits(&self, max_combos: usize, max_grid: usize) -> Result<()> {
+        self.check_limits_on(1, max_combos, max_grid)
+    }
+
+    /// [`SweepRequest::check_limits`] for a call over `series` series, the combos a
+    /// constraint skips not counted ([`Grid::runs`]).
+    ///
+    /// # Errors
+    /// [`Error`] naming the count and the flag.
+    pub fn check_limits_on(&self, series: usize, max_combos: usize, max_grid: usize) -> Result<()> {
+        let cap = self.selection.evaluated_cap(max_combos, max_grid);
+        let combos =
+            self.grid
+                .runs(&self.strategy, 0..self.len(), cap / series.max(1), max_grid)?;
         self.selection
-            .check_limits(1, self.len(), max_combos, max_grid)
+            .check_limits(series, combos, max_combos, max_grid)
     }
 }
 
@@ -1004,7 +1106,22 @@ fn auto_warmup(strategy: &Strategy, grid: &Grid) -> Result<u64> {
                 .iter()
                 .map(|l| l.iter().copied().fold(f64::NEG_INFINITY, f64::max))
                 .collect();
-            lookback(&values)
+            let most = lookback(&values);
+            // A product larger than a call may read is refused later; its bound stands.
+            let readable = grid.len() <= DEFAULT_MAX_GRID_COMBOS.saturating_mul(MAX_POSITIONS);
+            if strategy.constraint().is_none() || !readable {
+                return Ok(most);
+            }
+            // Only the combos the constraint keeps count: read from the last (where windows
+            // are usually largest) until one reaches the product's bound.
+            let mut kept = 0;
+            walk(lists, 0..grid.len(), true, |v| {
+                if strategy.check_combo(v).is_ok() {
+                    kept = kept.max(lookback(v));
+                }
+                kept < most
+            });
+            kept
         }
         Grid::Lengths(l) => l
             .iter()
@@ -1387,6 +1504,53 @@ mod tests {
     }
 
     #[test]
+    fn constrained_products_count_the_combos_they_keep_in_either_direction() {
+        let lists = vec![vec![1.0, 2.0, 3.0], vec![10.0, 20.0], vec![7.0, 8.0]];
+        let mut seen = Vec::new();
+        walk(&lists, 3..9, false, |v| {
+            seen.push(v.to_vec());
+            true
+        });
+        let mut back = Vec::new();
+        walk(&lists, 3..9, true, |v| {
+            back.push(v.to_vec());
+            true
+        });
+        back.reverse();
+        assert_eq!(seen, back);
+        let product = Grid::Product(lists.clone());
+        let want: Vec<Vec<f64>> = (3..9)
+            .map(|i| product.values(&Strategy::HmaSar, i).unwrap().unwrap())
+            .collect();
+        assert_eq!(seen, want);
+        // fast < slow keeps 3 of 2..=4 x 2..=4: not read within a cap of 9 (all 9 count),
+        // read past it, counting until past the cap.
+        let request = SweepRequest::decode(
+            br#"{"dataset": "p", "strategy": "sma_cross", "grid": {"fast": [2, 3, 4], "slow": [2, 3, 4]},
+                 "constraint": "fast < slow"}"#,
+        )
+        .unwrap();
+        let runs = |cap| {
+            request
+                .grid
+                .runs(&request.strategy, 0..9, cap, 100)
+                .unwrap()
+        };
+        assert_eq!(
+            (runs(9), runs(8), runs(2), runs(1), runs(0)),
+            (9, 3, 3, 2, 1)
+        );
+        assert!(request.check_limits(3, 100).is_ok());
+        assert!(request.check_limits(2, 100).is_err());
+        // More positions than the server reads: refused, nothing read.
+        let e = request
+            .grid
+            .runs(&request.strategy, 0..9, 1, 0)
+            .unwrap_err();
+        assert!(e.to_string().contains("9 positions"), "{e}");
+    }
+
+    #[test]
     fn warmup_auto_is_the_largest_lookback_of_the_call() {
         let decode = |body: &str| {
             SweepRequest::decode(body.as_bytes())
@@ -1399,6 +1563,13 @@ mod tests {
         assert_eq!(
             decode(&format!(r#"{{"dataset": "p", {grid}, "warmup": "auto"}}"#)),
             50
+        );
+        // With a constraint, only the combos it keeps: slow 50 only with fast > 20, none.
+        let kept = r#""strategy": "sma_cross", "grid": {"fast": [5, 10, 60], "slow": [20, 50]},
+                      "constraint": "fast < slow and (slow < 30 or fast > 20)""#;
+        assert_eq!(
+            decode(&format!(r#"{{"dataset": "p", {kept}, "warmup": "auto"}}"#)),
+            20
         );
         let tuples =
             r#""strategy": {"long": "rsi(sma(close, n), 14) > 50"}, "params": [[10], [3]]"#;

@@ -583,6 +583,21 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
+    /// The combos per series of `range` of `grid` that count against the limits: those a
+    /// constraint skips do not ([`Grid::runs`]).
+    ///
+    /// # Errors
+    /// A constrained grid with more positions than the server reads.
+    pub(crate) fn runs(
+        &self,
+        (selection, strategy, grid): (&Selection, &Strategy, &Grid),
+        series: usize,
+        range: Range<usize>,
+    ) -> Result<usize> {
+        let cap = selection.evaluated_cap(self.max_combos, self.max_grid_combos);
+        Ok(grid.runs(strategy, range, cap / series.max(1), self.max_grid_combos)?)
+    }
+
     /// Checks `combos` per series over `series` series.
     ///
     /// # Errors
@@ -685,7 +700,12 @@ impl Job {
             Source::Upload(u) => u.universe.as_ref(),
         };
         let series = universe.map_or(1, |u| spec.series.map_or(u.names.len(), <[String]>::len));
-        limits.check(spec.selection, keep, series, range.len())?;
+        let runs = limits.runs(
+            (spec.selection, spec.strategy, spec.grid),
+            series,
+            range.clone(),
+        )?;
+        limits.check(spec.selection, keep, series, runs)?;
         let (combos, positions) = params_in(spec.strategy, spec.grid, range)?;
         let warmup = spec.execution.warmup;
         let (inputs, names) = match universe {

@@ -23,7 +23,11 @@ const STEP: usize = 65_536;
 /// INVALID_ARGUMENT for a body, strategy, formula or combo the sweep would refuse, naming it.
 pub(crate) fn explain(body: &[u8], max_grid: usize) -> Result<Value> {
     let request = SweepRequest::decode(body)?;
-    if request.len() > max_grid {
+    // Combos a constraint skips are not counted (expressions.md, "Constraint").
+    let runs = request
+        .grid
+        .runs(&request.strategy, 0..request.len(), max_grid, max_grid)?;
+    if runs > max_grid {
         return Err(Error::invalid(format!(
             "{} combos is more than --max-grid-combos ({max_grid})",
             request.len()

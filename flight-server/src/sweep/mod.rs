@@ -113,7 +113,13 @@ pub(crate) fn check_exchange(engine: &Engine, sweep: &ExchangeSweep) -> Result<(
         trades: false,
         blocks: sweep.execution.blocks,
     };
-    limits(engine).check(&sweep.selection, keep, 1, sweep.grid.len())
+    let limits = limits(engine);
+    let runs = limits.runs(
+        (&sweep.selection, &sweep.strategy, &sweep.grid),
+        1,
+        0..sweep.grid.len(),
+    )?;
+    limits.check(&sweep.selection, keep, 1, runs)
 }
 
 /// The stateless exchange sweep on the series streamed with it: the same job, run and
@@ -145,12 +151,7 @@ async fn run_in_steps(
     let limits = limits(engine);
     let selection = &request.selection;
     // The whole grid against the flags; each step against the memory budget.
-    selection.check_limits(
-        series,
-        request.len(),
-        limits.max_combos,
-        limits.max_grid_combos,
-    )?;
+    request.check_limits_on(series, limits.max_combos, limits.max_grid_combos)?;
     let mut best: Vec<Option<RecordBatch>> = vec![None; series];
     for start in (0..request.len()).step_by(step) {
         let end = (start + step).min(request.len());

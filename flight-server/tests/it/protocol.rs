@@ -943,6 +943,45 @@ async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
         e.to_string().contains("201 rows") && e.to_string().contains("--max-combos"),
         "{e}"
     );
+
+    // Combos a constraint skips are not counted (expressions.md, "Constraint"): 20 x 20 =
+    // 400 positions, 190 with fast < slow, within --max-combos (200); 21 x 21 keeps 210.
+    let constrained = |n: u32| {
+        let windows: Vec<u32> = (2..2 + n).collect();
+        json!({"dataset": "s", "strategy": "sma_cross", "grid": {"fast": windows, "slow": windows},
+               "constraint": "fast < slow"})
+    };
+    let kept = sweep(&mut c, constrained(20)).await.unwrap();
+    assert_eq!(kept.num_rows(), 190);
+    assert_eq!(*i64s(&kept, "combo").last().unwrap(), 18 * 20 + 19);
+    let e = sweep(&mut c, constrained(21)).await.unwrap_err();
+    assert_eq!(code(&e), tonic::Code::InvalidArgument);
+    assert!(e.to_string().contains("--max-combos"), "{e}");
+    let explained = action(&mut c, "explain", constrained(20).to_string())
+        .await
+        .unwrap();
+    let explained: serde_json::Value = serde_json::from_slice(&explained).unwrap();
+    assert_eq!(explained["combos"], 190);
+    // With top: 60 x 60 = 3,600 positions past --max-grid-combos (2,000), 1,770 kept within
+    // it, run in steps; past 16 x --max-grid-combos positions, refused without reading them.
+    let mut ranked = constrained(60);
+    ranked["top"] = json!(3);
+    ranked["order_by"] = json!("pnl");
+    let best = sweep(&mut c, ranked.clone()).await.unwrap();
+    let all = sweep(&mut c, {
+        let mut b = ranked.clone();
+        b["top"] = json!(200);
+        b
+    })
+    .await
+    .unwrap();
+    assert_eq!(i64s(&best, "combo"), i64s(&all, "combo")[..3]);
+    let mut huge = ranked;
+    huge["grid"]["fast"] = json!((1..=200).collect::<Vec<u32>>());
+    huge["grid"]["slow"] = json!((1..=200).collect::<Vec<u32>>());
+    let e = sweep(&mut c, huge).await.unwrap_err();
+    assert_eq!(code(&e), tonic::Code::InvalidArgument);
+    assert!(e.to_string().contains("40000 positions"), "{e}");
 }
 
 /// Puts the keyed universe `u` (key `sym`) of two series of different lengths: "A", a walk of
