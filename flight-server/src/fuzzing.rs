@@ -61,7 +61,7 @@ pub fn formulas(data: &[u8]) {
         }
     }
     let body = serde_json::json!({"dataset": "d", "strategy": {"long": text}, "params": [[5]]});
-    let _ = crate::sweep::explain::explain(body.to_string().as_bytes(), 1_000);
+    let _ = crate::sweep::explain::explain(body.to_string().as_bytes(), 1_000, 1 << 30);
 }
 
 /// An upload: `data` is cut into Flight messages (see [`frame`]) that go through the same

@@ -740,6 +740,20 @@ fn explain_counts_the_distinct_series_nodes() {
     // Per n: sma, std; per (n, k): k*std, sma - k*std, sma + k*std; rsi once.
     assert_eq!(count(&[10.0], &[2.0]), 2 + 3 + 1);
     assert_eq!(count(&[10.0, 20.0], &[1.0, 2.0, 3.0]), 2 * 2 + 6 * 3 + 1);
+    // Counted by fingerprint over plans of a few combos each (explain's steps): the same
+    // count as one plan, and equal nodes of two plans have one fingerprint.
+    let (ns, ks) = ([10.0, 20.0, 30.0, 40.0], [1.0, 1.5, 2.0, 2.5, 3.0]);
+    let combos: Vec<[f64; 2]> = ns.iter().flat_map(|&n| ks.map(|k| [n, k])).collect();
+    let mut seen = std::collections::HashSet::new();
+    for step in combos.chunks(3) {
+        let mut plan = Plan::new();
+        for c in step {
+            plan.bind(&bollinger, c);
+        }
+        seen.extend(plan.array_fingerprints());
+    }
+    assert_eq!(seen.len(), count(&ns, &ks));
+    assert_eq!(seen.len(), 4 * 2 + 20 * 3 + 1);
     // The same array written in two formulas or reached from two combos is one; constants
     // compare by value; hma(x, n) is the node of its derived windows.
     let p = Program::new(&[

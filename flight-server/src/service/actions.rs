@@ -60,10 +60,17 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
         CANCEL => vec![super::jobs::cancel(state, body).await?],
         CANCEL_FLIGHT_INFO => vec![super::jobs::cancel_flight_info(state, body).await?],
         EXPLAIN => {
-            let max_grid = state.engine.config.max_grid_combos;
-            vec![Bytes::from(
-                crate::sweep::explain::explain(body, max_grid)?.to_string(),
-            )]
+            let config = &state.engine.config;
+            let (max_grid, memory) = (config.max_grid_combos, config.sweep_memory_bytes);
+            let body = body.clone();
+            // Binding a large grid takes seconds: off the async runtime, whose workers serve
+            // every connection.
+            let reply = tokio::task::spawn_blocking(move || {
+                crate::sweep::explain::explain(&body, max_grid, memory)
+            })
+            .await
+            .map_err(|e| Error::internal("explain", e))??;
+            vec![Bytes::from(reply.to_string())]
         }
         other => return Err(Error::UnknownAction(other.to_owned())),
     };

@@ -1,8 +1,9 @@
 //! The `explain` action (protocol v1.3, expressions.md "Explain"): the plan of a sweep body as
 //! JSON, nothing run. The body is decoded as a sweep body (so every refusal is the sweep's);
-//! every combo it would run (after the constraint) is bound into one kernel plan, whose
-//! distinct series nodes are the reply's `arrays`.
+//! every combo it would run (after the constraint) is bound into kernel plans a step at a time,
+//! and the distinct series nodes of them all, counted by fingerprint, are the reply's `arrays`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -20,8 +21,9 @@ const STEP: usize = 65_536;
 /// The `explain` reply of a sweep body.
 ///
 /// # Errors
-/// INVALID_ARGUMENT for a body, strategy, formula or combo the sweep would refuse, naming it.
-pub(crate) fn explain(body: &[u8], max_grid: usize) -> Result<Value> {
+/// INVALID_ARGUMENT for a body, strategy, formula or combo the sweep would refuse, naming it;
+/// RESOURCE_EXHAUSTED when the fingerprints of its distinct arrays pass `memory` bytes.
+pub(crate) fn explain(body: &[u8], max_grid: usize, memory: u64) -> Result<Value> {
     let request = SweepRequest::decode(body)?;
     // Combos a constraint skips are not counted (expressions.md, "Constraint").
     let runs = request
@@ -42,17 +44,29 @@ pub(crate) fn explain(body: &[u8], max_grid: usize) -> Result<Value> {
         ),
     };
     let width = program.params.len();
-    let mut plan = Plan::new();
+    // Each step's combos are bound into a plan of their own; the call's distinct arrays are
+    // counted by fingerprint (16 bytes each, not a node's definition), within the memory a
+    // sweep may use.
+    let mut arrays: HashSet<u128> = HashSet::new();
     let (mut combos, mut lookback) = (0usize, 0usize);
     let mut values = vec![0.0; width];
     for start in (0..request.len()).step_by(STEP) {
         let end = (start + STEP).min(request.len());
         let (step, _) = params_in(&request.strategy, &request.grid, start..end)?;
+        let mut plan = Plan::new();
         for i in 0..step.len() {
             for (k, v) in values.iter_mut().enumerate() {
                 *v = step.value(i, k);
             }
             lookback = lookback.max(plan.bind(&program, &values).lookback);
+        }
+        arrays.extend(plan.array_fingerprints());
+        let held = arrays.capacity() as u64 * (size_of::<u128>() as u64 + 1);
+        if held > memory {
+            return Err(Error::ResourceExhausted(format!(
+                "counting the distinct arrays of {} combos needs more than the {memory} bytes a sweep may use (--sweep-memory-bytes); explain a part of the grid",
+                request.len()
+            )));
         }
         combos += step.len();
     }
@@ -76,7 +90,7 @@ pub(crate) fn explain(body: &[u8], max_grid: usize) -> Result<Value> {
         "formulas": formulas,
         "combos": combos,
         "lookback": lookback,
-        "arrays": plan.arrays(),
+        "arrays": arrays.len(),
         "columns": columns.iter().map(|c| c.name()).collect::<Vec<_>>(),
     }))
 }

@@ -85,6 +85,31 @@ async fn explain_plans_formulas_and_builtins_without_running_them() {
     assert_eq!(plan["params"], json!([]));
 }
 
+/// A grid bound in several steps counts each array once across them; one whose distinct
+/// arrays cannot be counted within the sweep memory is refused as RESOURCE_EXHAUSTED, and the
+/// server goes on serving.
+#[tokio::test]
+async fn explain_counts_across_steps_within_the_sweep_memory() {
+    let server = TestServer::with(|c| c.sweep_memory_bytes = 16 << 20).await;
+    let mut c = server.client().await;
+    // 100 x 1,000 = 100,000 combos (two steps of binding), 300,200 arrays: within 16 MiB.
+    let ks: Vec<f64> = (0..1_000).map(|j| 1.0 + f64::from(j) / 1_000.0).collect();
+    let body = |ks: &[f64]| {
+        json!({"dataset": "any", "strategy": {"long": "close < sma(close, n) - k * std(close, n)",
+               "short": "close > sma(close, n) + k * std(close, n)"},
+               "grid": {"n": (10..110).collect::<Vec<_>>(), "k": ks}})
+    };
+    let plan = explain(&mut c, body(&ks)).await.unwrap();
+    assert_eq!(plan["combos"], 100_000);
+    assert_eq!(plan["arrays"], 100 * 2 + 100_000 * 3);
+    // Ten times the values of k: 3 million fingerprints do not fit.
+    let more: Vec<f64> = (0..10_000).map(|j| 1.0 + f64::from(j) / 10_000.0).collect();
+    let (code, message) = explain(&mut c, body(&more)).await.unwrap_err();
+    assert_eq!(code, Code::ResourceExhausted, "{message}");
+    assert!(message.contains("--sweep-memory-bytes"), "{message}");
+    assert_eq!(explain(&mut c, body(&ks)).await.unwrap()["arrays"], 300_200);
+}
+
 #[tokio::test]
 async fn explain_refuses_bad_formulas_and_bodies_with_their_reason() {
     let server = TestServer::start().await;

@@ -9,6 +9,7 @@
 //! formula.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::expr::bind::{Bound, Field, Kind, MAX_WINDOW, Program};
 use crate::expr::registry::{Arg, Returns, full_form, function};
@@ -91,6 +92,59 @@ impl Def {
         }
     }
 
+    /// Feeds the def to `h` with each operand node replaced by its entry in `nodes`.
+    fn hash_with(&self, nodes: &[u128], h: &mut impl Hasher) {
+        let operand = |o: &Operand, h: &mut dyn Hasher| match o {
+            Operand::Node(n) => {
+                h.write_u8(0);
+                h.write_u128(nodes[*n as usize]);
+            }
+            Operand::Const(bits) => {
+                h.write_u8(1);
+                h.write_u64(*bits);
+            }
+        };
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Self::Column(c) => c.hash(h),
+            Self::Always(b) => b.hash(h),
+            Self::Call { func, args } => {
+                func.hash(h);
+                h.write_usize(args.len());
+                for a in args {
+                    match a {
+                        CallArg::Operand(o) => operand(o, h),
+                        CallArg::Window(w) => {
+                            h.write_u8(2);
+                            h.write_u32(*w);
+                        }
+                    }
+                }
+            }
+            Self::Neg(a) => operand(a, h),
+            Self::Arith(op, a, b) => {
+                op.hash(h);
+                operand(a, h);
+                operand(b, h);
+            }
+            Self::Compare(op, a, b) => {
+                op.hash(h);
+                operand(a, h);
+                operand(b, h);
+            }
+            Self::Not(a) => h.write_u128(nodes[*a as usize]),
+            Self::And(a, b) | Self::Or(a, b) => {
+                h.write_u128(nodes[*a as usize]);
+                h.write_u128(nodes[*b as usize]);
+            }
+        }
+    }
+
+    /// Whether it is one of `explain`'s arrays: a series node that is not a column.
+    fn is_array(&self) -> bool {
+        self.is_series() && !matches!(self, Self::Column(_))
+    }
+
     /// Whether it is a series (else a condition).
     pub fn is_series(&self) -> bool {
         match self {
@@ -158,10 +212,35 @@ impl Plan {
 
     /// The number of distinct series nodes that are not columns: `explain`'s `arrays`.
     pub fn arrays(&self) -> usize {
-        self.defs
-            .iter()
-            .filter(|d| d.is_series() && !matches!(d, Def::Column(_)))
-            .count()
+        self.defs.iter().filter(|d| d.is_array()).count()
+    }
+
+    /// The fingerprints ([`Plan::fingerprints`]) of the nodes [`Plan::arrays`] counts.
+    pub fn array_fingerprints(&self) -> Vec<u128> {
+        self.fingerprints()
+            .into_iter()
+            .zip(&self.defs)
+            .filter_map(|(f, d)| d.is_array().then_some(f))
+            .collect()
+    }
+
+    /// A 128-bit fingerprint of each node's canonical key (the def, its operand nodes
+    /// replaced by their fingerprints), in [`Plan::defs`] order: equal nodes of two plans
+    /// have equal fingerprints, so the distinct nodes of a call too large to bind into one
+    /// plan can be counted a few bytes each (`explain`). Two independent SipHash-1-3 halves:
+    /// a collision among 10^9 nodes has odds of about 10^-21.
+    pub fn fingerprints(&self) -> Vec<u128> {
+        let mut out: Vec<u128> = Vec::with_capacity(self.defs.len());
+        for def in &self.defs {
+            let half = |salt: u64| {
+                let mut h = DefaultHasher::new();
+                salt.hash(&mut h);
+                def.hash_with(&out, &mut h);
+                h.finish()
+            };
+            out.push((u128::from(half(1)) << 64) | u128::from(half(2)));
+        }
+        out
     }
 
     fn intern(&mut self, def: Def) -> u32 {
