@@ -149,6 +149,36 @@ fn every_function_equals_its_oracle_bit_for_bit() {
 }
 
 #[test]
+fn every_shared_pass_equals_its_function_per_window_bit_for_bit() {
+    let len = 700;
+    let bars_of_walk = series_kinds(len, 5);
+    let bars = Bars::closes(&bars_of_walk[0].1);
+    let multis: Vec<_> = FUNCTIONS.iter().filter(|f| f.multi.is_some()).collect();
+    assert!(multis.len() >= 3, "sma, wma and ema have shared passes");
+    for (kind, x) in series_kinds(len, 9) {
+        for windows in [
+            vec![1],
+            vec![1, 2, 3, 5, 8, 13, 21, 34, 55],
+            (2..=30).collect(),
+            vec![4, 200, len, len + 1, len + 50],
+        ] {
+            for f in &multis {
+                let lines = (f.multi.unwrap())(&x, &windows, true);
+                assert_eq!(lines.len(), windows.len());
+                let Compute::Series(one) = f.compute else {
+                    panic!("{} is a series function", f.name)
+                };
+                for (line, &n) in lines.iter().zip(&windows) {
+                    let mut want = vec![0.0; len];
+                    one(&bars, &[Input::Series(&x), Input::Window(n)], &mut want);
+                    assert!(same(line, &want), "{} on {kind}, window {n}", f.signature);
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn functions_follow_the_spec_on_hand_computed_values() {
     let x = [1.0, 2.0, 4.0, 8.0, f64::NAN, 3.0, 5.0];
     let bars = Bars::closes(&x);

@@ -5,7 +5,7 @@
 //! its two computations in `crate::lines` and its rows in the tests.
 
 use super::tree::Column;
-use crate::lines::{Bars, Input, plain, series};
+use crate::lines::{Bars, Input, multi, plain, series};
 
 /// The kind of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,26 +167,32 @@ pub static FUNCTIONS: &[Function] = &[
         series::sum,
         plain::sum
     ),
-    function!(
-        "sma",
-        [S, W],
-        "sma(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::sma,
-        plain::sma
-    ),
-    function!(
-        "wma",
-        [S, W],
-        "wma(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::wma,
-        plain::wma
-    ),
+    Function {
+        multi: Some(multi::sma),
+        ..function!(
+            "sma",
+            [S, W],
+            "sma(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::sma,
+            plain::sma
+        )
+    },
+    Function {
+        multi: Some(multi::wma),
+        ..function!(
+            "wma",
+            [S, W],
+            "wma(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::wma,
+            plain::wma
+        )
+    },
     function!(
         "std",
         [S, W],
@@ -217,16 +223,19 @@ pub static FUNCTIONS: &[Function] = &[
         series::lowest,
         plain::lowest
     ),
-    function!(
-        "ema",
-        [S, W],
-        "ema(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::ema,
-        plain::ema
-    ),
+    Function {
+        multi: Some(multi::ema),
+        ..function!(
+            "ema",
+            [S, W],
+            "ema(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::ema,
+            plain::ema
+        )
+    },
     function!(
         "rma",
         [S, W],

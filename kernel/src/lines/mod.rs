@@ -5,8 +5,10 @@
 //! Two implementations of every function, kept apart on purpose: [`series`], the fast one the
 //! sweep runs (loops blocked across outputs, monotone queues, one pass per recurrence), and
 //! [`plain`], the test oracle, written bar by bar from the spec's table and sharing no code
-//! with the fast one. The tests hold the two equal bit for bit.
+//! with the fast one. The tests hold the two equal bit for bit. [`multi`] holds the shared
+//! passes that compute one function for many windows of one input at once.
 
+pub mod multi;
 pub mod plain;
 pub mod series;
 
