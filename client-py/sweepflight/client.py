@@ -298,7 +298,231 @@ def connect(
     return Client(uri, token=token, tls_root_certs=tls_root_certs, timeout=timeout)
 
 
-class Client:
+class CallOptions(TypedDict, total=False):
+    """How a call runs, beside what it computes (:class:`SweepOptions`). A :class:`Client`
+    takes all three, ``sweepflight.ray.Cluster`` ``progress``, a :class:`Session` none:
+
+    - ``progress``: show a progress bar (``None``: when the call is long enough to want one);
+    - ``chunk_combos``: combos per call when a grid is sent in chunks;
+    - ``timeout``: seconds the whole call may take.
+    """
+
+    progress: bool | None
+    chunk_combos: int
+    timeout: float | None
+
+
+class CallArgs(SweepOptions, CallOptions, total=False):
+    """The keyword arguments of a sweep call: :class:`SweepOptions` and :class:`CallOptions`."""
+
+
+class _Calls:
+    """The calls every way of reaching servers offers (:class:`Client`, :class:`Session`,
+    ``sweepflight.ray.Cluster``), each defined once: one signature, one request built from
+    the arguments (:func:`_request`), run by the subclass's hooks."""
+
+    #: The :class:`CallOptions` this way of calling takes.
+    _call_options: frozenset[str] = frozenset()
+
+    def _request(
+        self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
+    ) -> SweepRequest:
+        """A call's request from its arguments."""
+        return _request(name, lengths, params, options)
+
+    def _split(
+        self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
+    ) -> tuple[SweepRequest, dict[str, Any]]:
+        """The request, and the call options given (refused where this way takes none)."""
+        call = {k: v for k, v in options.items() if k in CallOptions.__annotations__}
+        refused = sorted(k for k, v in call.items() if v is not None and k not in self._call_options)
+        if refused:
+            raise InvalidRequest(f"{type(self).__name__} calls take no {refused[0]}=")
+        sweep = {k: v for k, v in options.items() if k not in call}
+        return self._request(name, lengths, params, sweep), {k: v for k, v in call.items() if v is not None}
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        as_arrow: Literal[False] = ...,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame: ...
+
+    @overload
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        as_arrow: Literal[True],
+        **options: Unpack[CallArgs],
+    ) -> pa.Table: ...
+
+    def sweep(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        as_arrow: bool = False,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame | pa.Table:
+        """Runs every combo on dataset ``name``; one row per combo, in request order, with
+        the strategy's parameter columns and the metrics.
+
+        Give exactly one of ``lengths`` (hma_sar: each ``L`` expands by the paper rule),
+        ``params`` (rows in the strategy's parameter order: ``[half, full, sqrt, p3, p2, p]``
+        for hma_sar, ``[fast, slow]`` for sma_cross...), ``grid=`` or ``sample=``; the other
+        options are :class:`SweepOptions` (strategy, side, stops, warm-up, fee, series, rows).
+        For example::
+
+            sf.sweep("eurusd", strategy="sma_cross", grid={"fast": range(5, 50),
+                     "slow": range(20, 200, 5)}, side="long", stop_loss=0.02)
+
+        On a keyed dataset every combo runs on every series (or on those listed in ``series``)
+        and the result starts with a ``series`` column, ordered by series, then combo. Grids
+        larger than ``chunk_combos`` go as several calls in sequence (a sample goes whole),
+        with progress shown if ``progress`` is true (or, when it is None, if there are more
+        than a few chunks); the result equals one big call, and the server's ``--max-combos``
+        holds for the whole grid, chunked or not. ``timeout`` bounds the whole call. The result
+        keeps its request: :func:`request_of`. ``progress``, ``chunk_combos`` and ``timeout``
+        (:class:`CallOptions`) are how a :class:`Client` runs the call; a :class:`Session` takes
+        none of them (one message each way), ``sweepflight.ray.Cluster`` ``progress`` only (it
+        cuts the grid over its servers itself).
+
+        Raises:
+            InvalidRequest: not exactly one of lengths/params/grid/sample, bad values or
+                options (the server names the combo and parameter).
+            NotFound: no dataset called ``name``, or no such series in it.
+            ResourceExhausted: the server is busy (its sweep queue is full).
+        """
+        request, call = self._split(name, lengths, params, options)
+        return self._sweep(request, as_arrow, call)
+
+    @overload
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = ...,
+        as_arrow: Literal[False] = ...,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame: ...
+
+    @overload
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = ...,
+        params: Params | None = ...,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = ...,
+        as_arrow: Literal[True],
+        **options: Unpack[CallArgs],
+    ) -> pa.Table: ...
+
+    def walk_forward(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        *,
+        folds: Folds,
+        select: str | Mapping[str, Any] = "pnl",
+        as_arrow: bool = False,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame | pa.Table:
+        """Walk-forward in one call: for each series and fold, every combo runs on the train
+        rows, the best by ``select`` (after ``where``; a null score is never chosen) is kept,
+        and that combo runs on the test rows; ``warmup`` applies to both runs::
+
+            wf = sf.walk_forward("eurusd", strategy="sma_cross", grid=grid,
+                                 folds={"train": 5000, "test": 1000}, select="sharpe")
+
+        ``folds``: ``{"train": N, "test": M, "step": P (default M), "anchored": False}`` (fold
+        k trains on rows ``[k*P, k*P + N)``, anchored ``[0, k*P + N)``, and tests on the next M
+        rows, while they fit in the series) or a list of ``(train_start, train_end, test_start,
+        test_end)``. ``select``: a result column (largest first), or ``{"by": column,
+        "descending": False}``. The other options are :class:`SweepOptions` (not ``rows``,
+        ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
+        chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
+        (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
+        Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
+        the test runs' equity.
+
+        Raises:
+            InvalidRequest: bad folds or select, a train range shorter than the grid's longest
+                window, or what :meth:`sweep` refuses.
+            NotFound: no such dataset or series.
+        """
+        request, call = self._split(name, lengths, params, options)
+        return self._walk_forward(_walk_forward(request, folds, select), as_arrow, call)
+
+    def _sweep(self, request: SweepRequest, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        raise NotImplementedError
+
+    def _walk_forward(self, wf: WalkForward, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        raise NotImplementedError
+
+
+class _DetailCalls(_Calls):
+    """:class:`_Calls` and the calls that keep a sweep's trades or equity (a :class:`Client`'s
+    and a :class:`Session`'s: a cluster's servers each hold a part)."""
+
+    def trades(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame:
+        """The booked trades of the combos a sweep would return: all of them, or the rows its
+        ``where``, ``order_by`` and ``top`` keep (the same arguments as :meth:`sweep`). One row
+        per trade, ordered by series, combo, trade: [``series``], ``combo`` (its position in the
+        request), ``trade``, ``side`` (+1 long, -1 short), ``entry_row``, ``exit_row`` (rows of
+        the series), ``entry_price``, ``exit_price``, ``pnl`` (net, percentage points)::
+
+            best = sf.trades("eurusd", strategy="sma_cross", grid=..., order_by="sharpe", top=5)
+
+        Raises:
+            InvalidRequest: as :meth:`sweep`, or more combos x series than the server's
+                ``--max-trade-combos`` (default 1,000).
+        """
+        request, call = self._split(name, lengths, params, options)
+        return _reply(self._detail("trades", request, call), _protocol.trades_schema)
+
+    def equity(
+        self,
+        name: str,
+        lengths: Iterable[int] | None = None,
+        params: Params | None = None,
+        **options: Unpack[CallArgs],
+    ) -> pl.DataFrame:
+        """The mark-to-market equity of the combos :meth:`trades` would choose, one row per
+        evaluated bar: [``series``], ``combo``, ``row`` (of the series), ``position`` (after the
+        bar), ``equity`` (percentage points: booked nets plus the open trade's mark; strategies.md).
+
+        Raises:
+            InvalidRequest: as :meth:`trades`.
+            ResourceExhausted: the curves do not fit the server's sweep memory.
+        """
+        request, call = self._split(name, lengths, params, options)
+        return _reply(self._detail("equity", request, call), _protocol.equity_schema)
+
+    def _detail(self, action: str, request: SweepRequest, call: Mapping[str, Any]) -> pa.Table:
+        raise NotImplementedError
+
+
+class Client(_DetailCalls):
     """A connection to one server. Usable as a context manager.
 
     Args:
@@ -310,6 +534,8 @@ class Client:
         timeout: default deadline of every call, in seconds (``None``: no deadline). Each
             method also takes its own ``timeout=``.
     """
+
+    _call_options = frozenset({"progress", "chunk_combos", "timeout"})
 
     def __init__(
         self,
@@ -412,74 +638,16 @@ class Client:
             )
         return summary
 
-    @overload
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        as_arrow: Literal[False] = ...,
-        progress: bool | None = ...,
-        chunk_combos: int = ...,
-        timeout: float | None = ...,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame: ...
+    def _sweep(self, request: SweepRequest, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        return self.run(request, as_arrow=as_arrow, **call)
 
-    @overload
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        as_arrow: Literal[True],
-        progress: bool | None = ...,
-        chunk_combos: int = ...,
-        timeout: float | None = ...,
-        **options: Unpack[SweepOptions],
-    ) -> pa.Table: ...
+    def _walk_forward(self, wf: WalkForward, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        bar = _bar(call.get("progress"), "walk-forward")
+        table = self._job_call("walk_forward", wf.body(), wf, call.get("timeout"), bar)
+        return table if as_arrow else _walk_forward_frame(table, wf)
 
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        as_arrow: bool = False,
-        progress: bool | None = None,
-        chunk_combos: int = DEFAULT_CHUNK_COMBOS,
-        timeout: float | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame | pa.Table:
-        """Runs every combo on dataset ``name``; one row per combo, in request order, with
-        the strategy's parameter columns and the metrics.
-
-        Give exactly one of ``lengths`` (hma_sar: each ``L`` expands by the paper rule),
-        ``params`` (rows in the strategy's parameter order: ``[half, full, sqrt, p3, p2, p]``
-        for hma_sar, ``[fast, slow]`` for sma_cross...), ``grid=`` or ``sample=``; the other
-        options are :class:`SweepOptions` (strategy, side, stops, warm-up, fee, series, rows).
-        For example::
-
-            sf.sweep("eurusd", strategy="sma_cross", grid={"fast": range(5, 50),
-                     "slow": range(20, 200, 5)}, side="long", stop_loss=0.02)
-
-        On a keyed dataset every combo runs on every series (or on those listed in ``series``)
-        and the result starts with a ``series`` column, ordered by series, then combo. Grids
-        larger than ``chunk_combos`` go as several calls in sequence (a sample goes whole),
-        with progress shown if ``progress`` is true (or, when it is None, if there are more
-        than a few chunks); the result equals one big call, and the server's ``--max-combos``
-        holds for the whole grid, chunked or not. ``timeout`` bounds the whole call. The result
-        keeps its request: :func:`request_of`.
-
-        Raises:
-            InvalidRequest: not exactly one of lengths/params/grid/sample, bad values or
-                options (the server names the combo and parameter).
-            NotFound: no dataset called ``name``, or no such series in it.
-            ResourceExhausted: the server is busy (its sweep queue is full).
-        """
-        request = _request(name, lengths, params, options)
-        return self.run(request, as_arrow=as_arrow, progress=progress, chunk_combos=chunk_combos, timeout=timeout)
+    def _detail(self, action: str, request: SweepRequest, call: Mapping[str, Any]) -> pa.Table:
+        return self._table_call(action, request, call.get("timeout"))
 
     def run(
         self,
@@ -657,77 +825,6 @@ class Client:
         status = Job(self, job_id, "sweep", None).status(timeout=timeout)
         return Job(self, job_id, status.get("action", "sweep"), None)
 
-    @overload
-    def walk_forward(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        folds: Folds,
-        select: str | Mapping[str, Any] = ...,
-        as_arrow: Literal[False] = ...,
-        progress: bool | None = ...,
-        timeout: float | None = ...,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame: ...
-
-    @overload
-    def walk_forward(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        folds: Folds,
-        select: str | Mapping[str, Any] = ...,
-        as_arrow: Literal[True],
-        progress: bool | None = ...,
-        timeout: float | None = ...,
-        **options: Unpack[SweepOptions],
-    ) -> pa.Table: ...
-
-    def walk_forward(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        folds: Folds,
-        select: str | Mapping[str, Any] = "pnl",
-        as_arrow: bool = False,
-        progress: bool | None = None,
-        timeout: float | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame | pa.Table:
-        """Walk-forward in one call: for each series and fold, every combo runs on the train
-        rows, the best by ``select`` (after ``where``; a null score is never chosen) is kept,
-        and that combo runs on the test rows; ``warmup`` applies to both runs::
-
-            wf = sf.walk_forward("eurusd", strategy="sma_cross", grid=grid,
-                                 folds={"train": 5000, "test": 1000}, select="sharpe")
-
-        ``folds``: ``{"train": N, "test": M, "step": P (default M), "anchored": False}`` (fold
-        k trains on rows ``[k*P, k*P + N)``, anchored ``[0, k*P + N)``, and tests on the next M
-        rows, while they fit in the series) or a list of ``(train_start, train_end, test_start,
-        test_end)``. ``select``: a result column (largest first), or ``{"by": column,
-        "descending": False}``. The other options are :class:`SweepOptions` (not ``rows``,
-        ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
-        chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
-        (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
-        Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
-        the test runs' equity.
-
-        Raises:
-            InvalidRequest: bad folds or select, a train range shorter than the grid's longest
-                window, or what :meth:`sweep` refuses.
-            NotFound: no such dataset or series.
-        """
-        request = _request(name, lengths, params, options)
-        wf = _walk_forward(request, folds, select)
-        table = self._job_call("walk_forward", wf.body(), wf, timeout, _bar(progress, "walk-forward"))
-        return table if as_arrow else _walk_forward_frame(table, wf)
-
     def walk_forward_equity(self, result: pl.DataFrame, *, timeout: float | None = None) -> pl.DataFrame:
         """The out-of-sample equity of a :meth:`walk_forward` result, stitched: each fold's
         chosen combo run again on its test rows (the ``equity`` action), joined in order, each
@@ -770,52 +867,6 @@ class Client:
             schema.update(fold=pl.Int64, row=pl.Int64, equity=pl.Float64, fold_equity=pl.Float64)
             return pl.DataFrame(schema=schema)
         return pl.concat(parts)
-
-    def trades(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        timeout: float | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """The booked trades of the combos a sweep would return: all of them, or the rows its
-        ``where``, ``order_by`` and ``top`` keep (the same arguments as :meth:`sweep`). One row
-        per trade, ordered by series, combo, trade: [``series``], ``combo`` (its position in the
-        request), ``trade``, ``side`` (+1 long, -1 short), ``entry_row``, ``exit_row`` (rows of
-        the series), ``entry_price``, ``exit_price``, ``pnl`` (net, percentage points)::
-
-            best = sf.trades("eurusd", strategy="sma_cross", grid=..., order_by="sharpe", top=5)
-
-        Raises:
-            InvalidRequest: as :meth:`sweep`, or more combos x series than the server's
-                ``--max-trade-combos`` (default 1,000).
-        """
-        request = _request(name, lengths, params, options)
-        table = self._table_call("trades", request, timeout)
-        return _reply(table, _protocol.trades_schema)
-
-    def equity(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        timeout: float | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """The mark-to-market equity of the combos :meth:`trades` would choose, one row per
-        evaluated bar: [``series``], ``combo``, ``row`` (of the series), ``position`` (after the
-        bar), ``equity`` (percentage points: booked nets plus the open trade's mark; strategies.md).
-
-        Raises:
-            InvalidRequest: as :meth:`trades`.
-            ResourceExhausted: the curves do not fit the server's sweep memory.
-        """
-        request = _request(name, lengths, params, options)
-        table = self._table_call("equity", request, timeout)
-        return _reply(table, _protocol.equity_schema)
 
     def session(
         self,
@@ -1121,7 +1172,7 @@ class Job:
         return table if as_arrow else _frame(table)
 
 
-class Session:
+class Session(_DetailCalls):
     """An open ``session`` exchange (see :meth:`Client.session`): each sweep goes out as one
     message's app_metadata and comes back as one record batch carrying the same app_metadata.
 
@@ -1154,85 +1205,18 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @overload
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        as_arrow: Literal[False] = ...,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame: ...
-
-    @overload
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = ...,
-        params: Params | None = ...,
-        *,
-        as_arrow: Literal[True],
-        **options: Unpack[SweepOptions],
-    ) -> pa.Table: ...
-
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        as_arrow: bool = False,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame | pa.Table:
-        """One sweep on the session; the same arguments and result as :meth:`Client.sweep`
-        (without chunking).
-
-        Raises:
-            NotFound, InvalidRequest: as :meth:`Client.sweep`; the session is then over.
-            Cancelled: the server ended the session (it is shutting down).
-        """
-        request = self._request(name, lengths, params, options)
+    def _sweep(self, request: SweepRequest, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
         table = self._call("sweep", request.body())
         _check(table.schema)
         return _result(table, request, as_arrow)
 
-    def trades(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """:meth:`Client.trades` on a session opened with ``action="trades"``."""
-        table = self._call("trades", self._request(name, lengths, params, options).body())
-        return _reply(table, _protocol.trades_schema)
+    def _walk_forward(self, wf: WalkForward, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        # Answered on the stream, not as a job: no progress bar, no cancel but closing.
+        table = self._call("walk_forward", wf.body())
+        return table if as_arrow else _walk_forward_frame(table, wf)
 
-    def equity(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """:meth:`Client.equity` on a session opened with ``action="equity"``."""
-        table = self._call("equity", self._request(name, lengths, params, options).body())
-        return _reply(table, _protocol.equity_schema)
-
-    def walk_forward(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        folds: Folds,
-        select: str | Mapping[str, Any] = "pnl",
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """:meth:`Client.walk_forward` on a session opened with ``action="walk_forward"``
-        (answered on the stream, not as a job: no progress bar, no cancel but closing)."""
-        wf = _walk_forward(self._request(name, lengths, params, options), folds, select)
-        return _walk_forward_frame(self._call("walk_forward", wf.body()), wf)
+    def _detail(self, action: str, request: SweepRequest, call: Mapping[str, Any]) -> pa.Table:
+        return self._call(action, request.body())
 
     def _request(
         self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]

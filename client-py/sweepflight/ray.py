@@ -54,6 +54,7 @@ from .client import (
     SweepRequest,
     WalkForward,
     _as_reader,
+    _Calls,
     _Progress,
     _request,
     _result,
@@ -180,8 +181,10 @@ class _Server:
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
-class Cluster:
-    """sweepflight servers on a Ray cluster; see the module docs.
+class Cluster(_Calls):
+    """sweepflight servers on a Ray cluster; see the module docs. ``sweep`` and
+    ``walk_forward`` take :class:`sweepflight.Client`'s arguments (``progress`` the only
+    :class:`sweepflight.client.CallOptions`); each result equals one server's.
 
     Args:
         servers: how many servers; by default as many as the cluster has units of the resource.
@@ -192,6 +195,8 @@ class Cluster:
         timeout: deadline of each call to a server, in seconds.
         server_bin: the server binary (default: ``$SWEEPFLIGHT_SERVER_BIN`` or PATH).
     """
+
+    _call_options = frozenset({"progress"})
 
     def __init__(
         self,
@@ -302,38 +307,21 @@ class Cluster:
             raise errors[0]
         return out
 
-    def sweep(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        as_arrow: bool = False,
-        progress: bool | None = None,
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame | pa.Table:
-        """Runs every combo on dataset ``name`` across the servers; the result equals one
-        server's (same rows, same order, same columns). :meth:`submit` runs it in the
-        background. The arguments are
-        :meth:`sweepflight.Client.sweep`'s (:class:`sweepflight.client.SweepOptions`).
+    def _sweep(self, request: SweepRequest, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        return self._run_sweep(request, as_arrow, call.get("progress"), None)
 
-        The grid is cut into chunks that go to whichever server is free (a work queue); a
-        ``grid`` is cut into slices of its product, each built only when it is handed out. A
-        ``sample`` is drawn by one server at a time and is not cut. On a sharded universe each
-        server sweeps the series it holds. A chunk whose server dies is done again once the
-        server is back. With ``where``, ``order_by`` or ``top``, each server selects within its
-        chunk and the driver merges the chunks' rows by the same rules (the best K of a series
-        are among the best K of each chunk), so the rows equal one server's, ties included.
-
-        Raises:
-            InvalidRequest, NotFound: the caller's errors, as from one server, not retried.
-            ServerError: a server did not come back within the restart timeout.
-        """
-        return self._sweep(_request(name, lengths, params, options), as_arrow, progress, None)
-
-    def _sweep(
+    def _run_sweep(
         self, request: SweepRequest, as_arrow: bool, progress: bool | None, stop: _Stop | None
     ) -> pl.DataFrame | pa.Table:
+        """Runs every combo across the servers; the result equals one server's (same rows,
+        same order, same columns). The grid is cut into chunks that go to whichever server is
+        free (a work queue); a ``grid`` is cut into slices of its product, each built only when
+        it is handed out. A ``sample`` is drawn by one server at a time and is not cut. On a
+        sharded universe each server sweeps the series it holds. A chunk whose server dies is
+        done again once the server is back. With ``where``, ``order_by`` or ``top``, each server
+        selects within its chunk and the driver merges the chunks' rows by the same rules (the
+        best K of a series are among the best K of each chunk), so the rows equal one server's,
+        ties included."""
         name = request.dataset
         ds = self._dataset(name)
         if request.series is not None and ds.key is None:
@@ -401,27 +389,18 @@ class Cluster:
         request = _request(name, lengths, params, options)
         if action == "walk_forward":
             wf = _walk_forward(request, folds, select)
-            return ClusterJob(lambda stop: self._walk_forward(wf, stop), len(self._walk_tasks(wf)))
+            return ClusterJob(lambda stop: self._run_walk_forward(wf, stop), len(self._walk_tasks(wf)))
         if action != "sweep":
             raise InvalidRequest(f"a cluster job runs 'sweep' or 'walk_forward', got {action!r}")
-        return ClusterJob(lambda stop: self._sweep(request, False, False, stop), request.combos)
+        return ClusterJob(lambda stop: self._run_sweep(request, False, False, stop), request.combos)
 
-    def walk_forward(
-        self,
-        name: str,
-        lengths: Iterable[int] | None = None,
-        params: Params | None = None,
-        *,
-        folds: Folds,
-        select: str | Mapping[str, Any] = "pnl",
-        **options: Unpack[SweepOptions],
-    ) -> pl.DataFrame:
-        """:meth:`sweepflight.Client.walk_forward` across the servers, equal to one server's
-        answer: a universe's series (each server its own on a sharded one) or a single
-        series' folds are spread over the servers, each part one walk-forward job on one
-        server, and the driver joins the parts in series and fold order."""
-        wf = _walk_forward(_request(name, lengths, params, options), folds, select)
-        return self._walk_forward(wf, None)
+    def _walk_forward(self, wf: WalkForward, as_arrow: bool, call: Mapping[str, Any]) -> pl.DataFrame | pa.Table:
+        """Spread over the servers, equal to one server's answer: a universe's series (each
+        server its own on a sharded one) or a single series' folds are spread over the
+        servers, each part one walk-forward job on one server, and the driver joins the parts
+        in series and fold order."""
+        frame = self._run_walk_forward(wf, None)
+        return frame.to_arrow() if as_arrow else frame
 
     def _walk_tasks(self, wf: WalkForward) -> list[tuple[int | None, int, WalkForward]]:
         """The parts of a walk-forward: (server or any, fold offset, the part's request)."""
@@ -472,7 +451,7 @@ class Cluster:
         per = max(1, -(-len(folds) // (2 * servers)))
         return [(None, k, dataclasses.replace(wf, folds=tuple(folds[k : k + per]))) for k in range(0, len(folds), per)]
 
-    def _walk_forward(self, wf: WalkForward, stop: _Stop | None) -> pl.DataFrame:
+    def _run_walk_forward(self, wf: WalkForward, stop: _Stop | None) -> pl.DataFrame:
         tasks = self._walk_tasks(wf)
 
         def call(client: Client, part: WalkForward) -> pa.Table:

@@ -125,6 +125,13 @@ def test_sessions_answer_like_sweep_and_end_on_a_refused_request(sf: sweepflight
             assert s.sweep("sess", lengths=lengths, fee=0.002).equals(sf.sweep("sess", lengths=lengths, fee=0.002))
         table = s.sweep("sess", params=[[1, 2, 1, 1, 1, 1]], as_arrow=True)
         assert isinstance(table, pa.Table) and table.num_rows == 1
+        # One definition of a call for Client, Session and Cluster: a session takes none of
+        # a client's call options (one message each way), and says so before sending.
+        with pytest.raises(sweepflight.InvalidRequest, match="Session calls take no timeout="):
+            s.sweep("sess", lengths=[6], timeout=5.0)
+        with pytest.raises(sweepflight.InvalidRequest, match="unknown sweep option 'chunk'"):
+            s.sweep("sess", lengths=[6], chunk=5)  # type: ignore[call-overload]
+        assert s.sweep("sess", lengths=[6], progress=None).equals(sf.sweep("sess", lengths=[6], progress=False))
         with pytest.raises(sweepflight.NotFound):
             s.sweep("nope", lengths=[6])
         with pytest.raises(sweepflight.InvalidRequest, match="closed"):
