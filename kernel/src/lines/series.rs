@@ -1,7 +1,8 @@
 //! The fast computations of the language's functions: whole arrays, each value in the spec's
 //! order of operations. Fresh window sums are blocked across outputs (64 outputs' sums advance
 //! together one term at a time, so the compiler vectorises across outputs while each output
-//! keeps its own oldest-first order); channels use monotone queues; recurrences are one pass.
+//! keeps its own oldest-first order); weighted sums are the paper kernel's WMA; channels use
+//! monotone queues; recurrences are one pass.
 
 use std::collections::VecDeque;
 
@@ -23,9 +24,9 @@ fn series<'a>(len: usize, x: &Input<'a>, own: &'a mut Vec<f64>) -> &'a [f64] {
     }
 }
 
-/// `out[i] = x[i-n+1]*w(0) + ... + x[i]*w(n-1)`, a fresh sum from 0.0 oldest first (`w(k)` is
-/// `k + 1` when `WEIGHTED`, else the terms are added as they are); NaN before bar `n - 1`.
-fn fresh_sums<const WEIGHTED: bool>(x: &[f64], n: usize, out: &mut [f64]) {
+/// `out[i] = x[i-n+1] + ... + x[i]`, a fresh sum from 0.0 oldest first; NaN before bar
+/// `n - 1`.
+fn fresh_sums(x: &[f64], n: usize, out: &mut [f64]) {
     let len = x.len();
     if n > len {
         out.fill(NAN);
@@ -38,16 +39,8 @@ fn fresh_sums<const WEIGHTED: bool>(x: &[f64], n: usize, out: &mut [f64]) {
         let mut acc = [0.0f64; BLOCK];
         for k in 0..n {
             let from = i0 + k + 1 - n;
-            let xs = &x[from..from + b];
-            if WEIGHTED {
-                let w = (k + 1) as f64;
-                for (a, v) in acc.iter_mut().zip(xs) {
-                    *a += v * w;
-                }
-            } else {
-                for (a, v) in acc.iter_mut().zip(xs) {
-                    *a += v;
-                }
+            for (a, v) in acc.iter_mut().zip(&x[from..from + b]) {
+                *a += v;
             }
         }
         out[i0..i0 + b].copy_from_slice(&acc[..b]);
@@ -58,7 +51,7 @@ fn fresh_sums<const WEIGHTED: bool>(x: &[f64], n: usize, out: &mut [f64]) {
 /// `sum(x, n)`.
 pub fn sum(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     let mut own = Vec::new();
-    fresh_sums::<false>(
+    fresh_sums(
         series(bars.len(), &args[0], &mut own),
         args[1].window(),
         out,
@@ -74,13 +67,10 @@ pub fn sma(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     }
 }
 
+/// `wma(x, n)`: the paper kernel's register-blocked WMA ([`crate::wma`]), whose arithmetic is
+/// the spec's (each output a fresh weighted sum from 0.0, oldest first, then one division).
 fn wma_of(x: &[f64], n: usize, out: &mut [f64]) {
-    fresh_sums::<true>(x, n, out);
-    let nn = n as u64;
-    let denom = (nn * (nn + 1) / 2) as f64;
-    for v in out.iter_mut() {
-        *v /= denom;
-    }
+    crate::wma::wma_into(x, n, out);
 }
 
 /// `wma(x, n)`.
@@ -100,7 +90,7 @@ pub fn std(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     let n = args[1].window();
     let len = x.len();
     let mut mean = vec![0.0; len];
-    fresh_sums::<false>(x, n, &mut mean);
+    fresh_sums(x, n, &mut mean);
     if n > len {
         out.fill(NAN);
         return;
