@@ -22,9 +22,9 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::signal::{ABOVE, BELOW, UNDEFINED};
+use crate::keys::ArrayKey;
 use crate::strategy::indicators::sma_multi;
-use crate::sweep::ArrayKey;
+use crate::vector::{ABOVE, BELOW, UNDEFINED};
 use crate::wma::{RangeScratch, denominator, wma_multi_raw, wma_range};
 
 /// Outputs per bound: a line's bounds take 1/64 of its size.

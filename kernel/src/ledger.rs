@@ -13,8 +13,8 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::execution::{Book, ExitReason};
+use crate::keys::{ArrayCache, ArrayKey};
 use crate::record::{Marks, Record, Records, Trade};
-use crate::sweep::{ArrayCache, ArrayKey};
 
 /// What one combo earned on one series.
 ///

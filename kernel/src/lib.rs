@@ -35,6 +35,7 @@ mod error;
 pub mod eval;
 pub mod execution;
 pub mod expr;
+mod keys;
 mod ledger;
 pub mod lines;
 pub mod oracle;

@@ -6,14 +6,7 @@ use crate::certified::{self, CertifiedBars, Side};
 use crate::execution::{Book, Engine, Execution};
 use crate::ledger::{Books, ComboResult, Ledger};
 
-/// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
-/// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
-pub(crate) const ABOVE: u8 = 1;
-/// See [`ABOVE`].
-pub(crate) const BELOW: u8 = 2;
-/// See [`ABOVE`]. Both bits: the sign loop (`vector::signs`) and [`cross_mask`] rely on it.
-pub(crate) const UNDEFINED: u8 = 3;
-const _: () = assert!(UNDEFINED == ABOVE | BELOW && ABOVE == 1 && BELOW == 2);
+pub(crate) use crate::vector::{ABOVE, BELOW, UNDEFINED};
 
 /// [`run`], faster and with the same result bit for bit: the lines reduced to sign bytes
 /// (`signs` is scratch), those of certified lines settled where their bounds leave them open

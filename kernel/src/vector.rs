@@ -1,8 +1,17 @@
 //! The element-wise loops between the WMA passes, compiled for AVX2 as well as the baseline and
 //! picked at run time (the crate is built for the portable baseline; tuning for one CPU is
-//! not a default). Each computes exactly the reference's expression per element.
+//! not a default). Each computes exactly the reference's expression per element. The sign
+//! bytes the crossing loops read ([`ABOVE`], [`BELOW`], [`UNDEFINED`]) are defined here, with
+//! the loop that writes them.
 
-use crate::signal::{ABOVE, BELOW};
+/// Per-bar state of the two lines, one byte each: [`ABOVE`] where `b > a`, [`BELOW`] where
+/// `b < a`, `0` where they are equal, [`UNDEFINED`] where either is NaN.
+pub(crate) const ABOVE: u8 = 1;
+/// See [`ABOVE`].
+pub(crate) const BELOW: u8 = 2;
+/// See [`ABOVE`]. Both bits: the sign loop ([`signs`]) and `signal::cross_mask` rely on it.
+pub(crate) const UNDEFINED: u8 = 3;
+const _: () = assert!(UNDEFINED == ABOVE | BELOW && ABOVE == 1 && BELOW == 2);
 
 /// Defines `pub(crate) fn $name(args)` that runs `$body` compiled for AVX2 when the CPU has it
 /// and for the baseline otherwise. The body must be safe code: only the instruction set differs.
