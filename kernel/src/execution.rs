@@ -317,19 +317,28 @@ pub trait Book {
 /// Bars per block of [`Extrema`].
 const EXTREMA_BLOCK: usize = 8;
 
-/// The lowest and highest price a stop can be hit at in each block of 8 bars (lows and highs
-/// with `stops: high_low`, closes otherwise), computed once per series and shared by every
-/// combo of a sweep: the general loop passes over a block where no stop can be hit, and where
-/// the trail's best price can only move to the block's extreme, with two comparisons instead of
-/// 8 bars' checks. Small blocks, because signals are often only a few bars apart and only whole
-/// blocks between two events are passed over; their extremes (2 bytes a bar) stay in cache
-/// where the bars themselves (16) do not (measured: 8 bars about 25% faster than 64 on the
-/// 435-pair grid with a trailing stop, 4 no better). NaN prices are left out, as the per-bar
-/// checks never hit on them.
+/// Most block boundaries a range between two events may cross for the general loop to test it
+/// at once ([`Engine::scan`]).
+const QUICK_BLOCKS: usize = 8;
+
+/// The lowest and highest price a stop can be hit at (lows and highs with `stops: high_low`,
+/// closes otherwise) over any range of bars, in a few reads: computed once per series and
+/// shared by every combo of a sweep. Each block of 8 bars has its extremes, and each bar the
+/// extremes from its block's first bar to it and from it to its block's last; a range is the
+/// tail of its first block, the whole blocks between, and the head of its last. The general
+/// loop tests the bars between two events at once (no stop can hit: the trail's best price
+/// moves to the range's extreme), and only where that fails, bar by bar. NaN prices are left
+/// out, as the per-bar checks never hit on them. 34 bytes a bar.
 #[derive(Debug, Clone)]
 pub(crate) struct Extrema {
     low: Vec<f64>,
     high: Vec<f64>,
+    /// Per bar: the lowest low from its block's first bar to it, and from it to its block's
+    /// last; the same for the highs.
+    low_to: Vec<f64>,
+    low_from: Vec<f64>,
+    high_to: Vec<f64>,
+    high_from: Vec<f64>,
 }
 
 impl Extrema {
@@ -339,19 +348,67 @@ impl Extrema {
         if exec.is_v12() && !formula_stops {
             return None;
         }
-        let (low, high) = match (exec.stops, bars.low, bars.high) {
-            (StopsOn::HighLow, Some(l), Some(h)) => (l, h),
-            _ => (bars.close, bars.close),
-        };
+        let (low, high) = stop_prices(bars, exec);
         let fold = |x: &[f64], f: fn(f64, f64) -> f64, start: f64| -> Vec<f64> {
             x.chunks(EXTREMA_BLOCK)
                 .map(|c| c.iter().fold(start, |m, &v| f(m, v)))
                 .collect()
         };
+        // Running extremes within each block, forwards and backwards.
+        let scan = |x: &[f64], f: fn(f64, f64) -> f64, start: f64, backwards: bool| {
+            let mut out = vec![start; x.len()];
+            for (c, o) in x.chunks(EXTREMA_BLOCK).zip(out.chunks_mut(EXTREMA_BLOCK)) {
+                let mut m = start;
+                for k in 0..c.len() {
+                    let k = if backwards { c.len() - 1 - k } else { k };
+                    m = f(m, c[k]);
+                    o[k] = m;
+                }
+            }
+            out
+        };
         Some(Self {
             low: fold(low, f64::min, f64::INFINITY),
             high: fold(high, f64::max, f64::NEG_INFINITY),
+            low_to: scan(low, f64::min, f64::INFINITY, false),
+            low_from: scan(low, f64::min, f64::INFINITY, true),
+            high_to: scan(high, f64::max, f64::NEG_INFINITY, false),
+            high_from: scan(high, f64::max, f64::NEG_INFINITY, true),
         })
+    }
+
+    /// The lowest and highest of `lows` and `highs` (the series these extrema are of) over bars
+    /// `from..=to`, exactly.
+    fn exact(&self, lows: &[f64], highs: &[f64], from: usize, to: usize) -> (f64, f64) {
+        if from / EXTREMA_BLOCK != to / EXTREMA_BLOCK {
+            return self.across(from, to);
+        }
+        let lo = lows[from..=to].iter().fold(f64::INFINITY, |m, &v| m.min(v));
+        let hi = highs[from..=to]
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+        (lo, hi)
+    }
+
+    /// The lowest and highest price over bars `from..=to` of two different blocks.
+    #[inline]
+    fn across(&self, from: usize, to: usize) -> (f64, f64) {
+        let mut lo = self.low_from[from].min(self.low_to[to]);
+        let mut hi = self.high_from[from].max(self.high_to[to]);
+        for b in from / EXTREMA_BLOCK + 1..to / EXTREMA_BLOCK {
+            lo = lo.min(self.low[b]);
+            hi = hi.max(self.high[b]);
+        }
+        (lo, hi)
+    }
+}
+
+/// The prices stops are checked against: lows and highs with `stops: high_low`, else the
+/// closes twice.
+fn stop_prices<'a>(bars: &Bars<'a>, exec: &Execution) -> (&'a [f64], &'a [f64]) {
+    match (exec.stops, bars.low, bars.high) {
+        (StopsOn::HighLow, Some(l), Some(h)) => (l, h),
+        _ => (bars.close, bars.close),
     }
 }
 
@@ -401,11 +458,19 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     /// decisions of the current bar leave (the held one plus `pending`), and the next bar to
     /// advance through.
     peak: f64,
+    /// The first bar whose price is not in `peak` yet: ranges that pass the test of
+    /// [`Engine::scan`] move only `bound`, a bound of the best price (at least as far from the
+    /// entry), and the exact best price is caught up only where a stop may hit.
+    peak_at: usize,
+    bound: f64,
     decided: f64,
     pending: Pending,
     next: usize,
     /// The series' blocks, when the sweep computed them ([`Extrema`]).
     extrema: Option<&'a Extrema>,
+    /// The prices stops are checked against ([`stop_prices`]).
+    lows: &'a [f64],
+    highs: &'a [f64],
 }
 
 impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
@@ -413,6 +478,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn new(bars: &Bars<'a>, exec: &Execution, book: B) -> Self {
         debug_assert!(!PLAIN || exec.is_plain());
         debug_assert!(exec.check_bars(bars).is_ok());
+        let (lows, highs) = stop_prices(bars, exec);
         Self {
             close: bars.close,
             bars: *bars,
@@ -432,10 +498,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             formulas: [false; 3],
             values: [f64::NAN; 3],
             peak: 0.0,
+            peak_at: 0,
+            bound: 0.0,
             decided: 0.0,
             pending: Pending::default(),
             next: exec.start,
             extrema: None,
+            lows,
+            highs,
         }
     }
 
@@ -584,11 +654,19 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
 
     /// Opens `pos` at `c` on bar `i` with the trade's stop fractions `fr`: its stop prices,
     /// computed once (the trail's moves with the peak).
+    /// The first bar whose stops are checked is `i + 1` for a fill at the close, `i` for one at
+    /// the open.
     fn open(&mut self, pos: f64, c: f64, i: usize, fr: Fractions) {
         self.pos = pos;
         self.entry = c;
         self.entry_row = i;
         self.peak = c;
+        self.bound = c;
+        self.peak_at = if self.exec.fill == Fill::NextOpen {
+            i
+        } else {
+            i + 1
+        };
         if self.stops {
             // NaN prices compare false: no such stop.
             (self.loss_below, self.loss_above) = match fr[0] {
@@ -675,6 +753,43 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     /// Step 2 over bars `from..=to` while the position is open: whole quiet blocks passed
     /// over ([`Engine::quiet_block`]), every other bar checked by [`Engine::stop_at`].
     fn scan(&mut self, from: usize, to: usize) {
+        // Events are often a few bars apart and stops far from the price: one test over the
+        // whole range usually settles it, with bounds of its prices (exact across blocks, the
+        // rest of the first block's otherwise) and of the best price so far.
+        // A long range is left to the blocks of `scan_bars` (where the test fails, reading its
+        // blocks twice would cost more than it saves).
+        let Some(x) = self.extrema else {
+            return self.scan_bars(from, to);
+        };
+        let blocks = to / EXTREMA_BLOCK - from / EXTREMA_BLOCK;
+        if blocks <= QUICK_BLOCKS {
+            let (lo, hi) = if blocks == 0 {
+                (x.low_from[from], x.high_from[from])
+            } else {
+                x.across(from, to)
+            };
+            if let Some(bound) = self.quiet_from(self.bound, lo, hi) {
+                self.bound = bound;
+                return;
+            }
+        }
+        // A stop may hit: the exact best price up to `from`, then bar by bar.
+        if self.trail.is_some() && self.peak_at < from {
+            let (lo, hi) = x.exact(self.lows, self.highs, self.peak_at, from - 1);
+            self.peak = if self.pos > 0.0 {
+                self.peak.max(hi)
+            } else {
+                self.peak.min(lo)
+            };
+        }
+        self.scan_bars(from, to);
+        self.peak_at = to + 1;
+        self.bound = self.peak;
+    }
+
+    /// [`Engine::scan`] bar by bar from the exact best price: whole quiet blocks passed over
+    /// ([`Engine::quiet_block`]), every other bar checked by [`Engine::stop_at`].
+    fn scan_bars(&mut self, from: usize, to: usize) {
         let mut k = from;
         while k <= to {
             if k.is_multiple_of(EXTREMA_BLOCK) && k + EXTREMA_BLOCK <= to + 1 && self.quiet_block(k)
@@ -714,37 +829,53 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     }
 
     /// True if no stop can hit the open position in the block of bars from `k` (a multiple
-    /// of the block size, the whole block to check): then the trail's best price moves to the
-    /// block's extreme, as bar-by-bar checks would have moved it.
+    /// of the block size, the whole block to check); see [`Engine::quiet`].
     #[inline]
     fn quiet_block(&mut self, k: usize) -> bool {
         let Some(x) = self.extrema else {
             return false;
         };
         let b = k / EXTREMA_BLOCK;
-        let (lo, hi) = (x.low[b], x.high[b]);
-        if self.pos > 0.0 {
-            // The highest the stop can be in the block: with the best price at most its high.
-            let best = self.peak.max(hi);
-            let slp = self.stop_price(best);
-            // NaN stop prices (no such stop) never hit.
-            if lo <= slp || hi >= self.profit_above {
-                return false;
-            }
-            if self.trail.is_some() {
+        self.quiet(x.low[b], x.high[b])
+    }
+
+    /// True if no stop can hit the open position on bars whose prices lie within `lo..=hi`
+    /// (all of them to check): then the trail's best price moves to the extreme, as
+    /// bar-by-bar checks would have moved it.
+    #[inline]
+    fn quiet(&mut self, lo: f64, hi: f64) -> bool {
+        match self.quiet_from(self.peak, lo, hi) {
+            Some(best) => {
                 self.peak = best;
+                true
             }
-        } else {
-            let best = self.peak.min(lo);
-            let slp = self.stop_price(best);
-            if hi >= slp || lo <= self.profit_below {
-                return false;
-            }
-            if self.trail.is_some() {
-                self.peak = best;
-            }
+            None => false,
         }
-        true
+    }
+
+    /// With the trail's best price at `peak`: the best price after bars whose prices lie within
+    /// `lo..=hi`, if no stop can hit the open position on any of them. A bound of the prices
+    /// (lower `lo`, higher `hi`) and of the best price (further from the entry) gives a bound of
+    /// the best price after, and a test no less strict: the stop only tightens as the best
+    /// price moves.
+    #[inline]
+    fn quiet_from(&self, peak: f64, lo: f64, hi: f64) -> Option<f64> {
+        let (best, clear) = if self.pos > 0.0 {
+            // The highest the stop can be: with the best price at most `hi`.
+            let best = peak.max(hi);
+            // NaN stop prices (no such stop) never hit.
+            (
+                best,
+                !(lo <= self.stop_price(best) || hi >= self.profit_above),
+            )
+        } else {
+            let best = peak.min(lo);
+            (
+                best,
+                !(hi >= self.stop_price(best) || lo <= self.profit_below),
+            )
+        };
+        clear.then_some(best)
     }
 
     /// Step 1 at bar `k`: the actions decided at `k - 1`, at `open[k]`.
