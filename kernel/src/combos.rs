@@ -185,6 +185,16 @@ impl Combos {
         }
     }
 
+    /// Whether a stop is a formula (the general execution loop runs whatever the options).
+    pub fn formula_stops(&self) -> bool {
+        match self {
+            Self::Builtin(_) => false,
+            Self::Program(p) => crate::expr::Field::STOPS
+                .iter()
+                .any(|f| p.program.formula(*f).is_some()),
+        }
+    }
+
     /// Bytes of lines the sweep offers a cache (the formula path keeps none yet).
     pub fn line_bytes(&self, bars: usize) -> usize {
         match self {

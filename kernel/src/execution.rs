@@ -341,6 +341,15 @@ pub(crate) struct Extrema {
     high_from: Vec<f64>,
 }
 
+/// Bytes of the stop blocks ([`Extrema`]) a sweep over `bars` bars builds with `exec` (with
+/// `formula_stops` if a stop is a formula): none with v1.2's options alone.
+pub fn extrema_bytes(bars: usize, exec: &Execution, formula_stops: bool) -> usize {
+    if exec.is_v12() && !formula_stops {
+        return 0;
+    }
+    (4 * bars + 2 * bars.div_ceil(EXTREMA_BLOCK)) * size_of::<f64>()
+}
+
 impl Extrema {
     /// The blocks of `bars` for `exec`'s stops, if the general loop may check stops (v1.3's
     /// options, or stop formulas).

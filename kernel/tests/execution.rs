@@ -425,6 +425,15 @@ fn the_defaults_are_v1_2_and_missing_columns_are_refused() {
         assert!(exec(|e| e.slippage = bad).validate().is_err());
     }
     assert!(exec(|e| e.trailing_stop = Some(0.0)).validate().is_err());
+    // The v1.3 loop's stop blocks are counted in a sweep's memory only where they are built.
+    let blocks = sweepflight_kernel::execution::extrema_bytes;
+    assert_eq!(blocks(1_000, &Execution::new(0.0009), false), 0);
+    assert_eq!(blocks(1_000, &exec(|e| e.stop_loss = Some(0.02)), false), 0);
+    assert_eq!(blocks(1_000, &Execution::new(0.0009), true), 34_000);
+    assert_eq!(
+        blocks(1_000, &exec(|e| e.fill = Fill::NextOpen), false),
+        34_000
+    );
 }
 
 /// A random execution: every option, some of the time.

@@ -1071,9 +1071,15 @@ impl Plan {
         let most = job.combos.memory_bytes(longest, workers, usize::MAX);
         let least = job.combos.memory_bytes(longest, workers, 0);
         let combo_results = job.combos.len() * size_of::<ComboResult>();
+        // The v1.3 loop's stop blocks, one set per input as it runs.
+        let blocks = sweepflight_kernel::execution::extrema_bytes(
+            longest,
+            &job.exec,
+            job.combos.formula_stops(),
+        );
         let (most, least) = (
-            most - combo_results + results,
-            least - combo_results + results,
+            most - combo_results + results + blocks,
+            least - combo_results + results + blocks,
         );
         if least as u64 > budget {
             return Err(Error::ResourceExhausted(format!(
