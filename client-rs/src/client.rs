@@ -274,7 +274,7 @@ impl Client {
         Session::open(
             &mut self.flight,
             false,
-            Strategy::HmaSar,
+            Strategy::default(),
             SessionReply::Sweep,
         )
         .await
@@ -288,7 +288,7 @@ impl Client {
         Session::open(
             &mut self.flight,
             true,
-            Strategy::HmaSar,
+            Strategy::default(),
             SessionReply::Sweep,
         )
         .await

@@ -43,7 +43,8 @@ pub use connect::ConnectOptions;
 pub use error::{Error, Result};
 pub use session::Session;
 pub use sweepflight_protocol::{
-    Compression, Execution, Fill, Folds, Grid, JobBody, JobState, JobStatus, PutSummary, PutTarget,
-    RowRange, Sample, SessionReply, Side, StopsOn, Strategy, SweepRequest, WalkForwardRequest,
+    Builtin, Compression, Execution, Fill, Folds, Grid, JobBody, JobState, JobStatus, PutSummary,
+    PutTarget, RowRange, Sample, SessionReply, Side, StopsOn, Strategy, SweepRequest,
+    WalkForwardRequest,
 };
 pub use types::{ComboRow, DatasetInfo, SweepResult};

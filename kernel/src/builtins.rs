@@ -1,46 +1,77 @@
-//! The built-in strategies as formulas (expressions.md, "From conditions to trades"): each
-//! built-in name with its `long` and `short` formula text. Their parameters, in the order of
-//! first appearance, are the built-in's own parameter order; the `strategies` action
-//! publishes these forms, and the tests hold each built-in equal to its formula form on every
-//! trade.
+//! The built-in strategies, the one table of them in the kernel: each built-in's wire name, its
+//! parameters (names, kinds, order) and its `long` and `short` formula text (expressions.md,
+//! "From conditions to trades"), and the typed combos ([`Strategy`], [`Params`]) the tuned
+//! paths run. The formulas' parameters, in the order of first appearance, are the built-in's
+//! own parameter order (tested); the `strategies` action publishes these forms, and the tests
+//! hold each built-in equal to its formula form on every trade.
+//!
+//! Adding a built-in is a row here (and its tuned path, if the formula path is not fast
+//! enough); nothing else in the kernel names one.
 
+use std::sync::{Arc, LazyLock};
+
+pub use crate::expr::ParamKind;
 use crate::expr::{Field, Program};
+use crate::{Combo, Error, Result};
 
-/// A built-in strategy's expression form.
+/// A built-in strategy: its name, parameters and expression form.
 #[derive(Debug, Clone, Copy)]
 pub struct Builtin {
     /// The wire name.
     pub name: &'static str,
+    /// The parameters in wire order, with their kinds.
+    pub params: &'static [(&'static str, ParamKind)],
+    /// What it does, in one line (the `strategies` action).
+    pub summary: &'static str,
     /// The `long` formula.
     pub long: &'static str,
     /// The `short` formula.
     pub short: &'static str,
 }
 
-/// Every built-in, in the order the `strategies` action lists them.
+use ParamKind::{Int, Number};
+
+/// Every built-in, in the order the `strategies` action lists them (and [`Strategy`]'s).
 pub static BUILTINS: [Builtin; 5] = [
     Builtin {
         name: "hma_sar",
+        params: &[
+            ("half", Int),
+            ("full", Int),
+            ("sqrt", Int),
+            ("p3", Int),
+            ("p2", Int),
+            ("p", Int),
+        ],
+        summary: "HMA(half, full, sqrt) vs HMA3(p3, p2, p): +1 where HMA3 crosses above HMA, -1 below (the paper's kernel; `lengths` derives the six windows from one L)",
         long: "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
         short: "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
     },
     Builtin {
         name: "sma_cross",
+        params: &[("fast", Int), ("slow", Int)],
+        summary: "+1 where SMA(fast) crosses above SMA(slow), -1 where below",
         long: "cross_above(sma(close, fast), sma(close, slow))",
         short: "cross_below(sma(close, fast), sma(close, slow))",
     },
     Builtin {
         name: "ema_cross",
+        params: &[("fast", Int), ("slow", Int)],
+        summary: "+1 where EMA(fast) crosses above EMA(slow), -1 where below",
         long: "cross_above(ema(close, fast), ema(close, slow))",
         short: "cross_below(ema(close, fast), ema(close, slow))",
     },
     Builtin {
         name: "donchian",
+        params: &[("n", Int)],
+        summary: "+1 where the close is above the highest of the n closes before it, -1 where below the lowest",
         long: "close > lag(highest(close, n), 1)",
         short: "close < lag(lowest(close, n), 1)",
     },
     Builtin {
         name: "rsi_revert",
+        params: &[("n", Int), ("lower", Number), ("upper", Number)],
+        summary: "+1 where Wilder's RSI(n) rises through lower, -1 where it falls through upper (0 <= lower < upper <= 100)",
         long: "cross_above(rsi(close, n), lower)",
         short: "cross_below(rsi(close, n), upper)",
     },
@@ -52,9 +83,236 @@ impl Builtin {
         BUILTINS.iter().find(|b| b.name == name)
     }
 
-    /// Its formula form as a program.
-    pub fn program(&self) -> Program {
-        Program::new(&[(Field::Long, self.long), (Field::Short, self.short)])
-            .expect("the built-in formulas are valid")
+    /// Its formula form as a program, bound once per process (every call on a built-in name
+    /// starts from it).
+    pub fn program(&self) -> Arc<Program> {
+        static PROGRAMS: LazyLock<Vec<Arc<Program>>> = LazyLock::new(|| {
+            BUILTINS
+                .iter()
+                .map(|b| {
+                    let texts = [(Field::Long, b.long), (Field::Short, b.short)];
+                    Arc::new(Program::new(&texts).expect("the built-in formulas are valid"))
+                })
+                .collect()
+        });
+        let at = BUILTINS
+            .iter()
+            .position(|b| b.name == self.name)
+            .expect("a row of the table");
+        Arc::clone(&PROGRAMS[at])
+    }
+}
+
+/// The built-in strategies, in the order of [`BUILTINS`] (the order the protocol lists them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// The paper's HMA / HMA3 stop-and-reverse (kernel.md).
+    HmaSar,
+    /// Fast SMA crossing the slow SMA.
+    SmaCross,
+    /// Fast EMA crossing the slow EMA.
+    EmaCross,
+    /// The close breaking out of the channel of the `n` closes before it.
+    Donchian,
+    /// Wilder's RSI leaving the `lower` / `upper` band.
+    RsiRevert,
+}
+
+impl Strategy {
+    /// Every strategy.
+    pub const ALL: [Self; 5] = [
+        Self::HmaSar,
+        Self::SmaCross,
+        Self::EmaCross,
+        Self::Donchian,
+        Self::RsiRevert,
+    ];
+
+    /// Its row of [`BUILTINS`] (the enum's order is the table's).
+    pub fn builtin(self) -> &'static Builtin {
+        &BUILTINS[self as usize]
+    }
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        self.builtin().name
+    }
+
+    /// The strategy of a wire name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The parameters in wire order, with their kinds.
+    pub fn params(self) -> &'static [(&'static str, ParamKind)] {
+        self.builtin().params
+    }
+}
+
+/// One combo of any strategy, validated: windows >= 1, and for `rsi_revert`
+/// `0 <= lower < upper <= 100`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Params {
+    /// `hma_sar`: the paper's six windows.
+    HmaSar(Combo),
+    /// `sma_cross`: +1 where SMA(fast) crosses above SMA(slow), -1 where below.
+    SmaCross {
+        /// Window of the fast average.
+        fast: u32,
+        /// Window of the slow average.
+        slow: u32,
+    },
+    /// `ema_cross`: as `sma_cross` with EMAs.
+    EmaCross {
+        /// Window of the fast average.
+        fast: u32,
+        /// Window of the slow average.
+        slow: u32,
+    },
+    /// `donchian`: +1 where the close is above the highest of the `n` closes before it, -1
+    /// where below the lowest.
+    Donchian {
+        /// Channel length.
+        n: u32,
+    },
+    /// `rsi_revert`: +1 where RSI(n) rises through `lower`, -1 where it falls through `upper`.
+    RsiRevert {
+        /// RSI window.
+        n: u32,
+        /// Lower band (0..100).
+        lower: f64,
+        /// Upper band (lower..=100).
+        upper: f64,
+    },
+}
+
+impl Params {
+    /// A combo of `strategy` from its values in wire order (integers as f64).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] naming the parameter: wrong arity, a window that is not an
+    /// integer in `1..=2147483647`, a band outside `0..=100`, or `lower >= upper`.
+    pub fn new(strategy: Strategy, values: &[f64]) -> Result<Self> {
+        let specs = strategy.params();
+        if values.len() != specs.len() {
+            return Err(Error::InvalidParam {
+                param: "params",
+                message: format!(
+                    "{} takes {} values ({}), got {}",
+                    strategy.name(),
+                    specs.len(),
+                    specs.iter().map(|p| p.0).collect::<Vec<_>>().join(", "),
+                    values.len()
+                ),
+            });
+        }
+        let window = |k: usize| -> Result<u32> {
+            let v = values[k];
+            if v.fract() == 0.0 && (1.0..=2_147_483_647.0).contains(&v) {
+                Ok(v as u32)
+            } else {
+                Err(Error::InvalidParam {
+                    param: specs[k].0,
+                    message: format!("must be an integer in 1..=2147483647, got {v}"),
+                })
+            }
+        };
+        Ok(match strategy {
+            Strategy::HmaSar => {
+                let mut w = [0u32; 6];
+                for (k, slot) in w.iter_mut().enumerate() {
+                    *slot = window(k)?;
+                }
+                Self::HmaSar(Combo::new(w)?)
+            }
+            Strategy::SmaCross => Self::SmaCross {
+                fast: window(0)?,
+                slow: window(1)?,
+            },
+            Strategy::EmaCross => Self::EmaCross {
+                fast: window(0)?,
+                slow: window(1)?,
+            },
+            Strategy::Donchian => Self::Donchian { n: window(0)? },
+            Strategy::RsiRevert => {
+                let n = window(0)?;
+                let (lower, upper) = (values[1], values[2]);
+                for (param, v) in [("lower", lower), ("upper", upper)] {
+                    if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
+                        return Err(Error::InvalidParam {
+                            param,
+                            message: format!("must be a number in 0..=100, got {v}"),
+                        });
+                    }
+                }
+                if lower >= upper {
+                    return Err(Error::InvalidParam {
+                        param: "lower",
+                        message: format!("must be below upper, got {lower} >= {upper}"),
+                    });
+                }
+                Self::RsiRevert { n, lower, upper }
+            }
+        })
+    }
+
+    /// The strategy this combo belongs to.
+    pub fn strategy(&self) -> Strategy {
+        match self {
+            Self::HmaSar(_) => Strategy::HmaSar,
+            Self::SmaCross { .. } => Strategy::SmaCross,
+            Self::EmaCross { .. } => Strategy::EmaCross,
+            Self::Donchian { .. } => Strategy::Donchian,
+            Self::RsiRevert { .. } => Strategy::RsiRevert,
+        }
+    }
+
+    /// Parameter `k` in wire order, as f64 (windows are exact).
+    pub fn value(&self, k: usize) -> f64 {
+        match *self {
+            Self::HmaSar(c) => f64::from(c.windows()[k]),
+            Self::SmaCross { fast, slow } | Self::EmaCross { fast, slow } => {
+                f64::from([fast, slow][k])
+            }
+            Self::Donchian { n } => {
+                debug_assert_eq!(k, 0);
+                f64::from(n)
+            }
+            Self::RsiRevert { n, lower, upper } => [f64::from(n), lower, upper][k],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_params_validate() {
+        for (k, s) in Strategy::ALL.into_iter().enumerate() {
+            assert_eq!(Strategy::from_name(s.name()), Some(s));
+            assert_eq!(s.builtin().name, BUILTINS[k].name);
+            // The binder finds the table's parameters, in its order, of its kinds.
+            let program = s.builtin().program();
+            let binder: Vec<(&str, ParamKind)> = program
+                .params
+                .iter()
+                .map(|p| (p.name.as_str(), p.kind))
+                .collect();
+            assert_eq!(binder, s.params(), "{}", s.name());
+        }
+        assert_eq!(Strategy::from_name("macd"), None);
+        let p = Params::new(Strategy::RsiRevert, &[14.0, 30.0, 70.0]).unwrap();
+        assert_eq!((p.value(0), p.value(1), p.value(2)), (14.0, 30.0, 70.0));
+        let err = |s, v: &[f64]| Params::new(s, v).unwrap_err().to_string();
+        assert!(err(Strategy::SmaCross, &[5.0]).contains("takes 2 values (fast, slow)"));
+        assert!(err(Strategy::SmaCross, &[0.0, 5.0]).contains("`fast`"));
+        assert!(err(Strategy::EmaCross, &[5.0, 2.5]).contains("`slow`"));
+        assert!(err(Strategy::Donchian, &[3e9]).contains("`n`"));
+        assert!(err(Strategy::RsiRevert, &[14.0, 70.0, 30.0]).contains("below upper"));
+        assert!(err(Strategy::RsiRevert, &[14.0, 30.0, 30.0]).contains("below upper"));
+        assert!(err(Strategy::RsiRevert, &[14.0, -1.0, 30.0]).contains("`lower`"));
+        assert!(err(Strategy::RsiRevert, &[14.0, 1.0, f64::NAN]).contains("`upper`"));
+        assert!(err(Strategy::HmaSar, &[3.0, 6.0, 0.0, 1.0, 2.0, 3.0]).contains("sqrt"));
     }
 }

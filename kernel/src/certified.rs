@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::keys::ArrayKey;
-use crate::strategy::indicators::sma_multi;
-use crate::vector::{ABOVE, BELOW, UNDEFINED};
-use crate::wma::{RangeScratch, denominator, wma_multi_raw, wma_range};
+use crate::lines::indicators::sma_multi;
+use crate::lines::vector::{ABOVE, BELOW, UNDEFINED};
+use crate::lines::wma::{RangeScratch, denominator, wma_multi_raw, wma_range};
 
 /// Outputs per bound: a line's bounds take 1/64 of its size.
 pub(crate) const BLOCK: usize = 64;
@@ -207,7 +207,7 @@ fn blocks(len: usize) -> usize {
 pub(crate) fn block_max_abs(x: &[f64]) -> Vec<f64> {
     const _: () = assert!(BLOCK == 64, "vector::block_max_abs works in blocks of 64");
     let mut out = Vec::with_capacity(blocks(x.len()));
-    crate::vector::block_max_abs(x, &mut out);
+    crate::lines::vector::block_max_abs(x, &mut out);
     out
 }
 
@@ -465,7 +465,7 @@ pub(crate) fn wma(
             // pass writes every one of them.
             unsafe {
                 wma_multi_raw(
-                    crate::wma::Input::Series(&x[from..]),
+                    crate::lines::wma::Input::Series(&x[from..]),
                     &[n],
                     &[out[from..].as_mut_ptr().cast::<f64>()],
                     false,

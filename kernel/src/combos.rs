@@ -10,11 +10,12 @@
 use std::sync::Arc;
 
 use crate::builtins::BUILTINS;
+use crate::builtins::{Params, Strategy};
 use crate::eval::sweep_program;
 use crate::execution::Execution;
 use crate::expr::{Field, Program};
 use crate::lines::Bars;
-use crate::strategy::{self, Params, Strategy};
+use crate::strategy;
 use crate::sweep::SweepControl;
 use crate::{ComboResult, Result};
 

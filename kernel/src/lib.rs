@@ -45,17 +45,17 @@ pub mod record;
 mod signal;
 pub mod strategy;
 mod sweep;
-mod vector;
-pub mod wma;
 
+pub use builtins::{Params, Strategy};
 pub use certified::CertifiedBars;
 pub use combo::Combo;
 pub use combos::{Combos, ProgramCombos, sweep_combos};
 pub use error::{Error, Result};
 pub use execution::{Execution, ExitReason, Fill, Side, StopsOn};
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
+pub use lines::wma;
 pub use record::{Record, Records, Trade, equity};
-pub use strategy::{Params, Strategy, sweep_params, sweep_params_on};
+pub use strategy::{sweep_params, sweep_params_on};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,
     multiply_adds, scratch_bytes, sweep, sweep_executed, sweep_executed_on, sweep_with, work,

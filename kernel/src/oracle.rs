@@ -11,10 +11,10 @@
 
 use std::ops::Range;
 
+use crate::builtins::Params;
 use crate::execution::{Execution, ExitReason, Fill, Side, StopsOn};
 use crate::ledger::Metrics;
 use crate::lines::Bars;
-use crate::strategy::Params;
 use crate::{Combo, ComboResult, signal, wma::denominator};
 
 /// `WMA(x, n)` exactly as the spec writes it (pandas `rolling(n).apply` semantics).
@@ -638,4 +638,13 @@ pub fn metrics(
         sortino,
         sqn,
     }
+}
+
+/// True if `a` and `b` hold the same values bit for bit (any NaN equal to any NaN): how the
+/// tests compare a fast path's arrays with the oracle's.
+pub fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
 }

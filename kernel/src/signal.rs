@@ -6,7 +6,7 @@ use crate::certified::{self, CertifiedBars, Side};
 use crate::execution::{Book, Engine, Execution};
 use crate::ledger::{Books, ComboResult, Ledger};
 
-pub(crate) use crate::vector::{ABOVE, BELOW, UNDEFINED};
+pub(crate) use crate::lines::vector::{ABOVE, BELOW, UNDEFINED};
 
 /// [`run`], faster and with the same result bit for bit: the lines reduced to sign bytes
 /// (`signs` is scratch), those of certified lines settled where their bounds leave them open
@@ -22,7 +22,7 @@ pub(crate) fn run_fast(
     let close = books.bars.close;
     debug_assert!(a.line.values.len() == close.len() && b.line.values.len() == close.len());
     signs.resize(close.len(), 0);
-    crate::vector::signs(a.line.values, b.line.values, signs);
+    crate::lines::vector::signs(a.line.values, b.line.values, signs);
     certified::settle(close, a, b, signs, counts);
     crosses(books, combo, std::iter::once(&signs[..]), exec)
 }
@@ -311,7 +311,7 @@ mod tests {
         let want = run(&close, &a, &b, 0.0009);
         assert!(want.trades > 20, "{want:?}");
         let mut signs = vec![0; n];
-        crate::vector::signs(&a, &b, &mut signs);
+        crate::lines::vector::signs(&a, &b, &mut signs);
         let moves = Moves::of(&close);
         for piece in [1, 2, 7, 8, 9, 64, 299, 300, 1000] {
             let got = crosses(

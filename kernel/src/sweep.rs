@@ -24,7 +24,7 @@
 //! alone. Memory is bounded: combos are taken in groups whose arrays fit the working-set
 //! budget.
 //!
-//! None of this changes the arithmetic of any output (see [`crate::wma`]): every result is the
+//! None of this changes the arithmetic of any output (see [`crate::lines::wma`]): every result is the
 //! reference's bit for bit, whatever the grouping, the cache state or the number of threads.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -37,8 +37,8 @@ use crate::certified::{self, Bounded, CertifiedBars, Side};
 use crate::execution::Execution;
 use crate::ledger::{Books, Moves};
 use crate::lines::Bars;
+use crate::lines::wma::{Input, wma_multi_raw};
 use crate::record::Records;
-use crate::wma::{Input, wma_multi_raw};
 use crate::{Combo, ComboResult, Error, Result, signal};
 
 mod tiled;

@@ -12,6 +12,7 @@ use sweepflight_kernel::eval::{oracle as interp, sweep_program};
 use sweepflight_kernel::expr::registry::{Arg, Compute, FUNCTIONS, Plain};
 use sweepflight_kernel::expr::{Field, ParamKind, Program, canon, parse};
 use sweepflight_kernel::lines::{Bars, Input};
+use sweepflight_kernel::oracle::same_bits as same;
 use sweepflight_kernel::plan::Plan;
 use sweepflight_kernel::{
     Combo, Execution, Params, Records, Side, Strategy, SweepControl, sweep_params,
@@ -66,13 +67,6 @@ fn bars_of(close: &[f64], seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>)
         .collect();
     let volume: Vec<f64> = close.iter().map(|_| (r.unit() * 1000.0).round()).collect();
     (open, high, low, volume)
-}
-
-fn same(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
 }
 
 #[test]
@@ -338,7 +332,7 @@ fn every_builtin_equals_its_formula_form_on_every_column() {
             .map(|(n, k)| {
                 (
                     *n,
-                    if *k == sweepflight_kernel::strategy::ParamKind::Int {
+                    if *k == sweepflight_kernel::builtins::ParamKind::Int {
                         ParamKind::Int
                     } else {
                         ParamKind::Number

@@ -1,6 +1,6 @@
 //! The kernel's layers, read from its own sources: no two files import each other, directly or
-//! round a circle, and the ledger and the execution loop import no plan, evaluation or sweep
-//! code. Imports are the `crate::` and `super::` paths of each file's code (comments and test
+//! round a circle, the ledger and the execution loop import no plan, evaluation or sweep
+//! code, and the computations (`lines/`) import nothing outside their folder. Imports are the `crate::` and `super::` paths of each file's code (comments and test
 //! modules left out), each resolved to the file that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -188,6 +188,16 @@ fn the_kernel_files_import_each_other_without_a_circle() {
             })
             .collect();
         assert!(above.is_empty(), "{low} imports {above:?}");
+    }
+    // The computations: `lines/` imports nothing above it (arrays in, arrays out).
+    let lines: Vec<&String> = graph.keys().filter(|m| m.starts_with("lines")).collect();
+    assert!(lines.len() >= 7, "read {lines:?}");
+    for m in lines {
+        let outside: Vec<&String> = graph[m]
+            .iter()
+            .filter(|d| !(*d == "lines" || d.starts_with("lines::") || *d == "error"))
+            .collect();
+        assert!(outside.is_empty(), "{m} imports {outside:?}");
     }
     // The reader would see a circle: two modules naming each other.
     let mut two = BTreeMap::new();

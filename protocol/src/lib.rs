@@ -41,7 +41,8 @@ pub use schema::{
 };
 pub use selection::{DEFAULT_MAX_GRID_COMBOS, DEFAULT_MAX_TRADE_COMBOS, Selection};
 pub use strategy::{
-    Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy, strategies_json,
+    Builtin, Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy,
+    strategies_json,
 };
 pub use sweep::{
     Compression, DEFAULT_FEE, ExchangeCommand, ExchangeSweep, Grid, MAX_POSITIONS, MAX_WINDOW,

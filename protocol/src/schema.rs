@@ -4,7 +4,7 @@ use std::sync::{Arc, LazyLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::{Error, ParamKind, Result, Strategy};
+use crate::{Builtin, Error, ParamKind, Result, Strategy};
 
 /// The first column of a keyed dataset's result: the key value as text.
 pub const SERIES_COLUMN: &str = "series";
@@ -52,9 +52,8 @@ pub const TOTAL_RETURN_COLUMN: &str = "total_return";
 
 /// One schema per strategy, unkeyed then keyed.
 static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
-    Strategy::ALL
-        .iter()
-        .map(|s| [build(s, false), build(s, true)])
+    Strategy::builtins()
+        .map(|s| [build(&s, false), build(&s, true)])
         .collect()
 });
 
@@ -94,7 +93,7 @@ pub fn param_type(kind: ParamKind) -> DataType {
 
 /// The hma_sar result schema: with `keyed`, `series` (utf8) first, then the v1 columns.
 pub fn result_schema(keyed: bool) -> SchemaRef {
-    strategy_schema(&Strategy::HmaSar, keyed)
+    strategy_schema(&Strategy::default(), keyed)
 }
 
 /// The result schema of `strategy`: [`series`], `combo`, the strategy's parameter columns
@@ -103,9 +102,9 @@ pub fn result_schema(keyed: bool) -> SchemaRef {
 /// [`result_schema`].
 pub fn strategy_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
     // A built-in's schema is made once; a formula strategy's parameters are its own.
-    match Strategy::ALL.iter().position(|s| s == strategy) {
-        Some(i) => Arc::clone(&SCHEMAS[i][usize::from(keyed)]),
-        None => build(strategy, keyed),
+    match strategy {
+        Strategy::Builtin(b) => Arc::clone(&SCHEMAS[*b as usize][usize::from(keyed)]),
+        Strategy::Formulas(_) => build(strategy, keyed),
     }
 }
 
@@ -267,8 +266,8 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
     }
     // The columns from `pnl` on, as every strategy's reply has them: `pnl` and `trades`
     // required, the later ones checked where present.
-    let tail = strategy_schema(&Strategy::Donchian, false);
-    let expected = &tail.fields()[1 + Strategy::Donchian.params().len()..];
+    let tail = strategy_schema(&Strategy::Builtin(Builtin::Donchian), false);
+    let expected = &tail.fields()[1 + Strategy::Builtin(Builtin::Donchian).params().len()..];
     for (i, want) in expected.iter().enumerate() {
         let (name, t) = (want.name(), want.data_type());
         match rest.get(pnl + i) {
@@ -316,7 +315,7 @@ mod tests {
         let e = check_result_schema(&Schema::new(wrong)).unwrap_err();
         assert!(e.to_string().contains("`pnl` has type Int64"), "{e}");
         // Every strategy's schema checks; its parameter columns come after `combo`.
-        for s in Strategy::ALL {
+        for s in Strategy::builtins() {
             for keyed in [false, true] {
                 let schema = strategy_schema(&s, keyed);
                 assert_eq!(check_result_schema(&schema).unwrap(), keyed);
@@ -340,14 +339,14 @@ mod tests {
         odd[2] = Arc::new(Field::new("k", DataType::Utf8, false));
         let e = check_result_schema(&Schema::new(odd)).unwrap_err();
         assert!(e.to_string().contains("parameter column `k`"), "{e}");
-        let rsi = strategy_schema(&Strategy::RsiRevert, false);
+        let rsi = strategy_schema(&Strategy::Builtin(Builtin::RsiRevert), false);
         assert_eq!(
             rsi.field_with_name("upper").unwrap().data_type(),
             &DataType::Float64
         );
         assert_eq!(rsi.fields().len(), 1 + 3 + 5 + 9 + 1);
         assert!(rsi.field_with_name("sharpe").unwrap().is_nullable());
-        let wf = walk_forward_schema(&Strategy::SmaCross, true);
+        let wf = walk_forward_schema(&Strategy::Builtin(Builtin::SmaCross), true);
         let names: Vec<&str> = wf.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(
             names[..11],
@@ -372,9 +371,9 @@ mod tests {
     #[test]
     fn reply_columns_are_names_no_parameter_may_take() {
         let reserved = sweepflight_kernel::expr::bind::RESERVED;
-        let sweep = sweep_schema(&Strategy::HmaSar, true, Some(4));
-        let walk = walk_forward_schema(&Strategy::HmaSar, true);
-        let params: Vec<String> = Strategy::HmaSar
+        let sweep = sweep_schema(&Strategy::Builtin(Builtin::HmaSar), true, Some(4));
+        let walk = walk_forward_schema(&Strategy::Builtin(Builtin::HmaSar), true);
+        let params: Vec<String> = Strategy::Builtin(Builtin::HmaSar)
             .params()
             .iter()
             .map(|p| p.0.to_owned())

@@ -197,11 +197,12 @@ fn columns(strategy: &Strategy) -> impl Iterator<Item = String> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Builtin;
 
     fn decode(body: &str) -> Result<Selection> {
         let v: Value = serde_json::from_str(body).unwrap();
         Selection::decode(
-            &Strategy::SmaCross,
+            &Strategy::Builtin(Builtin::SmaCross),
             v.get("where").and_then(Value::as_object),
             v.get("order_by").and_then(Value::as_str).map(str::to_owned),
             v.get("descending").and_then(Value::as_bool),

@@ -13,22 +13,30 @@ use std::sync::Arc;
 
 use sweepflight_kernel::expr::{Field, Program};
 
+/// A built-in strategy: the kernel's table (`sweepflight_kernel::builtins`) is the one list of
+/// them, their names, parameters and formula forms.
+pub use sweepflight_kernel::Strategy as Builtin;
+
 /// A strategy: a built-in of protocol v1.2, or formulas (v1.3).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Strategy {
-    /// The paper's HMA / HMA3 stop-and-reverse (the default).
-    #[default]
-    HmaSar,
-    /// Fast SMA crossing the slow SMA.
-    SmaCross,
-    /// Fast EMA crossing the slow EMA.
-    EmaCross,
-    /// Channel breakout.
-    Donchian,
-    /// RSI mean reversion.
-    RsiRevert,
-    /// Formulas of the client's own, or a built-in with a `constraint` (v1.3).
+    /// A built-in by name.
+    Builtin(Builtin),
+    /// Formulas of the client's own, or a built-in with a `constraint` or stop formulas (v1.3).
     Formulas(Arc<Formulas>),
+}
+
+impl Default for Strategy {
+    /// The paper's HMA / HMA3 stop-and-reverse (v1's strategy).
+    fn default() -> Self {
+        Self::Builtin(Builtin::HmaSar)
+    }
+}
+
+impl From<Builtin> for Strategy {
+    fn from(b: Builtin) -> Self {
+        Self::Builtin(b)
+    }
 }
 
 /// A strategy of formulas (expressions.md), with its constraint, as sent and as bound.
@@ -61,33 +69,20 @@ impl PartialEq for Formulas {
     }
 }
 
-/// Whether a parameter is a JSON integer or any JSON number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamKind {
-    /// An integer (a window): a result column of int64.
-    Int,
-    /// Any number (a threshold): a result column of float64.
-    Number,
-}
+/// Whether a parameter is a JSON integer (a window: a result column of int64) or any JSON
+/// number (a threshold: float64): the kernel's binder decides it, for built-ins and formulas.
+pub use sweepflight_kernel::expr::ParamKind;
 
 impl Strategy {
-    /// Every strategy, in the order `strategies` lists them.
-    pub const ALL: [Self; 5] = [
-        Self::HmaSar,
-        Self::SmaCross,
-        Self::EmaCross,
-        Self::Donchian,
-        Self::RsiRevert,
-    ];
+    /// Every built-in, in the order `strategies` lists them.
+    pub fn builtins() -> impl Iterator<Item = Self> {
+        Builtin::ALL.into_iter().map(Self::Builtin)
+    }
 
     /// The wire name (a built-in's; `formulas` for a strategy of the client's own).
     pub fn name(&self) -> &'static str {
         match self {
-            Self::HmaSar => "hma_sar",
-            Self::SmaCross => "sma_cross",
-            Self::EmaCross => "ema_cross",
-            Self::Donchian => "donchian",
-            Self::RsiRevert => "rsi_revert",
+            Self::Builtin(b) => b.name(),
             Self::Formulas(f) => f.builtin.unwrap_or("formulas"),
         }
     }
@@ -118,7 +113,7 @@ impl Strategy {
         stops: &[(Field, String)],
     ) -> crate::Result<Self> {
         let (builtin, fields): (Option<Self>, Vec<(String, String)>) = match strategy {
-            None => (Some(Self::HmaSar), Vec::new()),
+            None => (Some(Self::default()), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
             Some(serde_json::Value::Object(map)) => {
                 let mut fields = Vec::new();
@@ -178,13 +173,7 @@ impl Strategy {
         let params = program
             .params
             .iter()
-            .map(|p| {
-                let kind = match p.kind {
-                    sweepflight_kernel::expr::ParamKind::Int => ParamKind::Int,
-                    sweepflight_kernel::expr::ParamKind::Number => ParamKind::Number,
-                };
-                (p.name.clone(), kind)
-            })
+            .map(|p| (p.name.clone(), p.kind))
             .collect();
         Ok(Self::Formulas(Arc::new(Formulas {
             builtin: name,
@@ -244,17 +233,13 @@ impl Strategy {
     pub fn program(&self) -> (Arc<Program>, bool) {
         match self {
             Self::Formulas(f) => (Arc::clone(&f.program), f.builtin.is_some()),
-            s => {
-                let b = sweepflight_kernel::builtins::Builtin::named(s.name())
-                    .expect("every built-in has a formula form");
-                (Arc::new(b.program()), true)
-            }
+            Self::Builtin(b) => (b.builtin().program(), true),
         }
     }
 
     /// True for the paper's strategy by name (v1's `lengths` and six-window `params`).
     pub fn is_hma_sar(&self) -> bool {
-        *self == Self::HmaSar
+        *self == Self::Builtin(Builtin::HmaSar)
     }
 
     /// The strategy of a wire name.
@@ -262,19 +247,12 @@ impl Strategy {
     /// # Errors
     /// [`crate::Error`] listing the known names.
     pub fn from_name(name: &str) -> crate::Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| {
-                crate::Error::new(format!(
-                    "unknown strategy {name:?}; known: {}",
-                    Self::ALL
-                        .iter()
-                        .map(Self::name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
+        Builtin::from_name(name).map(Self::Builtin).ok_or_else(|| {
+            crate::Error::new(format!(
+                "unknown strategy {name:?}; known: {}",
+                Builtin::ALL.map(Builtin::name).join(", ")
+            ))
+        })
     }
 
     /// The parameters in wire order, with their kinds.
@@ -287,19 +265,8 @@ impl Strategy {
 
     /// A built-in's parameters (none for formulas, whose are [`Strategy::params`]).
     fn builtin_params(&self) -> &'static [(&'static str, ParamKind)] {
-        use ParamKind::{Int, Number};
         match self {
-            Self::HmaSar => &[
-                ("half", Int),
-                ("full", Int),
-                ("sqrt", Int),
-                ("p3", Int),
-                ("p2", Int),
-                ("p", Int),
-            ],
-            Self::SmaCross | Self::EmaCross => &[("fast", Int), ("slow", Int)],
-            Self::Donchian => &[("n", Int)],
-            Self::RsiRevert => &[("n", Int), ("lower", Number), ("upper", Number)],
+            Self::Builtin(b) => b.params(),
             Self::Formulas(_) => &[],
         }
     }
@@ -346,38 +313,32 @@ impl Strategy {
     /// The parameter and what is wrong with it.
     pub fn check_combo(&self, values: &[f64]) -> Result<(), (&'static str, String)> {
         if let Self::Formulas(f) = self {
+            // A built-in's own parameters come first (stop formulas' after them).
             if let Some(Ok(b)) = f.builtin.map(Self::from_name) {
-                b.check_combo(values)?;
+                b.check_combo(&values[..b.builtin_params().len().min(values.len())])?;
             }
             if !sweepflight_kernel::plan::constraint_holds(&f.program, values) {
                 return Err(("constraint", "breaks the constraint".to_owned()));
             }
             return Ok(());
         }
+        // The kernel's rules of its typed combos (`rsi_revert`'s `lower < upper`).
         match self {
-            Self::RsiRevert if values[1] >= values[2] => Err((
-                "lower",
-                format!("must be below upper, got {} >= {}", values[1], values[2]),
-            )),
-            _ => Ok(()),
+            Self::Builtin(b) => match sweepflight_kernel::Params::new(*b, values) {
+                Err(sweepflight_kernel::Error::InvalidParam { param, message }) => {
+                    Err((param, message))
+                }
+                _ => Ok(()),
+            },
+            Self::Formulas(_) => Ok(()),
         }
     }
 
     /// What the strategy does, in one line (the `strategies` action).
     pub fn summary(&self) -> &'static str {
         match self {
+            Self::Builtin(b) => b.builtin().summary,
             Self::Formulas(_) => "formulas of the client's own (expressions.md)",
-            Self::HmaSar => {
-                "HMA(half, full, sqrt) vs HMA3(p3, p2, p): +1 where HMA3 crosses above HMA, -1 below (the paper's kernel; `lengths` derives the six windows from one L)"
-            }
-            Self::SmaCross => "+1 where SMA(fast) crosses above SMA(slow), -1 where below",
-            Self::EmaCross => "+1 where EMA(fast) crosses above EMA(slow), -1 where below",
-            Self::Donchian => {
-                "+1 where the close is above the highest of the n closes before it, -1 where below the lowest"
-            }
-            Self::RsiRevert => {
-                "+1 where Wilder's RSI(n) rises through lower, -1 where it falls through upper (0 <= lower < upper <= 100)"
-            }
         }
     }
 }
@@ -385,19 +346,12 @@ impl Strategy {
 /// The `strategies` action's reply: every strategy, its parameters in wire order with their
 /// JSON types, and what it does.
 pub fn strategies_json() -> serde_json::Value {
-    Strategy::ALL
-        .iter()
+    Strategy::builtins()
         .map(|s| {
             let params: Vec<serde_json::Value> = s
                 .params()
                 .iter()
-                .map(|(name, kind)| {
-                    let t = match kind {
-                        ParamKind::Int => "int",
-                        ParamKind::Number => "number",
-                    };
-                    serde_json::json!({"name": name, "type": t})
-                })
+                .map(|(name, kind)| serde_json::json!({"name": name, "type": kind.name()}))
                 .collect();
             serde_json::json!({"name": s.name(), "params": params, "summary": s.summary()})
         })
@@ -571,7 +525,7 @@ mod tests {
 
     #[test]
     fn names_and_sides() {
-        for s in Strategy::ALL {
+        for s in Strategy::builtins() {
             assert_eq!(Strategy::from_name(s.name()).unwrap(), s);
         }
         let e = Strategy::from_name("macd").unwrap_err().to_string();
@@ -582,7 +536,7 @@ mod tests {
 
     #[test]
     fn samples_are_reproducible_in_range_and_redrawn_on_constraints() {
-        let rsi = Strategy::RsiRevert;
+        let rsi = Strategy::Builtin(Builtin::RsiRevert);
         let s = Sample {
             n: 100,
             seed: 7,
@@ -606,7 +560,7 @@ mod tests {
             ranges: vec![(1.0, 2.0)],
         };
         let seen: std::collections::BTreeSet<u64> = (0..64)
-            .map(|i| ints.draw(i, &Strategy::Donchian).unwrap()[0] as u64)
+            .map(|i| ints.draw(i, &Strategy::Builtin(Builtin::Donchian)).unwrap()[0] as u64)
             .collect();
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), [1, 2]);
         // Another seed, other combos.

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
 use crate::selection::{DEFAULT_MAX_GRID_COMBOS, Selection};
-use crate::strategy::{Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy};
+use crate::strategy::{
+    Builtin, Execution, Fill, MAX_BLOCKS, ParamKind, Sample, Side, StopsOn, Strategy,
+};
 use crate::{Error, Result, validate_name};
 use sweepflight_kernel::expr::Field;
 
@@ -288,7 +290,7 @@ impl SweepRequest {
     pub fn new(dataset: impl Into<String>, grid: Grid) -> Self {
         Self {
             dataset: dataset.into(),
-            strategy: Strategy::HmaSar,
+            strategy: Strategy::Builtin(Builtin::HmaSar),
             grid,
             execution: Execution::default(),
             fee: None,
@@ -686,7 +688,7 @@ impl ExchangeCommand {
             },
             Self::Session {
                 keyed: false,
-                strategy: Strategy::HmaSar,
+                strategy: Strategy::Builtin(Builtin::HmaSar),
                 reply: SessionReply::Sweep,
             } => return SESSION_COMMAND.to_vec(),
             Self::Session {
@@ -935,7 +937,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
         wire.sample.is_some(),
     ];
     // hma_sar by name, with or without a constraint, takes `lengths` too.
-    let paper = strategy.name() == Strategy::HmaSar.name();
+    let paper = strategy.name() == Strategy::Builtin(Builtin::HmaSar).name();
     let forms = if paper {
         "`lengths`, `params`, `grid` and `sample`"
     } else {
@@ -969,7 +971,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
                 .collect::<Result<_>>()?,
         )
     } else if let Some(params) = wire.params {
-        if strategy == Strategy::HmaSar {
+        if strategy == Strategy::Builtin(Builtin::HmaSar) {
             Grid::Params(
                 params
                     .iter()
@@ -1520,7 +1522,12 @@ mod tests {
         assert_eq!(seen, back);
         let product = Grid::Product(lists.clone());
         let want: Vec<Vec<f64>> = (3..9)
-            .map(|i| product.values(&Strategy::HmaSar, i).unwrap().unwrap())
+            .map(|i| {
+                product
+                    .values(&Strategy::Builtin(Builtin::HmaSar), i)
+                    .unwrap()
+                    .unwrap()
+            })
             .collect();
         assert_eq!(seen, want);
         // fast < slow keeps 3 of 2..=4 x 2..=4: not read within a cap of 9 (all 9 count),
@@ -1599,7 +1606,7 @@ mod tests {
                 "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "warmup": 200, "rows": [1000, 5000]}"#,
         )
         .unwrap();
-        assert_eq!(r.strategy, Strategy::SmaCross);
+        assert_eq!(r.strategy, Strategy::Builtin(Builtin::SmaCross));
         assert_eq!(r.len(), 6);
         // The first parameter outermost.
         let combos: Vec<Vec<f64>> = (0..6)
@@ -1653,7 +1660,7 @@ mod tests {
             br#"{"dataset": "p", "grid": {"half": [3], "full": [6, 8], "sqrt": [2], "p3": [1], "p2": [2], "p": [3]}}"#,
         )
         .unwrap();
-        assert_eq!(r.strategy, Strategy::HmaSar);
+        assert_eq!(r.strategy, Strategy::Builtin(Builtin::HmaSar));
         assert_eq!(
             r.grid.values(&r.strategy, 1).unwrap().unwrap(),
             [3.0, 8.0, 2.0, 1.0, 2.0, 3.0]
@@ -1825,22 +1832,22 @@ mod tests {
         assert_eq!(cmd(r#"{"op": "echo"}"#).unwrap(), ExchangeCommand::Echo);
         let plain = ExchangeCommand::Session {
             keyed: false,
-            strategy: Strategy::HmaSar,
+            strategy: Strategy::Builtin(Builtin::HmaSar),
             reply: SessionReply::Sweep,
         };
         let keyed = ExchangeCommand::Session {
             keyed: true,
-            strategy: Strategy::HmaSar,
+            strategy: Strategy::Builtin(Builtin::HmaSar),
             reply: SessionReply::Sweep,
         };
         let sma = ExchangeCommand::Session {
             keyed: false,
-            strategy: Strategy::SmaCross,
+            strategy: Strategy::Builtin(Builtin::SmaCross),
             reply: SessionReply::Sweep,
         };
         let trades = ExchangeCommand::Session {
             keyed: true,
-            strategy: Strategy::Donchian,
+            strategy: Strategy::Builtin(Builtin::Donchian),
             reply: SessionReply::Trades,
         };
         assert_eq!(
@@ -1851,7 +1858,7 @@ mod tests {
         assert_eq!(ExchangeCommand::decode(&trades.encode()).unwrap(), trades);
         let walk = ExchangeCommand::Session {
             keyed: false,
-            strategy: Strategy::SmaCross,
+            strategy: Strategy::Builtin(Builtin::SmaCross),
             reply: SessionReply::WalkForward,
         };
         assert_eq!(

@@ -10,7 +10,7 @@ use std::path::Path;
 use arrow_schema::DataType;
 use serde_json::{Value, json};
 use sweepflight_protocol::{
-    ACTIONS, Compression, ExchangeCommand, Execution, Fill, Folds, Grid, JobBody, JobRef,
+    ACTIONS, Builtin, Compression, ExchangeCommand, Execution, Fill, Folds, Grid, JobBody, JobRef,
     PROTOCOL_VERSION, PutTarget, RowRange, SESSION_COMMAND, Sample, Selection, SessionReply, Side,
     StopsOn, Strategy, SweepRequest, Ticket, WalkForwardRequest, equity_schema, result_schema,
     strategy_schema, sweep_schema, trades_schema, walk_forward_schema,
@@ -101,7 +101,7 @@ fn golden() -> Value {
                    "side": "long", "stop_loss": 0.02, "take_profit": 0.05, "periods_per_year": 252.0, "blocks": 8}),
             SweepRequest::strategy(
                 "eurusd",
-                Strategy::SmaCross,
+                Strategy::Builtin(Builtin::SmaCross),
                 Grid::Product(vec![vec![5.0, 10.0], vec![20.0, 50.0, 100.0]]),
             )
             .with_execution(Execution {
@@ -138,7 +138,7 @@ fn golden() -> Value {
                    "slippage": 0.001, "periods_per_year": "auto"}),
             SweepRequest::strategy(
                 "goog",
-                Strategy::SmaCross,
+                Strategy::Builtin(Builtin::SmaCross),
                 Grid::Tuples(vec![vec![10.0, 20.0]]),
             )
             .with_execution(Execution {
@@ -156,7 +156,7 @@ fn golden() -> Value {
             json!({"dataset": "u", "strategy": "rsi_revert", "params": [[14, 30, 70.5]], "warmup": 100, "rows": [500, 900]}),
             SweepRequest::strategy(
                 "u",
-                Strategy::RsiRevert,
+                Strategy::Builtin(Builtin::RsiRevert),
                 Grid::Tuples(vec![vec![14.0, 30.0, 70.5]]),
             )
             .with_execution(Execution {
@@ -171,7 +171,7 @@ fn golden() -> Value {
                    "where": {"trades": [30, null]}, "order_by": "sharpe", "descending": true, "top": 1}),
             SweepRequest::strategy(
                 "p",
-                Strategy::SmaCross,
+                Strategy::Builtin(Builtin::SmaCross),
                 Grid::Product(vec![vec![5.0], vec![20.0, 40.0]]),
             )
             .with_selection(Selection {
@@ -186,7 +186,7 @@ fn golden() -> Value {
             json!({"dataset": "p", "strategy": "donchian", "sample": {"n": 20, "seed": 7, "ranges": {"n": [5, 60]}}, "side": "short"}),
             SweepRequest::strategy(
                 "p",
-                Strategy::Donchian,
+                Strategy::Builtin(Builtin::Donchian),
                 Grid::Sample(Sample {
                     n: 20,
                     seed: 7,
@@ -199,7 +199,7 @@ fn golden() -> Value {
             }),
         ),
     ];
-    let sma = |grid| SweepRequest::strategy("eurusd", Strategy::SmaCross, grid);
+    let sma = |grid| SweepRequest::strategy("eurusd", Strategy::Builtin(Builtin::SmaCross), grid);
     let walk_forward = vec![
         walk_forward_case(
             "rolling_by_sharpe",
@@ -302,15 +302,14 @@ fn golden() -> Value {
         "exchange_commands": {
             "echo": cmd(&ExchangeCommand::Echo),
             "session": serde_json::from_slice::<Value>(SESSION_COMMAND).unwrap(),
-            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::HmaSar, reply: SessionReply::Sweep }),
-            "keyed_rsi_revert_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::RsiRevert, reply: SessionReply::Sweep }),
-            "sma_cross_trades_session": cmd(&ExchangeCommand::Session { keyed: false, strategy: Strategy::SmaCross, reply: SessionReply::Trades }),
+            "keyed_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::Builtin(Builtin::HmaSar), reply: SessionReply::Sweep }),
+            "keyed_rsi_revert_session": cmd(&ExchangeCommand::Session { keyed: true, strategy: Strategy::Builtin(Builtin::RsiRevert), reply: SessionReply::Sweep }),
+            "sma_cross_trades_session": cmd(&ExchangeCommand::Session { keyed: false, strategy: Strategy::Builtin(Builtin::SmaCross), reply: SessionReply::Trades }),
         },
         "result_schema": {"unkeyed": schema(false), "keyed": schema(true)},
-        "strategy_schemas": Strategy::ALL
-            .iter()
+        "strategy_schemas": Strategy::builtins()
             .map(|s| {
-                let fields = strategy_schema(s, false)
+                let fields = strategy_schema(&s, false)
                     .fields()
                     .iter()
                     .map(|f| field(f))
@@ -318,14 +317,13 @@ fn golden() -> Value {
                 (s.name().to_owned(), Value::Array(fields))
             })
             .collect::<serde_json::Map<_, _>>(),
-        "block_pnl_schema": fields(sweep_schema(&Strategy::Donchian, true, Some(8))),
+        "block_pnl_schema": fields(sweep_schema(&Strategy::Builtin(Builtin::Donchian), true, Some(8))),
         "trades_schema": {"unkeyed": fields(trades_schema(false)), "keyed": fields(trades_schema(true))},
         "equity_schema": {"unkeyed": fields(equity_schema(false)), "keyed": fields(equity_schema(true))},
-        "walk_forward_schemas": Strategy::ALL
-            .iter()
-            .map(|s| (s.name().to_owned(), Value::Array(fields(walk_forward_schema(s, false)))))
+        "walk_forward_schemas": Strategy::builtins()
+            .map(|s| (s.name().to_owned(), Value::Array(fields(walk_forward_schema(&s, false)))))
             .collect::<serde_json::Map<_, _>>(),
-        "walk_forward_keyed_schema": fields(walk_forward_schema(&Strategy::SmaCross, true)),
+        "walk_forward_keyed_schema": fields(walk_forward_schema(&Strategy::Builtin(Builtin::SmaCross), true)),
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
     })
 }

@@ -169,7 +169,7 @@ async fn action_sessions_answer_as_their_actions() {
     c.put_closes("s", &series(3_000)).await.unwrap();
     let request = SweepRequest::lengths("s", [6, 20, 40]);
     let mut trades = c
-        .action_session(SessionReply::Trades, Strategy::HmaSar, false)
+        .action_session(SessionReply::Trades, Strategy::default(), false)
         .await
         .unwrap();
     for _ in 0..2 {
@@ -193,7 +193,7 @@ async fn action_sessions_answer_as_their_actions() {
     };
     let walk = WalkForwardRequest::new(request.clone(), folds, "pnl", true).unwrap();
     let mut session = c
-        .action_session(SessionReply::WalkForward, Strategy::HmaSar, false)
+        .action_session(SessionReply::WalkForward, Strategy::default(), false)
         .await
         .unwrap();
     let got = session.walk_forward(&walk).await.unwrap();

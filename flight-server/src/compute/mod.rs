@@ -28,7 +28,7 @@ use arrow_array::Float64Array;
 use sweepflight_kernel::lines::Bars;
 use sweepflight_kernel::{
     ArrayCache, CertifiedBars, Combo, ComboResult, Combos, Execution, NoCache, PARALLEL_MIN_WORK,
-    Params, Record, Records, Side, SweepControl, sweep_combos,
+    Record, Records, Side, SweepControl, sweep_combos,
 };
 use sweepflight_protocol::{ExchangeSweep, Grid, RowRange, Selection, Strategy, SweepRequest};
 use tokio::sync::oneshot;
@@ -47,7 +47,7 @@ use crate::{Error, Result};
 /// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
 /// kernel refuses (`lower >= upper` in a `grid`, say).
 #[cfg(test)]
-fn params(strategy: &Strategy, grid: &Grid) -> Result<Vec<Params>> {
+fn params(strategy: &Strategy, grid: &Grid) -> Result<Vec<sweepflight_kernel::Params>> {
     match params_in(strategy, grid, 0..grid.len())?.0 {
         Combos::Builtin(p) => Ok(p),
         Combos::Program(_) => Err(Error::Internal("not a built-in".into())),
@@ -66,24 +66,12 @@ pub(crate) fn params_in(
     range: Range<usize>,
 ) -> Result<(Combos, Option<Vec<usize>>)> {
     let start = range.start;
-    let Strategy::Formulas(formulas) = strategy else {
-        let kind = kernel_strategy(strategy)?;
-        if let Grid::Lengths(lengths) = grid {
-            let p = lengths[range]
-                .iter()
-                .map(|&l| Combo::from_length(l).map(Params::HmaSar))
-                .collect::<Result<_, _>>()?;
-            return Ok((Combos::Builtin(p), None));
-        }
-        let p = range
-            .map(|i| {
-                let values = grid.values(strategy, i)?.unwrap_or_default();
-                Params::new(kind, &values).map_err(|e| Error::invalid(format!("combo {i}: {e}")))
-            })
-            .collect::<Result<_>>()?;
-        return Ok((Combos::Builtin(p), None));
-    };
-    let mut values: Vec<f64> = Vec::new();
+    // Every strategy is a program of formulas (a built-in name its table's form), bound to
+    // each kept combo's values; the kernel recognises a built-in's form and runs its tuned
+    // path (`Combos::of_program`).
+    let (program, _) = strategy.program();
+    let width = program.params.len();
+    let mut values: Vec<f64> = Vec::with_capacity(range.len() * width);
     let mut kept: Vec<usize> = Vec::new();
     for i in range.clone() {
         let v = match grid {
@@ -103,13 +91,15 @@ pub(crate) fn params_in(
             // not returned; the others keep their positions.
             Err(("constraint", _)) => {}
             Err((param, message)) => {
-                return Err(Error::invalid(format!("combo {i}: `{param}` {message}")));
+                return Err(Error::invalid(format!(
+                    "combo {i}: parameter `{param}` {message}"
+                )));
             }
         }
     }
     let gaps = kept.len() < range.len();
     let count = kept.len();
-    let combos = Combos::of_program(Arc::clone(&formulas.program), values, count);
+    let combos = Combos::of_program(program, values, count);
     Ok((combos, gaps.then_some(kept)))
 }
 
@@ -123,13 +113,6 @@ pub(crate) fn combos_at(strategy: &Strategy, grid: &Grid, at: &[usize]) -> Resul
         .map(|&c| Ok(params_in(strategy, grid, c..c + 1)?.0))
         .collect::<Result<Vec<_>>>()?;
     Ok(Combos::concat(parts))
-}
-
-/// The kernel's strategy of a wire strategy: the two tables name the same strategies with the
-/// same parameters (a test holds them to it).
-fn kernel_strategy(s: &Strategy) -> Result<sweepflight_kernel::Strategy> {
-    sweepflight_kernel::Strategy::from_name(s.name())
-        .ok_or_else(|| Error::Internal(format!("the kernel has no strategy {s}")))
 }
 
 /// The kernel's execution options for a request's (the evaluated range is each input's).
@@ -1135,30 +1118,15 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_wire_and_the_kernel_name_the_same_strategies_and_parameters() {
-        for s in &Strategy::ALL {
-            let k = kernel_strategy(s).unwrap();
-            let wire: Vec<&str> = s.params().iter().map(|p| p.0).collect();
-            let kernel: Vec<&str> = k.params().iter().map(|p| p.0).collect();
-            assert_eq!(wire, kernel, "{s}");
-            for (w, k) in s.params().iter().zip(k.params()) {
-                let int = w.1 == sweepflight_protocol::ParamKind::Int;
-                assert_eq!(
-                    int,
-                    k.1 == sweepflight_kernel::strategy::ParamKind::Int,
-                    "{s}"
-                );
-            }
-        }
-        assert_eq!(sweepflight_kernel::Strategy::ALL.len(), Strategy::ALL.len());
-    }
+    use sweepflight_kernel::Params;
+    use sweepflight_protocol::Builtin;
 
     #[test]
     fn grids_become_combos_in_request_order_and_bad_ones_name_their_position() {
         let grid = Grid::Product(vec![vec![14.0], vec![20.0, 40.0], vec![30.0, 60.0]]);
-        let e = params(&Strategy::RsiRevert, &grid).unwrap_err().to_string();
+        let e = params(&Strategy::Builtin(Builtin::RsiRevert), &grid)
+            .unwrap_err()
+            .to_string();
         // (20, 30), (20, 60), (40, 30): the third combo breaks lower < upper.
         assert!(
             e.contains("combo 2: parameter `lower` must be below upper"),
@@ -1166,7 +1134,7 @@ mod tests {
         );
         let ok = Grid::Product(vec![vec![5.0, 6.0], vec![20.0]]);
         assert_eq!(
-            params(&Strategy::SmaCross, &ok).unwrap(),
+            params(&Strategy::Builtin(Builtin::SmaCross), &ok).unwrap(),
             [
                 Params::SmaCross { fast: 5, slow: 20 },
                 Params::SmaCross { fast: 6, slow: 20 }

@@ -4,13 +4,11 @@
 //! and the distinct series nodes of them all, counted by fingerprint, are the reply's `arrays`.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use sweepflight_kernel::builtins::Builtin;
-use sweepflight_kernel::expr::{Column, Program};
+use sweepflight_kernel::expr::Column;
 use sweepflight_kernel::plan::Plan;
-use sweepflight_protocol::{Strategy, SweepRequest};
+use sweepflight_protocol::SweepRequest;
 
 use crate::compute::params_in;
 use crate::{Error, Result};
@@ -35,14 +33,7 @@ pub(crate) fn explain(body: &[u8], max_grid: usize, memory: u64) -> Result<Value
             request.len()
         )));
     }
-    let program: Arc<Program> = match &request.strategy {
-        Strategy::Formulas(f) => Arc::clone(&f.program),
-        builtin => Arc::new(
-            Builtin::named(builtin.name())
-                .ok_or_else(|| Error::Internal(format!("no formula form of {builtin}")))?
-                .program(),
-        ),
-    };
+    let (program, _) = request.strategy.program();
     let width = program.params.len();
     // Each step's combos are bound into a plan of their own; the call's distinct arrays are
     // counted by fingerprint (16 bytes each, not a node's definition), within the memory a

@@ -560,6 +560,7 @@ mod tests {
     use super::*;
     use arrow_array::Array;
     use sweepflight_kernel::{Combo, Execution, Params};
+    use sweepflight_protocol::Builtin;
     use sweepflight_protocol::{Strategy, result_schema};
 
     fn job(strategy: Strategy, params: Vec<Params>) -> Job {
@@ -587,7 +588,7 @@ mod tests {
 
     fn hma(combos: &[Combo]) -> Job {
         job(
-            Strategy::HmaSar,
+            Strategy::Builtin(Builtin::HmaSar),
             combos.iter().map(|&c| Params::HmaSar(c)).collect(),
         )
     }
@@ -607,13 +608,13 @@ mod tests {
             },
         ];
         let batch = to_batch(
-            &job(Strategy::RsiRevert, params),
+            &job(Strategy::Builtin(Builtin::RsiRevert), params),
             &runs(vec![vec![ComboResult::default(); 2]]),
         )
         .unwrap();
         assert_eq!(
             batch.schema(),
-            sweepflight_protocol::strategy_schema(&Strategy::RsiRevert, false)
+            sweepflight_protocol::strategy_schema(&Strategy::Builtin(Builtin::RsiRevert), false)
         );
         let n = batch
             .column(1)

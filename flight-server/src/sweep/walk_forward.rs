@@ -290,7 +290,7 @@ fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
 /// Combos (values in parameter order) as a request grid.
 fn grid_of(strategy: &Strategy, combos: Vec<Vec<f64>>) -> Grid {
     match strategy {
-        Strategy::HmaSar => Grid::Params(
+        s if s.is_hma_sar() => Grid::Params(
             combos
                 .iter()
                 .map(|v| std::array::from_fn(|k| v[k] as u32))
@@ -443,6 +443,7 @@ impl Rows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sweepflight_protocol::Builtin;
 
     fn fold(train: (u64, u64), test: (u64, u64)) -> Fold {
         Fold {
@@ -467,7 +468,7 @@ mod tests {
     fn a_few_combos_cover_every_cuttable_line_of_a_grid() {
         let sma = SweepRequest::strategy(
             "s",
-            Strategy::SmaCross,
+            Strategy::Builtin(Builtin::SmaCross),
             Grid::Product(vec![
                 (1..=10).map(f64::from).collect(),
                 (20..=119).map(f64::from).collect(),
@@ -482,7 +483,7 @@ mod tests {
         }
         let ema = SweepRequest::strategy(
             "s",
-            Strategy::EmaCross,
+            Strategy::Builtin(Builtin::EmaCross),
             Grid::Product(vec![vec![5.0], vec![20.0]]),
         );
         assert!(covering_combos(&ema).unwrap().is_empty());

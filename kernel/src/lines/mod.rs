@@ -6,11 +6,17 @@
 //! sweep runs (loops blocked across outputs, monotone queues, one pass per recurrence), and
 //! [`plain`], the test oracle, written bar by bar from the spec's table and sharing no code
 //! with the fast one. The tests hold the two equal bit for bit. [`multi`] holds the shared
-//! passes that compute one function for many windows of one input at once.
+//! passes that compute one function for many windows of one input at once, over the tuned
+//! computations below them: [`wma`] (the paper kernel's register-blocked, prefix-sharing WMA)
+//! [`indicators`] (the built-in strategies' shared SMA / EMA / channel passes and RSI), and
+//! `vector` (the SIMD helpers: the sign bytes two lines make, block maxima, HMA differences).
 
+pub mod indicators;
 pub mod multi;
 pub mod plain;
 pub mod series;
+pub(crate) mod vector;
+pub mod wma;
 
 /// The columns of one series' bars over the computed range (bar 0 is the range's first).
 /// `close` is always there; the others when the dataset has them usable.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// `sma(x, n)` for each of `windows` (strictly ascending): one pass whose cost is the longest
 /// window in adds per bar, not the sum of the windows.
 pub fn sma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
-    crate::strategy::indicators::sma_multi(x, windows, parallel)
+    super::indicators::sma_multi(x, windows, parallel)
 }
 
 /// `wma(x, n)` for each of `windows` (strictly ascending): the paper kernel's prefix-sharing
@@ -31,7 +31,7 @@ pub fn wma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
         .iter_mut()
         .map(|l| Arc::get_mut(l).expect("just allocated, not shared"))
         .collect();
-    crate::wma::wma_multi(x, windows, &mut outs, parallel);
+    super::wma::wma_multi(x, windows, &mut outs, parallel);
     lines
 }
 
@@ -40,9 +40,9 @@ pub fn wma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
 pub fn ema(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
     let first = x.iter().position(|v| !v.is_nan()).unwrap_or(x.len());
     if first == 0 {
-        return crate::strategy::indicators::ema_multi(x, windows, parallel);
+        return super::indicators::ema_multi(x, windows, parallel);
     }
-    let tails = crate::strategy::indicators::ema_multi(&x[first..], windows, parallel);
+    let tails = super::indicators::ema_multi(&x[first..], windows, parallel);
     tails
         .into_iter()
         .map(|tail| {

@@ -67,10 +67,10 @@ pub fn sma(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     }
 }
 
-/// `wma(x, n)`: the paper kernel's register-blocked WMA ([`crate::wma`]), whose arithmetic is
+/// `wma(x, n)`: the paper kernel's register-blocked WMA ([`super::wma`]), whose arithmetic is
 /// the spec's (each output a fresh weighted sum from 0.0, oldest first, then one division).
 fn wma_of(x: &[f64], n: usize, out: &mut [f64]) {
-    crate::wma::wma_into(x, n, out);
+    super::wma::wma_into(x, n, out);
 }
 
 /// `wma(x, n)`.

@@ -14,12 +14,14 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::Params;
-use super::indicators::{donchian_multi, donchian_signals, ema_multi, rsi, rsi_signals, sma_multi};
+use crate::builtins::Params;
 use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
 use crate::lines::Bars;
+use crate::lines::indicators::{
+    donchian_multi, donchian_signals, ema_multi, rsi, rsi_signals, sma_multi,
+};
 use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
 

@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use super::{ArrayKey, Run, hma_key, hma3_key, line_bytes};
-use crate::wma::{RangeScratch, wma_range};
-use crate::{Combo, ComboResult, Result, signal, vector};
+use crate::lines::vector;
+use crate::lines::wma::{RangeScratch, wma_range};
+use crate::{Combo, ComboResult, Result, signal};
 
 /// Bars per tile, at least: 16 KiB per array, so a tile's first-level WMAs and lines for the
 /// paper sweep (~280 arrays) fit a server CPU's last-level cache twice over per core.

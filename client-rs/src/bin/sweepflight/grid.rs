@@ -198,6 +198,7 @@ pub(crate) fn read_params(path: &Path, strategy: &Strategy) -> anyhow::Result<Gr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sweepflight_protocol::Builtin;
 
     #[test]
     fn specs() {
@@ -235,7 +236,7 @@ mod tests {
     #[test]
     fn grids() {
         let g = parse_grid(
-            &Strategy::SmaCross,
+            &Strategy::Builtin(Builtin::SmaCross),
             &["fast=5..8 slow=20..=40:10,55".to_owned()],
         )
         .unwrap();
@@ -244,7 +245,7 @@ mod tests {
             Grid::Product(vec![vec![5.0, 6.0, 7.0], vec![20.0, 30.0, 40.0, 55.0]])
         );
         let g = parse_grid(
-            &Strategy::RsiRevert,
+            &Strategy::Builtin(Builtin::RsiRevert),
             &["n=14".into(), "lower=25,30.5".into(), "upper=70".into()],
         )
         .unwrap();
@@ -256,7 +257,10 @@ mod tests {
             &["fast=1..9:0", "slow=3"],
         ] {
             let specs: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
-            assert!(parse_grid(&Strategy::SmaCross, &specs).is_err(), "{bad:?}");
+            assert!(
+                parse_grid(&Strategy::Builtin(Builtin::SmaCross), &specs).is_err(),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -86,11 +86,11 @@ impl Input<'_> {
         match *self {
             Self::Series(x) => &x[lo..hi],
             Self::HmaDifference(h, f) => {
-                crate::vector::hma_difference(&h[lo..hi], &f[lo..hi], buf);
+                super::vector::hma_difference(&h[lo..hi], &f[lo..hi], buf);
                 buf
             }
             Self::Hma3Difference(w3, w2, w1) => {
-                crate::vector::hma3_difference(&w3[lo..hi], &w2[lo..hi], &w1[lo..hi], buf);
+                super::vector::hma3_difference(&w3[lo..hi], &w2[lo..hi], &w1[lo..hi], buf);
                 buf
             }
         }
@@ -469,18 +469,12 @@ pub(crate) unsafe fn wma_range(
 mod tests {
     use super::*;
     use crate::oracle;
+    use crate::oracle::same_bits as same;
 
     fn series(len: usize) -> Vec<f64> {
         (0..len)
             .map(|i| 100.0 + (i as f64 * 0.37).sin() * 3.0 + (i as f64 * 0.011).cos())
             .collect()
-    }
-
-    fn same(a: &[f64], b: &[f64]) -> bool {
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
     }
 
     #[test]

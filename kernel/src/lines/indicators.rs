@@ -5,7 +5,7 @@
 //! - [`sma_multi`]: every requested SMA window in one pass. A running sum started at bar `s`
 //!   is, after `n` terms, the fresh oldest-first sum of the window ending at `s + n - 1`, bit for
 //!   bit, whatever longer window it goes on to; so the pass costs the longest window in adds per
-//!   bar, not the sum of the windows (the WMA pass's prefix sharing, [`crate::wma`]). Starts are
+//!   bar, not the sum of the windows (the WMA pass's prefix sharing, [`super::wma`]). Starts are
 //!   blocked so each step is one vector add across a block of starts.
 //! - [`ema`] and [`rsi`] are recurrences, sequential in the bars; distinct windows run in
 //!   parallel.
@@ -341,18 +341,12 @@ pub(crate) fn rsi_signals(rsi: &[f64], lower: f64, upper: f64, out: &mut Vec<i8>
 mod tests {
     use super::*;
     use crate::oracle;
+    use crate::oracle::same_bits as same;
 
     fn series(len: usize) -> Vec<f64> {
         (0..len)
             .map(|i| 100.0 + ((i * 37 % 101) as f64 - 50.0) * 0.01 + (i as f64 * 0.01).sin())
             .collect()
-    }
-
-    fn same(a: &[f64], b: &[f64]) -> bool {
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
     }
 
     #[test]
