@@ -9,7 +9,7 @@ the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -38,15 +38,25 @@ RESULT_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 )
 #: The six windows of a combo, in wire order.
 WINDOWS = ("half", "full", "sqrt", "p3", "p2", "p")
-#: Each strategy's parameters in wire order (the order of ``params`` tuples and result
-#: columns), each an ``int`` (a window: int64 column) or a ``float`` (float64).
-STRATEGIES: dict[str, tuple[tuple[str, type], ...]] = {
-    "hma_sar": tuple((w, int) for w in WINDOWS),
-    "sma_cross": (("fast", int), ("slow", int)),
-    "ema_cross": (("fast", int), ("slow", int)),
-    "donchian": (("n", int),),
-    "rsi_revert": (("n", int), ("lower", float), ("upper", float)),
-}
+#: The parameter columns of v1's result (hma_sar's windows), fixed by the v1 contract.
+_HMA_SAR_PARAMS = list(RESULT_COLUMNS[1:7])
+#: A built-in strategy's parameters in wire order (the order of ``params`` tuples, ``grid``
+#: and result columns), each an ``int`` (a window: int64 column) or a ``float`` (float64). The
+#: server's ``strategies`` action is the one source (the kernel's table):
+#: :func:`builtins_of` reads its reply.
+Kinds = tuple[tuple[str, type], ...]
+
+
+def builtins_of(reply: Sequence[Mapping[str, Any]]) -> dict[str, Kinds]:
+    """Each built-in's parameters, by name, from the ``strategies`` action's reply."""
+    return {s["name"]: tuple((p["name"], int if p["type"] == "int" else float) for p in s["params"]) for s in reply}
+
+
+def param_types(kinds: Kinds) -> list[tuple[str, pa.DataType]]:
+    """The result columns of parameters ``kinds``: int64 windows, float64 numbers."""
+    return [(n, pa.int64() if t is int else pa.float64()) for n, t in kinds]
+
+
 #: The v1.2 metric columns after ``max_drawdown``: nullable float64 (null where undefined).
 V12_METRIC_COLUMNS = (
     "avg_trade",
@@ -123,15 +133,14 @@ def job_ref(job: str) -> bytes:
     return json.dumps({"job": job}, separators=(",", ":")).encode()
 
 
-def walk_forward_schema(
-    keyed: bool, strategy: str = DEFAULT_STRATEGY, params: list[tuple[str, pa.DataType]] | None = None
-) -> pa.Schema:
+def walk_forward_schema(keyed: bool, params: list[tuple[str, pa.DataType]] | None = None) -> pa.Schema:
     """The ``walk_forward`` reply: [``series``], ``fold``, ``train_start``, ``train_end``,
-    ``test_start``, ``test_end``, ``combo`` and the parameters (a built-in's, or ``params``),
+    ``test_start``, ``test_end``, ``combo`` and the parameters (``params``; hma_sar's windows
+    by default),
     ``train_score``, then the test run's metrics (``pnl`` .. ``sqn``); nullable from ``combo``
     on."""
     fields: list[pa.Field[Any]] = [pa.field(n, pa.int64(), nullable=False) for n in WALK_FORWARD_FOLD_COLUMNS]
-    columns = [RESULT_COLUMNS[0], *(params if params is not None else _param_columns(strategy))]
+    columns = [RESULT_COLUMNS[0], *(params if params is not None else _HMA_SAR_PARAMS)]
     fields += [pa.field(n, t, nullable=True) for n, t in columns]
     fields.append(pa.field("train_score", pa.float64(), nullable=True))
     fields += [pa.field(n, t, nullable=True) for n, t in METRIC_COLUMNS]
@@ -171,10 +180,11 @@ def put_descriptor(name: str, key: str | None = None) -> flight.FlightDescriptor
     return flight.FlightDescriptor.for_command(json.dumps({"dataset": name, "key": key}).encode())
 
 
-def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
-    """The result schema the server sends for ``strategy``: ``series`` first when ``keyed``,
-    ``combo``, the strategy's parameters, the metrics, ``total_return``."""
-    columns = [RESULT_COLUMNS[0], *_param_columns(strategy), *METRIC_COLUMNS]
+def result_schema(keyed: bool, params: list[tuple[str, pa.DataType]] | None = None) -> pa.Schema:
+    """The result schema the server sends for a strategy of parameter columns ``params``
+    (:func:`param_types`; hma_sar's windows by default): ``series`` first when ``keyed``,
+    ``combo``, the parameters, the metrics, ``total_return``."""
+    columns = [RESULT_COLUMNS[0], *(params if params is not None else _HMA_SAR_PARAMS), *METRIC_COLUMNS]
     fields = [pa.field(n, t, nullable=False) for n, t in columns]
     fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
     fields.append(pa.field(TOTAL_RETURN_COLUMN, pa.float64(), nullable=False))
@@ -183,10 +193,12 @@ def result_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY) -> pa.Schema:
     return pa.schema(fields)
 
 
-def sweep_schema(keyed: bool, strategy: str = DEFAULT_STRATEGY, blocks: int | None = None) -> pa.Schema:
+def sweep_schema(
+    keyed: bool, params: list[tuple[str, pa.DataType]] | None = None, blocks: int | None = None
+) -> pa.Schema:
     """:func:`result_schema` with the ``block_pnl`` column before ``total_return`` when
     ``blocks`` is given."""
-    schema = result_schema(keyed, strategy)
+    schema = result_schema(keyed, params)
     if blocks is None:
         return schema
     block = pa.field(BLOCK_PNL_COLUMN, pa.list_(pa.field("item", pa.float64(), nullable=False), blocks), nullable=False)
@@ -235,10 +247,6 @@ def check_schema(schema: pa.Schema, expected: pa.Schema) -> None:
         if i >= len(got) or got[i] != (want.name, want.type):
             have = f"{got[i][0]} {got[i][1]}" if i < len(got) else "nothing"
             raise ValueError(f"column {i} should be {want.name} {want.type}, got {have}")
-
-
-def _param_columns(strategy: str) -> list[tuple[str, pa.DataType]]:
-    return [(n, pa.int64() if t is int else pa.float64()) for n, t in STRATEGIES[strategy]]
 
 
 def param_columns_of(schema: pa.Schema, before: str = "pnl") -> list[tuple[str, pa.DataType]]:

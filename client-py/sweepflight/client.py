@@ -255,8 +255,8 @@ class SweepRequest:
                 if start == 0 and end >= self.combos:
                     return self
                 raise InvalidRequest("a grid of formulas, or with a constraint, is sent whole (the server numbers it)")
-            names = [n for n, _ in _protocol.STRATEGIES[self.strategy or _protocol.DEFAULT_STRATEGY]]
-            product = itertools.product(*(self.grid[n] for n in names))
+            # A built-in's grid holds its parameters in wire order (as the request built it).
+            product = itertools.product(*self.grid.values())
             return dataclasses.replace(self, grid=None, params=tuple(itertools.islice(product, start, end)))
         if self.sample is not None:
             if start != 0:
@@ -324,11 +324,15 @@ class _Calls:
     #: The :class:`CallOptions` this way of calling takes.
     _call_options: frozenset[str] = frozenset()
 
+    def _builtins(self) -> Mapping[str, _protocol.Kinds]:
+        """The built-ins' parameters, as the server's ``strategies`` action lists them."""
+        raise NotImplementedError
+
     def _request(
         self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
     ) -> SweepRequest:
         """A call's request from its arguments."""
-        return _request(name, lengths, params, options)
+        return _request(name, lengths, params, options, self._builtins)
 
     def _split(
         self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
@@ -558,6 +562,7 @@ class Client(_DetailCalls):
         self.uri = uri
         self.timeout = timeout
         self._headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+        self._table: dict[str, _protocol.Kinds] | None = None
         with translated():
             self._flight = flight.FlightClient(uri, **kwargs)
 
@@ -768,7 +773,7 @@ class Client(_DetailCalls):
                 rows and limits are checked before the job starts).
             ResourceExhausted: the server holds ``--max-jobs`` jobs already.
         """
-        request = _request(name, lengths, params, options)
+        request = _request(name, lengths, params, options, self._builtins)
         if action == "walk_forward":
             wf = _walk_forward(request, folds, select)
             return self._submit(action, wf.body(), wf, timeout)
@@ -938,6 +943,12 @@ class Client(_DetailCalls):
         answer: dict[str, Any] = json.loads(results[0].body.to_pybytes()) if results else {"dataset": name}
         return answer
 
+    def _builtins(self) -> Mapping[str, _protocol.Kinds]:
+        # The server's table, asked once: a built-in's parameters are the server's to say.
+        if self._table is None:
+            self._table = _protocol.builtins_of(self.strategies())
+        return self._table
+
     def strategies(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         """The strategies the server runs: name, parameters (name and JSON type) and what each
         does."""
@@ -963,7 +974,7 @@ class Client(_DetailCalls):
             plan = sf.explain("paper", strategy=my_strategy, grid={"n": range(10, 50), "k": ks})
             plan["arrays"], plan["params"]
         """
-        request = _request(name, lengths, params, options)
+        request = _request(name, lengths, params, options, self._builtins)
         with translated():
             results = list(
                 self._flight.do_action(flight.Action("explain", request.body()), options=self._options(timeout))
@@ -1192,6 +1203,7 @@ class Session(_DetailCalls):
         if action not in ("sweep", "trades", "equity", "walk_forward"):
             raise InvalidRequest(f"a session's action is 'sweep', 'trades', 'equity' or 'walk_forward', got {action!r}")
         self._action, self._strategy = action, strategy
+        self._client_builtins = client._builtins
         command = _protocol.session_command(keyed, strategy, action)
         with translated():
             self._writer, self._reader = client._flight.do_exchange(
@@ -1222,7 +1234,10 @@ class Session(_DetailCalls):
         self, name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
     ) -> SweepRequest:
         """A call's request, of the session's strategy unless it names one."""
-        return _request(name, lengths, params, {"strategy": self._strategy, **options})
+        return _request(name, lengths, params, {"strategy": self._strategy, **options}, self._builtins)
+
+    def _builtins(self) -> Mapping[str, _protocol.Kinds]:
+        return self._client_builtins()
 
     def _call(self, action: str, body: bytes) -> pa.Table:
         """One message out (``body``), its reply back, on a session opened for ``action``."""
@@ -1274,10 +1289,15 @@ def _interrupts_held() -> Iterator[Callable[[], bool]]:
 
 
 def _request(
-    name: str, lengths: Iterable[int] | None, params: Params | None, options: Mapping[str, Any]
+    name: str,
+    lengths: Iterable[int] | None,
+    params: Params | None,
+    options: Mapping[str, Any],
+    builtins: Callable[[], Mapping[str, _protocol.Kinds]],
 ) -> SweepRequest:
     """A request from a sweep call's arguments, checked as far as the client can (the server
-    checks every combo)."""
+    checks every combo). ``builtins`` gives the built-ins' parameters (the server's
+    ``strategies``, asked once per client), read only for a built-in by name."""
     known = SweepOptions.__annotations__
     unknown = sorted(set(options) - set(known))
     if unknown:
@@ -1293,9 +1313,10 @@ def _request(
         # parameters; values go as given.
         kinds = None
     else:
-        kinds = _protocol.STRATEGIES.get(strategy or _protocol.DEFAULT_STRATEGY)
+        table = builtins()
+        kinds = table.get(strategy or _protocol.DEFAULT_STRATEGY)
         if kinds is None:
-            raise InvalidRequest(f"unknown strategy {strategy!r}; known: {', '.join(_protocol.STRATEGIES)}")
+            raise InvalidRequest(f"unknown strategy {strategy!r}; known: {', '.join(table)}")
     grid, sample = options.get("grid"), options.get("sample")
     if sum(x is not None for x in (lengths, params, grid, sample)) != 1:
         raise InvalidRequest("give exactly one of lengths=, params=, grid= and sample=")

@@ -228,6 +228,7 @@ class Cluster(_Calls):
         uris = ray.get([a.address.remote() for a in actors], timeout=RESTART_TIMEOUT)
         self._servers = [_Server(a, u, connect(u, timeout=timeout)) for a, u in zip(actors, uris, strict=True)]
         self._data: dict[str, _Dataset] = {}
+        self._table: dict[str, _protocol.Kinds] | None = None
 
     def __enter__(self) -> Cluster:
         return self
@@ -242,6 +243,12 @@ class Cluster(_Calls):
             with contextlib.suppress(Exception):  # already gone
                 self._ray.kill(s.actor, no_restart=True)
         self._servers = []
+
+    def _builtins(self) -> Mapping[str, _protocol.Kinds]:
+        # Every server runs the same binary: the first one's table, asked once.
+        if self._table is None:
+            self._table = _protocol.builtins_of(self._servers[0].client.strategies())
+        return self._table
 
     @property
     def addresses(self) -> list[str]:
@@ -386,7 +393,7 @@ class Cluster(_Calls):
         """:meth:`sweep` (or with ``action="walk_forward"``, :meth:`walk_forward`) in the
         background: returns a :class:`ClusterJob` at once; ``job.progress``, ``job.result()``,
         ``job.cancel()``."""
-        request = _request(name, lengths, params, options)
+        request = _request(name, lengths, params, options, self._builtins)
         if action == "walk_forward":
             wf = _walk_forward(request, folds, select)
             return ClusterJob(lambda stop: self._run_walk_forward(wf, stop), len(self._walk_tasks(wf)))

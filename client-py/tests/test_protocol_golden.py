@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from sweepflight import _protocol
-from sweepflight.client import _request, _walk_forward
+from sweepflight.client import _request as client_request
+from sweepflight.client import _walk_forward
 
 
 def spelled(f: pa.Field) -> list[Any]:
@@ -20,6 +21,14 @@ def spelled(f: pa.Field) -> list[Any]:
 
 
 GOLDEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "protocol" / "golden" / "protocol.json").read_text())
+#: The built-ins' parameters as a client reads them from the server's ``strategies`` reply.
+BUILTINS = _protocol.builtins_of(GOLDEN["strategies"])
+
+
+def _request(name: str, lengths: Any, params: Any, options: dict[str, Any]) -> Any:
+    """The client's own request building (as ``sweep`` and ``Session.sweep`` do), with the
+    golden ``strategies`` reply as the server's table."""
+    return client_request(name, lengths, params, options, lambda: BUILTINS)
 
 
 @pytest.mark.parametrize("case", GOLDEN["sweep_bodies"], ids=lambda c: c["name"])
@@ -50,13 +59,18 @@ def test_session_commands() -> None:
     assert json.loads(_protocol.session_command(False, "sma_cross", "trades")) == commands["sma_cross_trades_session"]
 
 
-@pytest.mark.parametrize("strategy", sorted(_protocol.STRATEGIES))
+def test_the_strategies_reply_names_every_built_in_schema() -> None:
+    assert sorted(BUILTINS) == sorted(GOLDEN["strategy_schemas"]) == sorted(GOLDEN["walk_forward_schemas"])
+    assert BUILTINS["rsi_revert"] == (("n", int), ("lower", float), ("upper", float))
+
+
+@pytest.mark.parametrize("strategy", sorted(BUILTINS))
 def test_strategy_schemas(strategy: str) -> None:
     want = GOLDEN["strategy_schemas"][strategy]
-    schema = _protocol.result_schema(False, strategy)
+    schema = _protocol.result_schema(False, _protocol.param_types(BUILTINS[strategy]))
     assert [spelled(f) for f in schema] == want
     # The parameters are the columns between combo and pnl, whatever the strategy.
-    assert [n for n, _ in _protocol.param_columns_of(schema)] == [n for n, _ in _protocol.STRATEGIES[strategy]]
+    assert [n for n, _ in _protocol.param_columns_of(schema)] == [n for n, _ in BUILTINS[strategy]]
     assert _protocol.check_result_schema(schema) is False
 
 
@@ -81,7 +95,7 @@ def test_trades_and_equity_schemas(keyed: bool) -> None:
 
 
 def test_block_pnl_schema() -> None:
-    schema = _protocol.sweep_schema(True, "donchian", 8)
+    schema = _protocol.sweep_schema(True, _protocol.param_types(BUILTINS["donchian"]), 8)
     assert [spelled(f) for f in schema] == GOLDEN["block_pnl_schema"]
     # The column follows the metrics: still a valid result.
     assert _protocol.check_result_schema(schema) is True
@@ -107,9 +121,9 @@ def test_job_bodies_and_tickets() -> None:
     assert json.loads(_request("paper", [6], None, {"compression": "lz4"}).body()) == GOLDEN["compressed_sweep_body"]
 
 
-@pytest.mark.parametrize("strategy", sorted(_protocol.STRATEGIES))
+@pytest.mark.parametrize("strategy", sorted(BUILTINS))
 def test_walk_forward_schemas(strategy: str) -> None:
-    schema = _protocol.walk_forward_schema(False, strategy)
+    schema = _protocol.walk_forward_schema(False, _protocol.param_types(BUILTINS[strategy]))
     assert [spelled(f) for f in schema] == GOLDEN["walk_forward_schemas"][strategy]
-    keyed = _protocol.walk_forward_schema(True, "sma_cross")
+    keyed = _protocol.walk_forward_schema(True, _protocol.param_types(BUILTINS["sma_cross"]))
     assert [spelled(f) for f in keyed] == GOLDEN["walk_forward_keyed_schema"]

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 import sweepflight
+from sweepflight import _protocol
 
 from .conftest import Server
 
@@ -229,8 +230,12 @@ def test_grids_params_chunks_and_samples(sf: sweepflight.Client) -> None:
 
 def test_refusals(sf: sweepflight.Client) -> None:
     sf.put("r", walk(200, seed=1))
-    with pytest.raises(sweepflight.InvalidRequest, match="unknown strategy 'macd'"):
+    # The client checks built-in names and parameters against the server's own table (its
+    # `strategies` reply, asked once), keeping no list of its own.
+    with pytest.raises(sweepflight.InvalidRequest, match="unknown strategy 'macd'; known: hma_sar, sma_cross"):
         sf.sweep("r", strategy="macd", params=[[1, 2]])
+    assert sf._builtins() == _protocol.builtins_of(sf.strategies())
+    assert sf._builtins() is sf._builtins()
     with pytest.raises(sweepflight.InvalidRequest, match="exactly one of"):
         sf.sweep("r", strategy="sma_cross", params=[[5, 20]], grid={"fast": [5], "slow": [20]})
     # A flat list of integers is one combo's values, not a list of combos: said, not a TypeError.

@@ -13,7 +13,7 @@ use sweepflight_protocol::{
     ACTIONS, Builtin, Compression, ExchangeCommand, Execution, Fill, Folds, Grid, JobBody, JobRef,
     PROTOCOL_VERSION, PutTarget, RowRange, SESSION_COMMAND, Sample, Selection, SessionReply, Side,
     StopsOn, Strategy, SweepRequest, Ticket, WalkForwardRequest, equity_schema, result_schema,
-    strategy_schema, sweep_schema, trades_schema, walk_forward_schema,
+    strategies_json, strategy_schema, sweep_schema, trades_schema, walk_forward_schema,
 };
 
 /// A sweep request built from `args` (the same fields a client call takes), and its body.
@@ -325,6 +325,7 @@ fn golden() -> Value {
             .collect::<serde_json::Map<_, _>>(),
         "walk_forward_keyed_schema": fields(walk_forward_schema(&Strategy::Builtin(Builtin::SmaCross), true)),
         "actions": ACTIONS.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        "strategies": strategies_json(),
     })
 }
 
