@@ -22,9 +22,17 @@ pub enum ArrayKey {
     Ema(u32),
     /// Wilder's `RSI(close, n)`.
     Rsi(u32),
+    /// The donchian signal of channel `n`: one byte a bar, not a line (never offered to a
+    /// cache: recomputing it costs what reading it would).
+    Donchian(u32),
 }
 
 impl ArrayKey {
+    /// True for a line of f64 values a cache may keep (not the donchian signal bytes).
+    pub fn is_line(self) -> bool {
+        !matches!(self, Self::Donchian(_))
+    }
+
     /// Leading bars of a line computed fresh over a range that are NaN: its value at bar `i`
     /// of the range reads the closes of bars `i - warm ..= i` only. `None` for arrays whose
     /// values depend on where the range starts (EMA and RSI recurrences, the moves' sums).
@@ -40,7 +48,7 @@ impl ArrayKey {
             Self::Hma3([p3, p2, p]) => {
                 w(p3.max(p2).max(p)).saturating_sub(1) + w(p).saturating_sub(1)
             }
-            Self::Moves | Self::Ema(_) | Self::Rsi(_) => return None,
+            Self::Moves | Self::Ema(_) | Self::Rsi(_) | Self::Donchian(_) => return None,
         })
     }
 

@@ -28,28 +28,6 @@ use crate::{Combo, ComboResult, Error, Result, signal};
 /// What one monotone-queue channel costs per bar, in the shared pass's compare pairs.
 const DONCHIAN_QUEUE_COST: usize = 16;
 
-/// One indicator array over the computed range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Key {
-    Sma(u32),
-    Ema(u32),
-    Rsi(u32),
-    /// The donchian signal itself: it depends on `n` alone.
-    Donchian(u32),
-}
-
-impl Key {
-    /// The cache's key of a line (a donchian signal is bytes, not a line: never cached).
-    fn cached(self) -> Option<ArrayKey> {
-        match self {
-            Self::Sma(n) => Some(ArrayKey::Sma(n)),
-            Self::Ema(n) => Some(ArrayKey::Ema(n)),
-            Self::Rsi(n) => Some(ArrayKey::Rsi(n)),
-            Self::Donchian(_) => None,
-        }
-    }
-}
-
 enum Array {
     /// A line, shared with the cache.
     Line(Arc<[f64]>),
@@ -58,12 +36,12 @@ enum Array {
     Signals(Vec<i8>),
 }
 
-fn keys(p: &Params) -> [Option<Key>; 2] {
+fn keys(p: &Params) -> [Option<ArrayKey>; 2] {
     match *p {
-        Params::SmaCross { fast, slow } => [Some(Key::Sma(fast)), Some(Key::Sma(slow))],
-        Params::EmaCross { fast, slow } => [Some(Key::Ema(fast)), Some(Key::Ema(slow))],
-        Params::Donchian { n } => [Some(Key::Donchian(n)), None],
-        Params::RsiRevert { n, .. } => [Some(Key::Rsi(n)), None],
+        Params::SmaCross { fast, slow } => [Some(ArrayKey::Sma(fast)), Some(ArrayKey::Sma(slow))],
+        Params::EmaCross { fast, slow } => [Some(ArrayKey::Ema(fast)), Some(ArrayKey::Ema(slow))],
+        Params::Donchian { n } => [Some(ArrayKey::Donchian(n)), None],
+        Params::RsiRevert { n, .. } => [Some(ArrayKey::Rsi(n)), None],
         Params::HmaSar(_) => [None, None],
     }
 }
@@ -132,7 +110,7 @@ pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: 
             - hma.len() * size_of::<ComboResult>()
             - Moves::bytes(bars)
     };
-    let distinct: BTreeSet<Key> = params.iter().flat_map(keys).flatten().collect();
+    let distinct: BTreeSet<ArrayKey> = params.iter().flat_map(keys).flatten().collect();
     let array = bars.max(1) * size_of::<f64>();
     let arrays = if distinct.is_empty() {
         0
@@ -146,12 +124,12 @@ pub fn memory_bytes(bars: usize, params: &[Params], workers: usize, shared_cap: 
 /// Bytes of lines a sweep of `params` offers a cache: hma_sar's, and each distinct SMA, EMA and
 /// RSI line (a donchian signal is recomputed: O(bars) with no line to keep).
 pub fn line_bytes(bars: usize, params: &[Params]) -> usize {
-    let lines: BTreeSet<Key> = params
+    let lines: BTreeSet<ArrayKey> = params
         .iter()
         .filter(|p| longest_window(p) <= bars)
         .flat_map(keys)
         .flatten()
-        .filter(|k| k.cached().is_some())
+        .filter(|k| k.is_line())
         .collect();
     crate::sweep::line_bytes(bars, &hma_combos(params)) + lines.len() * bars * size_of::<f64>()
 }
@@ -200,10 +178,10 @@ pub(super) fn sweep(
     let mut rest = &order[..];
     while !rest.is_empty() {
         // The longest prefix whose distinct arrays fit (never empty).
-        let mut held: BTreeSet<Key> = BTreeSet::new();
+        let mut held: BTreeSet<ArrayKey> = BTreeSet::new();
         let mut taken = 0;
         for &i in rest {
-            let new: Vec<Key> = keys(&params[i])
+            let new: Vec<ArrayKey> = keys(&params[i])
                 .into_iter()
                 .flatten()
                 .filter(|k| !held.contains(k))
@@ -248,18 +226,19 @@ pub(super) fn sweep(
 /// the next call (or the next step of a ranked grid) on this series reuses them.
 fn compute(
     close: &[f64],
-    keys: &BTreeSet<Key>,
+    keys: &BTreeSet<ArrayKey>,
     (parallel, certify): (bool, bool),
     cache: &dyn ArrayCache,
-) -> BTreeMap<Key, Array> {
-    let mut held: BTreeMap<Key, Array> = keys
+) -> BTreeMap<ArrayKey, Array> {
+    let mut held: BTreeMap<ArrayKey, Array> = keys
         .iter()
+        .filter(|k| k.is_line())
         .filter_map(|&k| {
-            let line = cache.get(k.cached()?).filter(|l| l.len() == close.len())?;
+            let line = cache.get(k).filter(|l| l.len() == close.len())?;
             Some((k, Array::Line(line)))
         })
         .collect();
-    let missing: BTreeSet<Key> = keys
+    let missing: BTreeSet<ArrayKey> = keys
         .iter()
         .filter(|k| !held.contains_key(k))
         .copied()
@@ -267,8 +246,8 @@ fn compute(
     let computed = compute_all(close, &missing, parallel, certify);
     if cache.keeps() {
         for (k, a) in &computed {
-            if let (Some(key), Array::Line(line)) = (k.cached(), a) {
-                cache.insert(key, Arc::clone(line));
+            if let Array::Line(line) = a {
+                cache.insert(*k, Arc::clone(line));
             }
         }
     }
@@ -280,15 +259,15 @@ fn compute(
 /// certified, one task each, if `certify`), the rest one task each.
 fn compute_all(
     close: &[f64],
-    keys: &BTreeSet<Key>,
+    keys: &BTreeSet<ArrayKey>,
     parallel: bool,
     certify: bool,
-) -> BTreeMap<Key, Array> {
+) -> BTreeMap<ArrayKey, Array> {
     // The long SMA windows worth certifying, against the shared pass's cost for all of them.
     let from = certify
         .then(|| {
             let smas = keys.iter().filter_map(|k| match k {
-                Key::Sma(n) => Some(*n as usize),
+                ArrayKey::Sma(n) => Some(*n as usize),
                 _ => None,
             });
             certified::certified_from(smas, close.len())
@@ -298,27 +277,27 @@ fn compute_all(
     let windows: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
-            Key::Sma(n) if !long(*n as usize) => Some(*n as usize),
+            ArrayKey::Sma(n) if !long(*n as usize) => Some(*n as usize),
             _ => None,
         })
         .collect();
-    let mut out: BTreeMap<Key, Array> = windows
+    let mut out: BTreeMap<ArrayKey, Array> = windows
         .iter()
         .zip(sma_multi(close, &windows, parallel))
-        .map(|(&n, line)| (Key::Sma(n as u32), Array::Line(line)))
+        .map(|(&n, line)| (ArrayKey::Sma(n as u32), Array::Line(line)))
         .collect();
     // EMAs: a pass runs several windows' recurrences side by side.
     let emas: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
-            Key::Ema(n) => Some(*n as usize),
+            ArrayKey::Ema(n) => Some(*n as usize),
             _ => None,
         })
         .collect();
     out.extend(
         emas.iter()
             .zip(ema_multi(close, &emas, parallel))
-            .map(|(&n, line)| (Key::Ema(n as u32), Array::Line(line))),
+            .map(|(&n, line)| (ArrayKey::Ema(n as u32), Array::Line(line))),
     );
     // Channels: one shared pass costs the longest channel in compares per bar, a monotone
     // queue per channel costs ~16 per bar (measured: branchy, not vectorised); the pass pays
@@ -326,7 +305,7 @@ fn compute_all(
     let channels: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
-            Key::Donchian(n) => Some(*n as usize),
+            ArrayKey::Donchian(n) => Some(*n as usize),
             _ => None,
         })
         .collect();
@@ -338,21 +317,26 @@ fn compute_all(
             channels
                 .iter()
                 .zip(donchian_multi(close, &channels, parallel))
-                .map(|(&n, s)| (Key::Donchian(n as u32), Array::Signals(s))),
+                .map(|(&n, s)| (ArrayKey::Donchian(n as u32), Array::Signals(s))),
         );
     }
-    let one = |k: &Key| -> Option<(Key, Array)> {
+    let one = |k: &ArrayKey| -> Option<(ArrayKey, Array)> {
         let array = match *k {
-            Key::Sma(n) if long(n as usize) => Array::Certified(certified::sma(close, n as usize)),
-            Key::Sma(_) | Key::Ema(_) => return None,
-            Key::Donchian(_) if shared => return None,
-            Key::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
-            Key::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
+            ArrayKey::Sma(n) if long(n as usize) => {
+                Array::Certified(certified::sma(close, n as usize))
+            }
+            ArrayKey::Sma(_) | ArrayKey::Ema(_) => return None,
+            ArrayKey::Donchian(_) if shared => return None,
+            ArrayKey::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
+            ArrayKey::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
+            ArrayKey::Wma(_) | ArrayKey::Hma(_) | ArrayKey::Hma3(_) | ArrayKey::Moves => {
+                unreachable!("the paper kernel's arrays are not the indicator sweep's")
+            }
         };
         Some((*k, array))
     };
     // The rest one task each (`one` skips what the shared passes computed).
-    let rest: Vec<Key> = keys.iter().copied().collect();
+    let rest: Vec<ArrayKey> = keys.iter().copied().collect();
     if parallel {
         out.extend(rest.par_iter().filter_map(one).collect::<Vec<_>>());
     } else {
@@ -372,18 +356,19 @@ struct Scratch {
 fn run_one(
     (books, combo): (Books<'_>, usize),
     p: &Params,
-    arrays: &BTreeMap<Key, Array>,
+    arrays: &BTreeMap<ArrayKey, Array>,
     exec: &Execution,
     scratch: &mut Scratch,
     control: &SweepControl<'_>,
 ) -> ComboResult {
-    let line = |k: Key| {
+    let line = |k: ArrayKey| {
         let line = match &arrays[&k] {
             Array::Line(l) => Bounded::exact(l),
             Array::Certified(c) => c.view(),
             Array::Signals(_) => unreachable!("{k:?} is a line"),
         };
-        let key = k.cached().expect("a line");
+        debug_assert!(k.is_line());
+        let key = k;
         Side { line, key }
     };
     let crosses = |a: Side<'_>, b: Side<'_>, scratch: &mut Scratch| {
@@ -397,14 +382,18 @@ fn run_one(
         )
     };
     match *p {
-        Params::SmaCross { fast, slow } => {
-            crosses(line(Key::Sma(slow)), line(Key::Sma(fast)), scratch)
-        }
+        Params::SmaCross { fast, slow } => crosses(
+            line(ArrayKey::Sma(slow)),
+            line(ArrayKey::Sma(fast)),
+            scratch,
+        ),
         // An EMA is never NaN: a window longer than the range never gets here.
-        Params::EmaCross { fast, slow } => {
-            crosses(line(Key::Ema(slow)), line(Key::Ema(fast)), scratch)
-        }
-        Params::Donchian { n } => match &arrays[&Key::Donchian(n)] {
+        Params::EmaCross { fast, slow } => crosses(
+            line(ArrayKey::Ema(slow)),
+            line(ArrayKey::Ema(fast)),
+            scratch,
+        ),
+        Params::Donchian { n } => match &arrays[&ArrayKey::Donchian(n)] {
             Array::Signals(s) => run_signals(
                 &books.bars,
                 books.extrema,
@@ -417,7 +406,7 @@ fn run_one(
         },
         Params::RsiRevert { n, lower, upper } => {
             rsi_signals(
-                line(Key::Rsi(n)).line.values,
+                line(ArrayKey::Rsi(n)).line.values,
                 lower,
                 upper,
                 &mut scratch.signals,
