@@ -7,13 +7,15 @@
 //! the built-in's tuned path (the paper kernel, the shared SMA / EMA / channel passes), which
 //! the tests hold equal to the formula path bit for bit.
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::builtins::BUILTINS;
 use crate::builtins::{Params, Strategy};
 use crate::eval::sweep_program;
 use crate::execution::Execution;
-use crate::expr::{Field, Program};
+use crate::expr::registry::{Compute, function};
+use crate::expr::{Field, Node, Program};
 use crate::lines::Bars;
 use crate::strategy;
 use crate::sweep::SweepControl;
@@ -39,6 +41,46 @@ impl ProgramCombos {
     pub fn combo(&self, i: usize) -> &[f64] {
         let w = self.width();
         &self.values[i * w..(i + 1) * w]
+    }
+
+    /// How many function series the combos' formulas compute, at most: each call (once per
+    /// distinct text) once per distinct combination of the values of the parameters it reads.
+    fn series_calls(&self) -> usize {
+        let distinct: Vec<usize> = (0..self.width())
+            .map(|k| {
+                (0..self.count)
+                    .map(|i| self.combo(i)[k].to_bits())
+                    .collect::<HashSet<u64>>()
+                    .len()
+            })
+            .collect();
+        let mut calls: HashMap<&str, usize> = HashMap::new();
+        for bound in &self.program.formulas {
+            let f = &bound.formula;
+            // The parameters each node reads, operands before the nodes that read them.
+            let mut reads: Vec<BTreeSet<usize>> = Vec::with_capacity(f.nodes.len());
+            for (node, &(start, end)) in f.nodes.iter().zip(&f.spans) {
+                let mut set = BTreeSet::new();
+                if let Node::Param(name) = node {
+                    set.extend(self.program.params.iter().position(|q| *q.name == **name));
+                }
+                for o in node.operands() {
+                    set.extend(reads[o as usize].iter().copied());
+                }
+                if let Node::Call { func, .. } = node
+                    && matches!(function(*func).compute, Compute::Series(_))
+                {
+                    let n = set
+                        .iter()
+                        .map(|&k| distinct[k])
+                        .fold(1usize, usize::saturating_mul)
+                        .min(self.count.max(1));
+                    calls.insert(&f.text[start as usize..end as usize], n);
+                }
+                reads.push(set);
+            }
+        }
+        calls.values().fold(0, |a, &n| a.saturating_add(n))
     }
 }
 
@@ -196,11 +238,13 @@ impl Combos {
         }
     }
 
-    /// Bytes of lines the sweep offers a cache (the formula path keeps none yet).
+    /// Bytes of lines the sweep offers a cache, at most: a built-in's lines, or a program's
+    /// function series (each call of its formulas once per distinct combination of the
+    /// parameter values it reads: a grid's combos share them).
     pub fn line_bytes(&self, bars: usize) -> usize {
         match self {
             Self::Builtin(p) => strategy::line_bytes(bars, p),
-            Self::Program(_) => 0,
+            Self::Program(p) => p.series_calls().saturating_mul(bars).saturating_mul(8),
         }
     }
 }

@@ -25,6 +25,10 @@ pub enum ArrayKey {
     /// The donchian signal of channel `n`: one byte a bar, not a line (never offered to a
     /// cache: recomputing it costs what reading it would).
     Donchian(u32),
+    /// A function's series in a strategy of formulas, by the 128-bit fingerprint of its
+    /// canonical node key (the plan's: function, operands, windows, constants), so equal
+    /// calls of any two formulas, combos or calls are one array.
+    Node(u128),
 }
 
 impl ArrayKey {
@@ -48,7 +52,9 @@ impl ArrayKey {
             Self::Hma3([p3, p2, p]) => {
                 w(p3.max(p2).max(p)).saturating_sub(1) + w(p).saturating_sub(1)
             }
-            Self::Moves | Self::Ema(_) | Self::Rsi(_) | Self::Donchian(_) => return None,
+            Self::Moves | Self::Ema(_) | Self::Rsi(_) | Self::Donchian(_) | Self::Node(_) => {
+                return None;
+            }
         })
     }
 
@@ -85,6 +91,11 @@ pub trait ArrayCache: Sync {
     fn keeps(&self) -> bool {
         true
     }
+    /// Whether the cache may hold any array: one that never does answers false, and a sweep
+    /// then never names its arrays to ask (a formula plan's fingerprints cost a hash a node).
+    fn may_hold(&self) -> bool {
+        true
+    }
 }
 
 /// A cache that keeps nothing: every sweep computes everything it needs.
@@ -97,6 +108,9 @@ impl ArrayCache for NoCache {
     }
     fn insert(&self, _key: ArrayKey, _array: Arc<[f64]>) {}
     fn keeps(&self) -> bool {
+        false
+    }
+    fn may_hold(&self) -> bool {
         false
     }
 }

@@ -15,7 +15,8 @@ use sweepflight_kernel::lines::{Bars, Input};
 use sweepflight_kernel::oracle::same_bits as same;
 use sweepflight_kernel::plan::Plan;
 use sweepflight_kernel::{
-    Combo, Execution, Params, Records, Side, Strategy, SweepControl, sweep_params,
+    ArrayCache, ArrayKey, Combo, Combos, Execution, NoCache, Params, Records, Side, Strategy,
+    SweepControl, sweep_params,
 };
 
 mod common;
@@ -789,6 +790,104 @@ fn explain_counts_the_distinct_series_nodes() {
     plan.bind(&p, &[2.0]);
     // atr, hma, 2*atr, 2*atr + hma.
     assert_eq!(plan.arrays(), 4);
+}
+
+/// A cache that keeps every array offered, counting what it is asked and given.
+#[derive(Default)]
+struct Keeping {
+    arrays: std::sync::Mutex<std::collections::HashMap<ArrayKey, std::sync::Arc<[f64]>>>,
+    asked: std::sync::atomic::AtomicUsize,
+    given: std::sync::atomic::AtomicUsize,
+}
+
+impl ArrayCache for Keeping {
+    fn get(&self, key: ArrayKey) -> Option<std::sync::Arc<[f64]>> {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.arrays.lock().unwrap().get(&key).cloned()
+    }
+    fn insert(&self, key: ArrayKey, array: std::sync::Arc<[f64]>) {
+        // The closes' moves (the per-bar metrics' sums) are offered too: not counted.
+        if matches!(key, ArrayKey::Node(_)) {
+            self.given
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.arrays.lock().unwrap().insert(key, array);
+    }
+}
+
+#[test]
+fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
+    let bollinger = Program::new(&[
+        (
+            Field::Long,
+            "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+        ),
+        (
+            Field::Short,
+            "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
+        ),
+        (Field::ExitLong, "close > sma(close, n)"),
+    ])
+    .unwrap();
+    let grid = |ns: &[f64], ks: &[f64]| -> Vec<f64> {
+        ns.iter()
+            .flat_map(|&n| ks.iter().flat_map(move |&k| [n, k]))
+            .collect()
+    };
+    let given = |c: &Keeping| c.given.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, close) in series_kinds(1500, 11) {
+        let (open, high, low, volume) = bars_of(&close, 3);
+        let bars = Bars {
+            open: Some(&open),
+            high: Some(&high),
+            low: Some(&low),
+            close: &close,
+            volume: Some(&volume),
+        };
+        let exec = Execution::default();
+        let run = |values: &[f64], cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            sweep_program(&bars, &bollinger, values, values.len() / 2, &exec, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        let cache = Keeping::default();
+        let first = grid(&[10.0, 20.0, 30.0], &[1.0, 2.0]);
+        // Offered: sma and std per n, rsi once (never a combo's own arithmetic), besides the
+        // closes' moves; the
+        // estimate a server sizes its offer by is that count.
+        assert_eq!(run(&first, &cache), run(&first, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1, "{name}");
+        let combos = Combos::of_program(std::sync::Arc::new(bollinger.clone()), first.clone(), 6);
+        assert_eq!(
+            combos.line_bytes(close.len()),
+            (3 * 2 + 1) * close.len() * 8
+        );
+        assert!(
+            cache
+                .arrays
+                .lock()
+                .unwrap()
+                .keys()
+                .all(|k| matches!(k, ArrayKey::Node(_) | ArrayKey::Moves))
+        );
+        // Other k values over the same n: every series read back, none computed again, the
+        // results those of a sweep without a cache, bit for bit.
+        let again = grid(&[10.0, 30.0], &[1.5, 2.5, 3.0]);
+        assert_eq!(run(&again, &cache), run(&again, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1, "{name}");
+        assert!(cache.asked.load(std::sync::atomic::Ordering::Relaxed) >= 2 * (3 * 2 + 1));
+        // A new n adds its own two only.
+        let more = grid(&[40.0], &[2.0]);
+        assert_eq!(run(&more, &cache), run(&more, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1 + 2, "{name}");
+    }
 }
 
 #[test]

@@ -76,3 +76,45 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
     assert!(compared > 0, "{page}");
     assert!(counter(&page, "sweepflight_certified_recomputed_bars_total") <= compared);
 }
+
+#[tokio::test]
+async fn a_formula_strategy_reads_its_function_series_back_from_the_cache() {
+    let server =
+        TestServer::with(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let addr = server.metrics_addr().expect("a metrics address");
+    let mut c = server.client().await;
+    put(&mut c, "s", vec![close_batch(&series(3_000))])
+        .await
+        .unwrap();
+    let hits = |page: &str| {
+        page.lines()
+            .find_map(|l| l.strip_prefix("sweepflight_cache_hits_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no hits in\n{page}"))
+    };
+    let body = |ks: &[f64]| {
+        json!({"dataset": "s",
+            "strategy": {"long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
+                         "short": "close > sma(close, n) + k * std(close, n)"},
+            "grid": {"n": [10, 20], "k": ks}})
+    };
+    // The input's second sweep offers what it computes (the cache's admission); the third,
+    // with other k values, reads the five series (sma and std per n, rsi) back.
+    let first = sweep(&mut c, body(&[1.0, 2.0])).await.unwrap();
+    sweep(&mut c, body(&[1.0, 2.0])).await.unwrap();
+    let before = hits(&scrape(addr, "/metrics").await);
+    let third = sweep(&mut c, body(&[1.0, 2.0, 3.0])).await.unwrap();
+    let after = hits(&scrape(addr, "/metrics").await);
+    assert!(after >= before + 5, "{before} -> {after}");
+    // Read back, the results are those computed: the first call's rows of k = 1 and 2.
+    let pnl = |b: &arrow_array::RecordBatch| {
+        let col = b.column_by_name("pnl").unwrap();
+        col.as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .unwrap()
+            .values()
+            .to_vec()
+    };
+    let (a, b) = (pnl(&first), pnl(&third));
+    assert_eq!([a[0], a[1], a[2], a[3]], [b[0], b[1], b[3], b[4]]);
+}

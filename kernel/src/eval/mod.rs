@@ -23,6 +23,7 @@ use rayon::prelude::*;
 use crate::execution::{Book, Engine, Execution};
 use crate::expr::registry::{Compute, function};
 use crate::expr::{BinOp, CmpOp, Column, Program};
+use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
 use crate::lines::{Bars, Input};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan};
@@ -194,7 +195,7 @@ pub fn sweep_program(
             }
         }
         group.mark_common(len);
-        let arrays = materialise(bars, &group, parallel)?;
+        let arrays = materialise(bars, &group, parallel, control.cache)?;
         let run = |scratch: &mut Scratch,
                    &(i, combo): &(usize, ComboPlan)|
          -> Result<(usize, ComboResult)> {
@@ -233,9 +234,35 @@ pub fn sweep_program(
     Ok(results)
 }
 
-/// Phase 1: the group's shared nodes, in dependency order, each level's in parallel.
-fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Option<Array>>> {
+/// Phase 1: the group's shared nodes, in dependency order, each level's in parallel. A
+/// function's series is asked of `cache` first, under its canonical key
+/// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
+fn materialise(
+    bars: &Bars<'_>,
+    group: &Group,
+    parallel: bool,
+    cache: &dyn ArrayCache,
+) -> Result<Vec<Option<Array>>> {
     let defs = group.plan.defs();
+    let len = bars.len();
+    // The keys of the function series (others are not cached: conditions are bytes, and an
+    // operator node costs about what reading it would).
+    let keys: Vec<Option<ArrayKey>> = if cache.may_hold() || cache.keeps() {
+        group
+            .plan
+            .fingerprints()
+            .into_iter()
+            .zip(defs)
+            .map(|(f, d)| match d {
+                Def::Call { func, .. } if matches!(function(*func).compute, Compute::Series(_)) => {
+                    Some(ArrayKey::Node(f))
+                }
+                _ => None,
+            })
+            .collect()
+    } else {
+        vec![None; defs.len()]
+    };
     let mut level = vec![0usize; defs.len()];
     for (id, def) in defs.iter().enumerate() {
         level[id] = def
@@ -248,9 +275,22 @@ fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Opt
     let mut arrays: Vec<Option<Array>> = (0..defs.len()).map(|_| None).collect();
     let top = level.iter().copied().max().unwrap_or(0);
     for l in 0..=top {
-        let ids: Vec<usize> = (0..defs.len())
+        let mut ids: Vec<usize> = (0..defs.len())
             .filter(|&id| group.shared[id] && level[id] == l)
             .collect();
+        // What the cache holds is not computed.
+        ids.retain(|&id| {
+            let held = keys[id]
+                .and_then(|k| cache.get(k))
+                .filter(|line| line.len() == len);
+            match held {
+                Some(line) => {
+                    arrays[id] = Some(Array::Shared(line));
+                    false
+                }
+                None => true,
+            }
+        });
         let ctx = Ctx {
             bars,
             defs,
@@ -295,6 +335,11 @@ fn materialise(bars: &Bars<'_>, group: &Group, parallel: bool) -> Result<Vec<Opt
             ids.iter().map(compute).collect()
         });
         for (id, a) in done {
+            if let (Some(k), Array::Shared(line)) = (keys[id], &a)
+                && cache.keeps()
+            {
+                cache.insert(k, Arc::clone(line));
+            }
             arrays[id] = Some(a);
         }
     }
@@ -337,10 +382,15 @@ impl<'a> Ctx<'a> {
         if let Def::Call { func, args } = def {
             let inputs: Vec<Input<'_>> = args.iter().map(|a| self.input(a)).collect();
             return match function(*func).compute {
+                // Written where it may stay: the line a cache keeps (no copy to offer it).
                 Compute::Series(f) => {
-                    let mut out = vec![0.0; len];
-                    f(self.bars, &inputs, &mut out);
-                    Array::Series(out)
+                    let mut line = crate::lines::filled_line(len, 0.0);
+                    f(
+                        self.bars,
+                        &inputs,
+                        Arc::get_mut(&mut line).expect("just allocated"),
+                    );
+                    Array::Shared(line)
                 }
                 Compute::Cond(f) => {
                     let mut out = vec![0u8; len];

@@ -85,12 +85,7 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>
 
 /// A shared line of `len` NaN.
 fn nan_line(len: usize) -> Arc<[f64]> {
-    let mut line: Arc<[MaybeUninit<f64>]> = Arc::new_uninit_slice(len);
-    Arc::get_mut(&mut line)
-        .expect("just allocated, not shared")
-        .fill(MaybeUninit::new(f64::NAN));
-    // SAFETY: every element was just written.
-    unsafe { line.assume_init() }
+    super::filled_line(len, f64::NAN)
 }
 
 /// Runs `task(lo, hi)` over the window starts `0..starts` in ranges of

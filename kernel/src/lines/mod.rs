@@ -18,6 +18,17 @@ pub mod series;
 pub(crate) mod vector;
 pub mod wma;
 
+/// A shared line of `len` copies of `fill`, written in place (no copy into the `Arc`): the
+/// computations fill it through `Arc::get_mut`, and it is what a cache keeps.
+pub(crate) fn filled_line(len: usize, fill: f64) -> std::sync::Arc<[f64]> {
+    let mut line = std::sync::Arc::<[f64]>::new_uninit_slice(len);
+    std::sync::Arc::get_mut(&mut line)
+        .expect("just allocated, not shared")
+        .fill(std::mem::MaybeUninit::new(fill));
+    // SAFETY: every element was just written.
+    unsafe { line.assume_init() }
+}
+
 /// The columns of one series' bars over the computed range (bar 0 is the range's first).
 /// `close` is always there; the others when the dataset has them usable.
 #[derive(Debug, Clone, Copy, Default)]

@@ -4,7 +4,6 @@
 //! are the v1.2 strategies' and the paper kernel's, whose arithmetic the language's functions
 //! were written to match.
 
-use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// `sma(x, n)` for each of `windows` (strictly ascending): one pass whose cost is the longest
@@ -18,14 +17,7 @@ pub fn sma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
 pub fn wma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
     let mut lines: Vec<Arc<[f64]>> = windows
         .iter()
-        .map(|_| {
-            let mut line = Arc::<[f64]>::new_uninit_slice(x.len());
-            Arc::get_mut(&mut line)
-                .expect("just allocated, not shared")
-                .fill(MaybeUninit::new(0.0));
-            // SAFETY: every element was just written.
-            unsafe { line.assume_init() }
-        })
+        .map(|_| super::filled_line(x.len(), 0.0))
         .collect();
     let mut outs: Vec<&mut [f64]> = lines
         .iter_mut()

@@ -329,8 +329,12 @@ fn compute_all(
             ArrayKey::Donchian(_) if shared => return None,
             ArrayKey::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
             ArrayKey::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
-            ArrayKey::Wma(_) | ArrayKey::Hma(_) | ArrayKey::Hma3(_) | ArrayKey::Moves => {
-                unreachable!("the paper kernel's arrays are not the indicator sweep's")
+            ArrayKey::Wma(_)
+            | ArrayKey::Hma(_)
+            | ArrayKey::Hma3(_)
+            | ArrayKey::Moves
+            | ArrayKey::Node(_) => {
+                unreachable!("not an array of the indicator sweep")
             }
         };
         Some((*k, array))
