@@ -1133,7 +1133,13 @@ class Job:
                 if left is not None and left <= 0:
                     self.cancel(timeout=5.0)
                     raise DeadlineExceeded(f"timeout of {timeout} s passed; job {self.id} cancelled")
-                status = self.status(timeout=left)
+                try:
+                    status = self.status(timeout=left)
+                except DeadlineExceeded:
+                    # The time ran out during the poll itself (a loaded machine): the job is
+                    # cancelled all the same, never left running unseen.
+                    self.cancel(timeout=5.0)
+                    raise DeadlineExceeded(f"timeout of {timeout} s passed; job {self.id} cancelled") from None
                 if moved is not None:
                     moved(float(status["progress"]))
                 if status["state"] in ("done", "failed", "cancelled"):

@@ -151,6 +151,23 @@ def test_timeout_bounds_a_job_and_cancels_it(sf: sweepflight.Client) -> None:
         job.result()
 
 
+def test_a_job_whose_time_runs_out_during_a_poll_is_cancelled(
+    sf: sweepflight.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the last poll's own deadline can pass before the server answers.
+    job = sf.submit("paper", strategy="sma_cross", grid=LONG)
+
+    def late(**_: object) -> dict[str, object]:
+        raise sweepflight.DeadlineExceeded("the poll ran out of time")
+
+    monkeypatch.setattr(job, "status", late)
+    with pytest.raises(sweepflight.DeadlineExceeded, match="cancelled"):
+        job.result(timeout=30)
+    monkeypatch.undo()
+    assert job.status()["state"] == "cancelled"
+    assert idle(sf)["sweep_reserved_bytes"] == 0
+
+
 def test_a_failed_job_raises_what_the_call_raises(sf: sweepflight.Client) -> None:
     # More rows than the equity of these combos may hold in the server's memory is decided
     # when the job runs; a bad body is refused at submit.
