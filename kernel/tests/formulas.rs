@@ -738,9 +738,9 @@ fn parameters_number_in_order_of_first_appearance_with_their_kinds() {
     assert_eq!(hma.params[0].name, "sqrt");
 }
 
-#[test]
-fn explain_counts_the_distinct_series_nodes() {
-    let bollinger = Program::new(&[
+/// The Bollinger-and-RSI strategy with exits (the study's): sma and std per `n`, rsi once.
+fn bollinger() -> Program {
+    Program::new(&[
         (
             Field::Long,
             "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
@@ -752,7 +752,12 @@ fn explain_counts_the_distinct_series_nodes() {
         (Field::ExitLong, "close > sma(close, n)"),
         (Field::ExitShort, "close < sma(close, n)"),
     ])
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn explain_counts_the_distinct_series_nodes() {
+    let bollinger = bollinger();
     let count = |ns: &[f64], ks: &[f64]| {
         let mut plan = Plan::new();
         for &n in ns {
@@ -818,18 +823,7 @@ impl ArrayCache for Keeping {
 
 #[test]
 fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
-    let bollinger = Program::new(&[
-        (
-            Field::Long,
-            "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
-        ),
-        (
-            Field::Short,
-            "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
-        ),
-        (Field::ExitLong, "close > sma(close, n)"),
-    ])
-    .unwrap();
+    let bollinger = bollinger();
     let grid = |ns: &[f64], ks: &[f64]| -> Vec<f64> {
         ns.iter()
             .flat_map(|&n| ks.iter().flat_map(move |&k| [n, k]))

@@ -13,8 +13,8 @@ async fn scrape(addr: std::net::SocketAddr, path: &str) -> String {
     text
 }
 
-#[tokio::test]
-async fn metrics_count_requests_errors_sweeps_and_levels() {
+/// A server with a metrics address, and a client that put dataset `s` (3,000 bars).
+async fn with_metrics() -> (TestServer, std::net::SocketAddr, arrow_flight::FlightClient) {
     let server =
         TestServer::with(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
     let addr = server.metrics_addr().expect("a metrics address");
@@ -22,6 +22,12 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
     put(&mut c, "s", vec![close_batch(&series(3_000))])
         .await
         .unwrap();
+    (server, addr, c)
+}
+
+#[tokio::test]
+async fn metrics_count_requests_errors_sweeps_and_levels() {
+    let (_server, addr, mut c) = with_metrics().await;
     sweep(&mut c, json!({"dataset": "s", "lengths": [6, 10]}))
         .await
         .unwrap();
@@ -79,13 +85,7 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
 
 #[tokio::test]
 async fn a_formula_strategy_reads_its_function_series_back_from_the_cache() {
-    let server =
-        TestServer::with(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
-    let addr = server.metrics_addr().expect("a metrics address");
-    let mut c = server.client().await;
-    put(&mut c, "s", vec![close_batch(&series(3_000))])
-        .await
-        .unwrap();
+    let (_server, addr, mut c) = with_metrics().await;
     let hits = |page: &str| {
         page.lines()
             .find_map(|l| l.strip_prefix("sweepflight_cache_hits_total "))
