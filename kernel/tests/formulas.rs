@@ -813,7 +813,7 @@ impl ArrayCache for Keeping {
     }
     fn insert(&self, key: ArrayKey, array: std::sync::Arc<[f64]>) {
         // The closes' moves (the per-bar metrics' sums) are offered too: not counted.
-        if matches!(key, ArrayKey::Node(_)) {
+        if key != ArrayKey::Moves {
             self.given
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -854,8 +854,7 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
         let cache = Keeping::default();
         let first = grid(&[10.0, 20.0, 30.0], &[1.0, 2.0]);
         // Offered: sma and std per n, rsi once (never a combo's own arithmetic), besides the
-        // closes' moves; the
-        // estimate a server sizes its offer by is that count.
+        // closes' moves; the estimate a server sizes its offer by is that count.
         assert_eq!(run(&first, &cache), run(&first, &NoCache), "{name}");
         assert_eq!(given(&cache), 3 * 2 + 1, "{name}");
         let combos = Combos::of_program(std::sync::Arc::new(bollinger.clone()), first.clone(), 6);
@@ -869,8 +868,12 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
                 .lock()
                 .unwrap()
                 .keys()
-                .all(|k| matches!(k, ArrayKey::Node(_) | ArrayKey::Moves))
+                .all(|k| matches!(k, ArrayKey::Node(_) | ArrayKey::Sma(_) | ArrayKey::Moves))
         );
+        // `sma(close, n)` is the built-ins' own SMA line, under their key.
+        for n in [10, 20, 30] {
+            assert!(cache.arrays.lock().unwrap().contains_key(&ArrayKey::Sma(n)));
+        }
         // Other k values over the same n: every series read back, none computed again, the
         // results those of a sweep without a cache, bit for bit.
         let again = grid(&[10.0, 30.0], &[1.5, 2.5, 3.0]);
@@ -881,6 +884,33 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
         let more = grid(&[40.0], &[2.0]);
         assert_eq!(run(&more, &cache), run(&more, &NoCache), "{name}");
         assert_eq!(given(&cache), 3 * 2 + 1 + 2, "{name}");
+        // A built-in sweep reads the formulas' SMA lines (and the formulas its): sma_cross
+        // over those windows computes none, over 50 one, which a Bollinger of n = 50 reads.
+        let builtin = |pairs: &[(u32, u32)], cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            let params: Vec<Params> = pairs
+                .iter()
+                .map(|&(f, s)| Params::new(Strategy::SmaCross, &[f64::from(f), f64::from(s)]))
+                .collect::<Result<_, _>>()
+                .unwrap();
+            sweep_params(&close, &params, &exec, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        let pairs = [(10, 20), (10, 40), (20, 30)];
+        assert_eq!(builtin(&pairs, &cache), builtin(&pairs, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1 + 2, "{name}");
+        let wide = [(10, 50)];
+        assert_eq!(builtin(&wide, &cache), builtin(&wide, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1 + 2 + 1, "{name}");
+        let fifty = grid(&[50.0], &[2.0]);
+        assert_eq!(run(&fifty, &cache), run(&fifty, &NoCache), "{name}");
+        assert_eq!(given(&cache), 3 * 2 + 1 + 2 + 1 + 1, "{name}");
     }
 }
 

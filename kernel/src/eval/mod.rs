@@ -255,7 +255,7 @@ fn materialise(
             .zip(defs)
             .map(|(f, d)| match d {
                 Def::Call { func, .. } if matches!(function(*func).compute, Compute::Series(_)) => {
-                    Some(ArrayKey::Node(f))
+                    Some(builtin_line(bars, defs, d).unwrap_or(ArrayKey::Node(f)))
                 }
                 _ => None,
             })
@@ -344,6 +344,29 @@ fn materialise(
         }
     }
     Ok(arrays)
+}
+
+/// The built-ins' own key of a call that is one of their lines: `sma(close, n)` and
+/// `ema(close, n)` are bit for bit the `sma_cross` and `ema_cross` lines (the same shared
+/// passes, held equal to the functions by the tests; an EMA only where the first close is
+/// defined, as the language's starts at the first defined bar), so a built-in sweep and a
+/// formula sweep of one series share them in a cache, and a row range's SMA is cut from the
+/// whole series' as the built-ins' is ([`ArrayKey::of_range`]).
+fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
+    let Def::Call { func, args } = def else {
+        return None;
+    };
+    let [CallArg::Operand(Operand::Node(x)), CallArg::Window(n)] = args[..] else {
+        return None;
+    };
+    if defs[x as usize] != Def::Column(Column::Close) {
+        return None;
+    }
+    match function(*func).name {
+        "sma" => Some(ArrayKey::Sma(n)),
+        "ema" if bars.close.first().is_some_and(|c| !c.is_nan()) => Some(ArrayKey::Ema(n)),
+        _ => None,
+    }
 }
 
 /// What evaluation reads: the bars, the group's nodes and its shared arrays.
