@@ -3,10 +3,11 @@
 //! `take_profit`, `warmup`) and the combo forms that are not plain lists (`grid`, `sample`).
 //!
 //! What a strategy *computes* is the kernel's (`sweepflight-kernel`, strategies.md); this is
-//! what a client may send and what the reply's columns are. The server checks that the two
-//! tables agree. A strategy of the client's own (protocol v1.3: an object of formulas) is
-//! parsed and bound by the kernel's language layer here, so its parameters (names, order,
-//! kinds) are known where the body is decoded, as a built-in's are.
+//! what a client may send and what the reply's columns are. The built-ins are the kernel's
+//! table (`sweepflight_kernel::builtins`: names, parameters, summaries, formula forms): this
+//! crate keeps no list of its own. A strategy of the client's own (protocol v1.3: an object of
+//! formulas) is parsed and bound by the kernel's language layer here, so its parameters
+//! (names, order, kinds) are known where the body is decoded, as a built-in's are.
 
 use std::fmt;
 use std::sync::Arc;
