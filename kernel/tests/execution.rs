@@ -429,10 +429,12 @@ fn the_defaults_are_v1_2_and_missing_columns_are_refused() {
     let blocks = sweepflight_kernel::execution::extrema_bytes;
     assert_eq!(blocks(1_000, &Execution::new(0.0009), false), 0);
     assert_eq!(blocks(1_000, &exec(|e| e.stop_loss = Some(0.02)), false), 0);
-    assert_eq!(blocks(1_000, &Execution::new(0.0009), true), 34_000);
+    // Per bar four prices; per level (blocks of 8, 64, 512, 4,096) two: 125 + 16 + 2 + 1.
+    let extremes = (4 * 1_000 + 2 * (125 + 16 + 2 + 1)) * 8;
+    assert_eq!(blocks(1_000, &Execution::new(0.0009), true), extremes);
     assert_eq!(
         blocks(1_000, &exec(|e| e.fill = Fill::NextOpen), false),
-        34_000
+        extremes
     );
 }
 

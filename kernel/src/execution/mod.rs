@@ -17,6 +17,12 @@
 //! Where the trades go is the [`Book`]'s business: the sweep's [`crate::Ledger`] folds them into
 //! a [`crate::ComboResult`]; a trade list keeps them.
 
+mod stops;
+
+pub(crate) use stops::Extrema;
+pub use stops::extrema_bytes;
+use stops::{EXTREMA_BLOCK, Hit, StopBars, TradeStops};
+
 use crate::lines::Bars;
 use crate::{Error, Result};
 
@@ -314,112 +320,9 @@ pub trait Book {
     );
 }
 
-/// Bars per block of [`Extrema`].
-const EXTREMA_BLOCK: usize = 8;
-
 /// Most block boundaries a range between two events may cross for the general loop to test it
 /// at once ([`Engine::scan`]).
 const QUICK_BLOCKS: usize = 8;
-
-/// The lowest and highest price a stop can be hit at (lows and highs with `stops: high_low`,
-/// closes otherwise) over any range of bars, in a few reads: computed once per series and
-/// shared by every combo of a sweep. Each block of 8 bars has its extremes, and each bar the
-/// extremes from its block's first bar to it and from it to its block's last; a range is the
-/// tail of its first block, the whole blocks between, and the head of its last. The general
-/// loop tests the bars between two events at once (no stop can hit: the trail's best price
-/// moves to the range's extreme), and only where that fails, bar by bar. NaN prices are left
-/// out, as the per-bar checks never hit on them. 34 bytes a bar.
-#[derive(Debug, Clone)]
-pub(crate) struct Extrema {
-    low: Vec<f64>,
-    high: Vec<f64>,
-    /// Per bar: the lowest low from its block's first bar to it, and from it to its block's
-    /// last; the same for the highs.
-    low_to: Vec<f64>,
-    low_from: Vec<f64>,
-    high_to: Vec<f64>,
-    high_from: Vec<f64>,
-}
-
-/// Bytes of the stop blocks ([`Extrema`]) a sweep over `bars` bars builds with `exec` (with
-/// `formula_stops` if a stop is a formula): none with v1.2's options alone.
-pub fn extrema_bytes(bars: usize, exec: &Execution, formula_stops: bool) -> usize {
-    if exec.is_v12() && !formula_stops {
-        return 0;
-    }
-    (4 * bars + 2 * bars.div_ceil(EXTREMA_BLOCK)) * size_of::<f64>()
-}
-
-impl Extrema {
-    /// The blocks of `bars` for `exec`'s stops, if the general loop may check stops (v1.3's
-    /// options, or stop formulas).
-    pub(crate) fn of(bars: &Bars<'_>, exec: &Execution, formula_stops: bool) -> Option<Self> {
-        if exec.is_v12() && !formula_stops {
-            return None;
-        }
-        let (low, high) = stop_prices(bars, exec);
-        let fold = |x: &[f64], f: fn(f64, f64) -> f64, start: f64| -> Vec<f64> {
-            x.chunks(EXTREMA_BLOCK)
-                .map(|c| c.iter().fold(start, |m, &v| f(m, v)))
-                .collect()
-        };
-        // Running extremes within each block, forwards and backwards.
-        let scan = |x: &[f64], f: fn(f64, f64) -> f64, start: f64, backwards: bool| {
-            let mut out = vec![start; x.len()];
-            for (c, o) in x.chunks(EXTREMA_BLOCK).zip(out.chunks_mut(EXTREMA_BLOCK)) {
-                let mut m = start;
-                for k in 0..c.len() {
-                    let k = if backwards { c.len() - 1 - k } else { k };
-                    m = f(m, c[k]);
-                    o[k] = m;
-                }
-            }
-            out
-        };
-        Some(Self {
-            low: fold(low, f64::min, f64::INFINITY),
-            high: fold(high, f64::max, f64::NEG_INFINITY),
-            low_to: scan(low, f64::min, f64::INFINITY, false),
-            low_from: scan(low, f64::min, f64::INFINITY, true),
-            high_to: scan(high, f64::max, f64::NEG_INFINITY, false),
-            high_from: scan(high, f64::max, f64::NEG_INFINITY, true),
-        })
-    }
-
-    /// The lowest and highest of `lows` and `highs` (the series these extrema are of) over bars
-    /// `from..=to`, exactly.
-    fn exact(&self, lows: &[f64], highs: &[f64], from: usize, to: usize) -> (f64, f64) {
-        if from / EXTREMA_BLOCK != to / EXTREMA_BLOCK {
-            return self.across(from, to);
-        }
-        let lo = lows[from..=to].iter().fold(f64::INFINITY, |m, &v| m.min(v));
-        let hi = highs[from..=to]
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-        (lo, hi)
-    }
-
-    /// The lowest and highest price over bars `from..=to` of two different blocks.
-    #[inline]
-    fn across(&self, from: usize, to: usize) -> (f64, f64) {
-        let mut lo = self.low_from[from].min(self.low_to[to]);
-        let mut hi = self.high_from[from].max(self.high_to[to]);
-        for b in from / EXTREMA_BLOCK + 1..to / EXTREMA_BLOCK {
-            lo = lo.min(self.low[b]);
-            hi = hi.max(self.high[b]);
-        }
-        (lo, hi)
-    }
-}
-
-/// The prices stops are checked against: lows and highs with `stops: high_low`, else the
-/// closes twice.
-fn stop_prices<'a>(bars: &Bars<'a>, exec: &Execution) -> (&'a [f64], &'a [f64]) {
-    match (exec.stops, bars.low, bars.high) {
-        (StopsOn::HighLow, Some(l), Some(h)) => (l, h),
-        _ => (bars.close, bars.close),
-    }
-}
 
 /// The actions decided on a bar's close that fill at the next bar's open (`fill: next_open`):
 /// a close of the held position, then an entry, in that order.
@@ -450,15 +353,8 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     entry_row: usize,
     /// Bars below this have had their stop check (or need none).
     checked: usize,
-    /// `entry * (1 - stop_loss)` and `entry * (1 + stop_loss)` for the open position, as the
-    /// spec computes them at every bar (the same product each time).
-    loss_below: f64,
-    loss_above: f64,
-    /// `entry * (1 + take_profit)` and `entry * (1 - take_profit)`.
-    profit_above: f64,
-    profit_below: f64,
-    /// The open trade's trailing-stop fraction.
-    trail: Option<f64>,
+    /// The open position's stops.
+    trade: TradeStops,
     /// Which stops are formulas (`stop_loss`, `take_profit`, `trailing_stop`), and their
     /// values at the bar of the current event ([`Engine::stop_values`]).
     formulas: [bool; 3],
@@ -477,9 +373,8 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     next: usize,
     /// The series' blocks, when the sweep computed them ([`Extrema`]).
     extrema: Option<&'a Extrema>,
-    /// The prices stops are checked against ([`stop_prices`]).
-    lows: &'a [f64],
-    highs: &'a [f64],
+    /// The prices stops are checked against.
+    prices: StopBars<'a>,
 }
 
 impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
@@ -487,7 +382,6 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn new(bars: &Bars<'a>, exec: &Execution, book: B) -> Self {
         debug_assert!(!PLAIN || exec.is_plain());
         debug_assert!(exec.check_bars(bars).is_ok());
-        let (lows, highs) = stop_prices(bars, exec);
         Self {
             close: bars.close,
             bars: *bars,
@@ -499,11 +393,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             entry: 0.0,
             entry_row: 0,
             checked: exec.start,
-            loss_below: f64::NAN,
-            loss_above: f64::NAN,
-            profit_above: f64::NAN,
-            profit_below: f64::NAN,
-            trail: None,
+            trade: TradeStops::new(true, f64::NAN, [None; 3]),
             formulas: [false; 3],
             values: [f64::NAN; 3],
             peak: 0.0,
@@ -513,8 +403,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             pending: Pending::default(),
             next: exec.start,
             extrema: None,
-            lows,
-            highs,
+            prices: StopBars::of(bars, exec),
         }
     }
 
@@ -677,16 +566,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             i + 1
         };
         if self.stops {
-            // NaN prices compare false: no such stop.
-            (self.loss_below, self.loss_above) = match fr[0] {
-                Some(sl) => (c * (1.0 - sl), c * (1.0 + sl)),
-                None => (f64::NAN, f64::NAN),
-            };
-            (self.profit_above, self.profit_below) = match fr[1] {
-                Some(tp) => (c * (1.0 + tp), c * (1.0 - tp)),
-                None => (f64::NAN, f64::NAN),
-            };
-            self.trail = fr[2];
+            self.trade = TradeStops::new(pos > 0.0, c, fr);
         }
     }
 
@@ -709,28 +589,13 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if self.pos == 0.0 || from > j {
             return;
         }
-        let long = self.pos > 0.0;
-        let (sl, tp) = (
-            self.exec.stop_loss.is_some(),
-            self.exec.take_profit.is_some(),
-        );
-        let loss = |c: f64| {
-            sl && if long {
-                c <= self.loss_below
-            } else {
-                c >= self.loss_above
-            }
-        };
-        // The stop-loss is tested before the take-profit at each bar; both on the close.
-        let hit = self.close[from..=j].iter().position(|&c| {
-            let profit = tp
-                && if long {
-                    c >= self.profit_above
-                } else {
-                    c <= self.profit_below
-                };
-            loss(c) || profit
-        });
+        let t = self.trade;
+        let loss = |c: f64| if t.long { c <= t.loss } else { c >= t.loss };
+        // The stop-loss is tested before the take-profit at each bar; both on the close (NaN
+        // prices, no such stop, never hit).
+        let hit = self.close[from..=j]
+            .iter()
+            .position(|&c| loss(c) || if t.long { c >= t.profit } else { c <= t.profit });
         if let Some(k) = hit {
             let reason = if loss(self.close[from + k]) {
                 ExitReason::StopLoss
@@ -759,132 +624,62 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         self.decided = self.pos;
     }
 
-    /// Step 2 over bars `from..=to` while the position is open: whole quiet blocks passed
-    /// over ([`Engine::quiet_block`]), every other bar checked by [`Engine::stop_at`].
+    /// Step 2 over bars `from..=to` while the position is open: the whole range tested at once
+    /// where it can be, else [`TradeStops::walk`] from the exact best price.
     fn scan(&mut self, from: usize, to: usize) {
         // Events are often a few bars apart and stops far from the price: one test over the
         // whole range usually settles it, with bounds of its prices (exact across blocks, the
         // rest of the first block's otherwise) and of the best price so far.
-        // A long range is left to the blocks of `scan_bars` (where the test fails, reading its
+        // A long range is left to the blocks of the walk (where the test fails, reading its
         // blocks twice would cost more than it saves).
-        let Some(x) = self.extrema else {
-            return self.scan_bars(from, to);
-        };
-        let blocks = to / EXTREMA_BLOCK - from / EXTREMA_BLOCK;
-        if blocks <= QUICK_BLOCKS {
-            let (lo, hi) = if blocks == 0 {
-                (x.low_from[from], x.high_from[from])
-            } else {
-                x.across(from, to)
-            };
-            if let Some(bound) = self.quiet_from(self.bound, lo, hi) {
-                self.bound = bound;
-                return;
-            }
-        }
-        // A stop may hit: the exact best price up to `from`, then bar by bar.
-        if self.trail.is_some() && self.peak_at < from {
-            let (lo, hi) = x.exact(self.lows, self.highs, self.peak_at, from - 1);
-            self.peak = if self.pos > 0.0 {
-                self.peak.max(hi)
-            } else {
-                self.peak.min(lo)
-            };
-        }
-        self.scan_bars(from, to);
-        self.peak_at = to + 1;
-        self.bound = self.peak;
-    }
-
-    /// [`Engine::scan`] bar by bar from the exact best price: whole quiet blocks passed over
-    /// ([`Engine::quiet_block`]), every other bar checked by [`Engine::stop_at`].
-    fn scan_bars(&mut self, from: usize, to: usize) {
-        let mut k = from;
-        while k <= to {
-            if k.is_multiple_of(EXTREMA_BLOCK) && k + EXTREMA_BLOCK <= to + 1 && self.quiet_block(k)
-            {
-                k += EXTREMA_BLOCK;
-                continue;
-            }
-            if self.stop_at(k) {
-                return;
-            }
-            k += 1;
-        }
-    }
-
-    /// The open position's stop-loss price with the trail's best price at `peak`: the fixed
-    /// one, the trail, or the tighter of the two (a tie is the fixed one; NaN: none).
-    #[inline]
-    fn stop_price(&self, peak: f64) -> f64 {
-        let long = self.pos > 0.0;
-        let fixed = if long {
-            self.loss_below
-        } else {
-            self.loss_above
-        };
-        match self.trail {
-            Some(f) => {
-                let t = if long {
-                    peak * (1.0 - f)
+        let x = self.extrema;
+        if let Some(x) = x {
+            let blocks = to / EXTREMA_BLOCK - from / EXTREMA_BLOCK;
+            if blocks <= QUICK_BLOCKS {
+                let (lo, hi) = if blocks == 0 {
+                    x.rest_of_block(from)
                 } else {
-                    peak * (1.0 + f)
+                    x.across(from, to)
                 };
-                let tighter = fixed.is_nan() || if long { t > fixed } else { t < fixed };
-                if tighter { t } else { fixed }
+                if let Some(bound) = self.trade.quiet_from(self.bound, lo, hi) {
+                    self.bound = bound;
+                    return;
+                }
             }
-            None => fixed,
+            // A stop may hit: the exact best price up to `from`.
+            if self.trade.trail.is_some() && self.peak_at < from {
+                let (lo, hi) = x.exact(self.prices.lows, self.prices.highs, self.peak_at, from - 1);
+                self.peak = if self.pos > 0.0 {
+                    self.peak.max(hi)
+                } else {
+                    self.peak.min(lo)
+                };
+            }
+        }
+        match self
+            .trade
+            .walk(&self.prices, x, &self.exec, self.peak, (from, to))
+        {
+            Ok(peak) => {
+                self.peak = peak;
+                self.peak_at = to + 1;
+                self.bound = peak;
+            }
+            Err(hit) => self.book_stop(hit),
         }
     }
 
-    /// True if no stop can hit the open position in the block of bars from `k` (a multiple
-    /// of the block size, the whole block to check); see [`Engine::quiet`].
-    #[inline]
-    fn quiet_block(&mut self, k: usize) -> bool {
-        let Some(x) = self.extrema else {
-            return false;
-        };
-        let b = k / EXTREMA_BLOCK;
-        self.quiet(x.low[b], x.high[b])
-    }
-
-    /// True if no stop can hit the open position on bars whose prices lie within `lo..=hi`
-    /// (all of them to check): then the trail's best price moves to the extreme, as
-    /// bar-by-bar checks would have moved it.
-    #[inline]
-    fn quiet(&mut self, lo: f64, hi: f64) -> bool {
-        match self.quiet_from(self.peak, lo, hi) {
-            Some(best) => {
-                self.peak = best;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// With the trail's best price at `peak`: the best price after bars whose prices lie within
-    /// `lo..=hi`, if no stop can hit the open position on any of them. A bound of the prices
-    /// (lower `lo`, higher `hi`) and of the best price (further from the entry) gives a bound of
-    /// the best price after, and a test no less strict: the stop only tightens as the best
-    /// price moves.
-    #[inline]
-    fn quiet_from(&self, peak: f64, lo: f64, hi: f64) -> Option<f64> {
-        let (best, clear) = if self.pos > 0.0 {
-            // The highest the stop can be: with the best price at most `hi`.
-            let best = peak.max(hi);
-            // NaN stop prices (no such stop) never hit.
-            (
-                best,
-                !(lo <= self.stop_price(best) || hi >= self.profit_above),
-            )
-        } else {
-            let best = peak.min(lo);
-            (
-                best,
-                !(hi >= self.stop_price(best) || lo <= self.profit_below),
-            )
-        };
-        clear.then_some(best)
+    /// Books the open position's exit by a stop.
+    fn book_stop(&mut self, hit: Hit) {
+        self.book.book(
+            self.pos,
+            self.entry,
+            self.entry_row,
+            hit.price,
+            hit.bar,
+            hit.reason,
+        );
+        self.pos = 0.0;
     }
 
     /// Step 1 at bar `k`: the actions decided at `k - 1`, at `open[k]`.
@@ -903,77 +698,6 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if let Some((d, fr)) = enter {
             self.open(d, self.exec.enter_at(d, open), k, fr);
         }
-    }
-
-    /// Step 2 at bar `k` for the open position: true if a stop closed it.
-    #[inline]
-    fn stop_at(&mut self, k: usize) -> bool {
-        let long = self.pos > 0.0;
-        let (close, high_low) = (self.close[k], self.exec.stops == StopsOn::HighLow);
-        // The stop-loss price: the fixed one, the trail, or the tighter of the two (a tie is
-        // the stop-loss); the trail is the stop when it is strictly tighter, then unlike `fixed`.
-        let fixed = if long {
-            self.loss_below
-        } else {
-            self.loss_above
-        };
-        let slp = self.stop_price(self.peak);
-        let trail = self.trail.is_some() && slp.to_bits() != fixed.to_bits();
-        let tpp = if long {
-            self.profit_above
-        } else {
-            self.profit_below
-        };
-        // NaN prices (no such stop) compare false everywhere.
-        let hit = if high_low {
-            let (open, high, low) = (
-                self.bars.open.expect("checked")[k],
-                self.bars.high.expect("checked")[k],
-                self.bars.low.expect("checked")[k],
-            );
-            if long && low <= slp {
-                Some((open.min(slp), true))
-            } else if !long && high >= slp {
-                Some((open.max(slp), true))
-            } else if long && high >= tpp {
-                Some((open.max(tpp), false))
-            } else if !long && low <= tpp {
-                Some((open.min(tpp), false))
-            } else {
-                None
-            }
-        } else if long && close <= slp || !long && close >= slp {
-            Some((close, true))
-        } else if long && close >= tpp || !long && close <= tpp {
-            Some((close, false))
-        } else {
-            None
-        };
-        if let Some((price, loss)) = hit {
-            let (exit, reason) = if loss {
-                let reason = if trail {
-                    ExitReason::TrailingStop
-                } else {
-                    ExitReason::StopLoss
-                };
-                (self.exec.exit_at(self.pos, price), reason)
-            } else {
-                (price, ExitReason::TakeProfit)
-            };
-            self.book
-                .book(self.pos, self.entry, self.entry_row, exit, k, reason);
-            self.pos = 0.0;
-            return true;
-        }
-        if self.trail.is_some() {
-            self.peak = match (long, high_low) {
-                (true, false) => self.peak.max(close),
-                (true, true) => self.peak.max(self.bars.high.expect("checked")[k]),
-                (false, false) => self.peak.min(close),
-                (false, true) => self.peak.min(self.bars.low.expect("checked")[k]),
-            };
-        }
-        false
     }
 
     /// Step 3 at bar `i` for a signal `s`: the side rule, then a reversal or an entry.
