@@ -96,6 +96,19 @@ impl SweepBudget {
         Ok(self.granted(permit))
     }
 
+    /// Reserves `bytes` now if nobody is waiting and they are free, else `None` (for work
+    /// that should never make a sweep wait: the cache's fills).
+    pub(crate) fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
+        let units = bytes.clamp(1, self.total).div_ceil(UNIT) as u32;
+        if self.queued() > 0 {
+            return None;
+        }
+        let permit = Arc::clone(&self.semaphore)
+            .try_acquire_many_owned(units)
+            .ok()?;
+        Some(self.granted(permit))
+    }
+
     fn granted(&self, permit: OwnedSemaphorePermit) -> Reservation {
         let bytes = u64::from(permit.num_permits() as u32) * UNIT;
         self.reserved.fetch_add(bytes, Ordering::SeqCst);

@@ -4,15 +4,20 @@
 //! LRU (moka) bounded by `--cache-bytes`, shared by every dataset; a version's entries go when
 //! the version does.
 //!
-//! Admission: an input (a series, or a row range of it) is offered to the cache from its second
-//! sweep on. Keeping a sweep's lines is not free: the tiled kernel then writes every line whole
-//! into fresh memory instead of tile-sized scratch (the paper grid: 179 MB of new pages per
-//! series), which made a first sweep ten times slower than with no cache at all; a series swept
-//! once (a scan over many datasets) should not pay for it. A caller that knows the lines will
-//! be asked for again (a walk-forward's folds) offers them at once
-//! ([`KernelCache::view_keeping`]).
+//! Admission: an input (a series, or a row range of it) is kept from its second sweep on, and
+//! never on a call's own time. Keeping a sweep's lines is not free: the tiled kernel then
+//! writes every line whole into fresh memory instead of tile-sized scratch (the paper grid: 179
+//! MB of new pages per series), which made a first sweep ten times slower than with no cache at
+//! all; a series swept once (a scan over many datasets) should not pay for it, and neither
+//! should the call that sweeps it again. A sweep reads what is cached and keeps nothing
+//! ([`KernelCache::view`]); where an input swept before missed arrays, the sweep leaves a fill
+//! behind, which computes them again, whole, when the server is idle
+//! ([`crate::compute::fill`]). A caller that knows the lines will be asked for again (a
+//! walk-forward's folds) keeps them at once ([`KernelCache::view_keeping`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
@@ -39,6 +44,8 @@ pub struct KernelCache {
     arrays: Cache<Key, Arc<[f64]>>,
     /// Inputs swept before, by an LRU of their keys only: the admission rule's memory.
     seen: Cache<InputKey, ()>,
+    /// Inputs with a fill queued or running (one at a time per input).
+    filling: Mutex<HashSet<InputKey>>,
 }
 
 /// Inputs the admission rule remembers (a few bytes each).
@@ -67,23 +74,43 @@ impl KernelCache {
             .max_capacity(SEEN_INPUTS)
             .support_invalidation_closures()
             .build();
-        Self { arrays, seen }
+        Self {
+            arrays,
+            seen,
+            filling: Mutex::default(),
+        }
     }
 
     /// The view the kernel gets for one input; hits and misses are counted in `metrics`. The
-    /// sweep reads what is cached; it adds what it computes only if `offer` (see
-    /// [`Self::worth_offering`]) and this input was swept before (the module's admission
-    /// rule).
+    /// sweep reads what is cached and keeps nothing; afterwards [`CacheView::wants_fill`] says
+    /// whether to leave a fill behind: if `offer` (see [`Self::worth_offering`]), this input
+    /// was swept before and the sweep missed arrays (the module's admission rule).
+    ///
+    /// One exception: if a fill of this input is still waiting, the server has had no idle
+    /// moment since the sweep that queued it (a caller sweeping the input without pause), and
+    /// would not have one soon; this sweep then keeps what it computes itself, and the fill
+    /// is called off. A loop of calls pays for keeping once, on its third call.
     pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics, offer: bool) -> CacheView<'a> {
         let again = self.seen.contains_key(&input);
-        self.view_keeping(input, metrics, offer && again)
+        self.seen.insert(input, ());
+        let fits = offer && self.capacity() > 0;
+        let keep_now = fits && self.lock_filling().remove(&input);
+        CacheView {
+            cache: self,
+            input,
+            metrics: Some(metrics),
+            offer: keep_now,
+            fill: fits && again && !keep_now,
+            missed: AtomicBool::new(false),
+        }
     }
 
-    /// [`Self::view`] offering what the sweep computes even on its first sweep of the input.
+    /// A view that keeps what the sweep computes (if `offer`), even on its first sweep of the
+    /// input: a walk-forward's, or a fill's (`metrics` `None`: its reads are not the calls').
     pub fn view_keeping<'a>(
         &'a self,
         input: InputKey,
-        metrics: &'a Metrics,
+        metrics: Option<&'a Metrics>,
         offer: bool,
     ) -> CacheView<'a> {
         self.seen.insert(input, ());
@@ -92,7 +119,38 @@ impl KernelCache {
             input,
             metrics,
             offer: offer && self.capacity() > 0,
+            fill: false,
+            missed: AtomicBool::new(false),
         }
+    }
+
+    /// Marks a fill of `input` as queued: false if one already is (or runs).
+    pub(crate) fn start_fill(&self, input: InputKey) -> bool {
+        self.lock_filling().insert(input)
+    }
+
+    /// Marks the fill of `input` as over (done or given up).
+    pub(crate) fn end_fill(&self, input: InputKey) {
+        self.lock_filling().remove(&input);
+    }
+
+    /// Whether a fill of `input` is still wanted: queued and not yet done, given up, or taken
+    /// over by a call's sweep (see [`Self::view`]).
+    pub(crate) fn fill_wanted(&self, input: InputKey) -> bool {
+        self.lock_filling().contains(&input)
+    }
+
+    /// Whether `input` is still one whose arrays are worth keeping: its dataset version has
+    /// not been dropped or replaced since it was swept (see [`Self::forget`]).
+    pub(crate) fn still_seen(&self, input: InputKey) -> bool {
+        self.seen.contains_key(&input)
+    }
+
+    fn lock_filling(&self) -> std::sync::MutexGuard<'_, HashSet<InputKey>> {
+        // The set stays consistent even if a holder panicked: each step is one insert or remove.
+        self.filling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The most bytes the cache holds (`--cache-bytes`).
@@ -130,11 +188,20 @@ impl KernelCache {
 pub struct CacheView<'a> {
     cache: &'a KernelCache,
     input: InputKey,
-    metrics: &'a Metrics,
+    metrics: Option<&'a Metrics>,
     offer: bool,
+    /// A sweep through this view should leave a fill behind if it misses.
+    fill: bool,
+    missed: AtomicBool,
 }
 
 impl CacheView<'_> {
+    /// After the sweep: whether its input's arrays should be kept by a fill (the input was
+    /// swept before, its arrays fit, and this sweep computed some).
+    pub fn wants_fill(&self) -> bool {
+        self.fill && self.missed.load(Ordering::Relaxed)
+    }
+
     /// A row range's array cut from the same array over the whole series, where that is exact
     /// ([`ArrayKey::of_range`]: the lines whose values are fresh sums over their own windows).
     /// The folds of a walk-forward, or any sweep with `rows` after one of the whole series,
@@ -161,10 +228,15 @@ impl ArrayCache for CacheView<'_> {
             .arrays
             .get(&(self.input, key))
             .or_else(|| self.cut_from_whole(key));
-        match hit {
-            Some(_) => self.metrics.cache_hits.inc(),
-            None => self.metrics.cache_misses.inc(),
-        };
+        if hit.is_none() {
+            self.missed.store(true, Ordering::Relaxed);
+        }
+        if let Some(metrics) = self.metrics {
+            match hit {
+                Some(_) => metrics.cache_hits.inc(),
+                None => metrics.cache_misses.inc(),
+            };
+        }
         hit
     }
     fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
@@ -198,12 +270,12 @@ mod tests {
         assert!(cache.worth_offering(1 << 20) && !cache.worth_offering((1 << 20) + 1));
         let line: Arc<[f64]> = vec![1.0; 1000].into();
         // Not offered: read-only, nothing added.
-        let view = cache.view(input, &metrics, false);
+        let view = cache.view_keeping(input, Some(&metrics), false);
         assert!(!view.keeps());
         view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
         assert!(view.get(ArrayKey::Hma([1, 2, 3])).is_none());
         // Offered: kept, and read back by a view that does not offer.
-        let view = cache.view(input, &metrics, true);
+        let view = cache.view_keeping(input, Some(&metrics), true);
         assert!(view.keeps());
         view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
         let reader = cache.view(input, &metrics, false);
@@ -211,13 +283,15 @@ mod tests {
             reader.get(ArrayKey::Hma([1, 2, 3])).as_deref(),
             Some(&line[..])
         );
-        // A cache of 0 bytes keeps nothing whatever the sweep offers.
+        // A cache of 0 bytes keeps nothing whatever the sweep offers, and wants no fill.
         let none = KernelCache::new(0);
-        assert!(!none.view(input, &metrics, true).keeps());
+        assert!(!none.view_keeping(input, None, true).keeps());
+        let again = none.view(input, &metrics, true);
+        assert!(again.get(ArrayKey::Sma(3)).is_none() && !again.wants_fill());
     }
 
     #[test]
-    fn an_input_is_kept_from_its_second_sweep_on_unless_asked_at_once() {
+    fn an_input_swept_again_that_misses_wants_a_fill_and_gets_one_at_a_time() {
         let cache = KernelCache::new(1 << 20);
         let metrics = Metrics::default();
         let input = |series| InputKey {
@@ -225,14 +299,44 @@ mod tests {
             series,
             rows: None,
         };
-        // First sweep of series 0: read-only; the second keeps what it computes.
-        assert!(!cache.view(input(0), &metrics, true).keeps());
-        assert!(cache.view(input(0), &metrics, true).keeps());
+        let missing = |view: &CacheView<'_>| {
+            assert!(
+                !view.keeps(),
+                "a call's sweep keeps nothing itself (no fill waits)"
+            );
+            view.get(ArrayKey::Sma(9)).is_none()
+        };
+        // First sweep of series 0: no fill; the second, which misses, wants one.
+        let first = cache.view(input(0), &metrics, true);
+        assert!(missing(&first) && !first.wants_fill());
+        let second = cache.view(input(0), &metrics, true);
+        assert!(!second.wants_fill(), "nothing missed yet");
+        assert!(missing(&second) && second.wants_fill());
+        // Not when the arrays would not fit (`offer` false).
+        let big = cache.view(input(0), &metrics, false);
+        assert!(missing(&big) && !big.wants_fill());
+        // One fill per input at a time.
+        assert!(cache.start_fill(input(0)) && !cache.start_fill(input(0)));
+        cache.end_fill(input(0));
+        assert!(cache.start_fill(input(0)) && cache.fill_wanted(input(0)));
+        // A sweep while it still waits keeps what it computes itself, and calls the fill off.
+        let loop_call = cache.view(input(0), &metrics, true);
+        assert!(loop_call.keeps() && !cache.fill_wanted(input(0)));
+        assert!(loop_call.get(ArrayKey::Sma(9)).is_none() && !loop_call.wants_fill());
+        // A sweep that finds everything wants no fill.
+        cache
+            .view_keeping(input(0), None, true)
+            .insert(ArrayKey::Sma(9), vec![1.0; 10].into());
+        let third = cache.view(input(0), &metrics, true);
+        assert!(!missing(&third) && !third.wants_fill());
         // Series 1 swept for lines wanted again at once: kept on its first sweep.
-        assert!(cache.view_keeping(input(1), &metrics, true).keeps());
+        assert!(cache.view_keeping(input(1), Some(&metrics), true).keeps());
         // A new version of the dataset starts over.
+        assert!(cache.still_seen(input(0)));
         cache.forget(3);
-        assert!(!cache.view(input(0), &metrics, true).keeps());
+        assert!(!cache.still_seen(input(0)));
+        let after = cache.view(input(0), &metrics, true);
+        assert!(missing(&after) && !after.wants_fill());
     }
 
     #[test]
@@ -245,7 +349,7 @@ mod tests {
             rows: None,
         };
         let line: Arc<[f64]> = (0..100).map(f64::from).collect();
-        let keeping = cache.view_keeping(whole, &metrics, true);
+        let keeping = cache.view_keeping(whole, Some(&metrics), true);
         keeping.insert(ArrayKey::Sma(5), Arc::clone(&line));
         keeping.insert(ArrayKey::Ema(5), Arc::clone(&line));
         let range = cache.view(

@@ -17,6 +17,7 @@
 
 pub(crate) mod budget;
 pub(crate) mod cache;
+pub(crate) mod fill;
 pub(crate) mod trim;
 
 use std::ops::Range;
@@ -35,6 +36,7 @@ use tokio::sync::oneshot;
 
 use crate::compute::budget::{Reservation, SweepBudget};
 use crate::compute::cache::{InputKey, KernelCache};
+use crate::compute::fill::Filler;
 use crate::datasets::bars::BarColumns;
 use crate::datasets::{Dataset, NewDataset};
 use crate::ops::metrics::Metrics;
@@ -805,10 +807,12 @@ impl Job {
 #[derive(Debug)]
 pub(crate) struct Compute {
     pool: rayon::ThreadPool,
-    budget: SweepBudget,
+    budget: Arc<SweepBudget>,
     cache: Arc<KernelCache>,
     metrics: Arc<Metrics>,
     running: Arc<AtomicUsize>,
+    /// Keeps inputs' arrays at idle moments ([`fill`]).
+    filler: Filler,
 }
 
 impl Compute {
@@ -829,12 +833,25 @@ impl Compute {
             .thread_name(|i| format!("sweep-{i}"))
             .build()
             .map_err(|e| Error::internal("start the sweep workers", e))?;
+        let budget = Arc::new(SweepBudget::new(
+            memory_bytes,
+            max_queued,
+            Arc::clone(&metrics),
+        ));
+        let running = Arc::default();
+        let filler = Filler::start(fill::Server {
+            cache: Arc::clone(&cache),
+            metrics: Arc::clone(&metrics),
+            budget: Arc::clone(&budget),
+            running: Arc::clone(&running),
+        })?;
         Ok(Self {
             pool,
-            budget: SweepBudget::new(memory_bytes, max_queued, Arc::clone(&metrics)),
+            budget,
             cache,
             metrics,
-            running: Arc::default(),
+            running,
+            filler,
         })
     }
 
@@ -945,7 +962,8 @@ impl Compute {
         let out = job
             .inputs
             .iter()
-            .map(|input| {
+            .enumerate()
+            .map(|(at, input)| {
                 let close = input.closes();
                 let cap = plan.shared_cap(close.len(), &job.combos, reservation.bytes());
                 let exec = Execution {
@@ -987,9 +1005,17 @@ impl Compute {
                 };
                 let results = match input.cache {
                     Some(key) if job.keep_lines => {
-                        run(&self.cache.view_keeping(key, &self.metrics, offer))
+                        run(&self.cache.view_keeping(key, Some(&self.metrics), offer))
                     }
-                    Some(key) => run(&self.cache.view(key, &self.metrics, offer)),
+                    Some(key) => {
+                        let view = self.cache.view(key, &self.metrics, offer);
+                        let results = run(&view);
+                        // Its arrays are kept later, off this call's time (`fill`).
+                        if results.is_ok() && view.wants_fill() {
+                            self.filler.queue(job, at);
+                        }
+                        results
+                    }
                     None => run(&NoCache),
                 }?;
                 Ok((results, records.map(Records::into_records)))
@@ -1100,10 +1126,10 @@ impl Drop for CancelOnDrop {
 
 /// Counts a sweep as running until dropped (by the worker, so a cancelled sweep counts until
 /// its kernel has stopped).
-struct Running(Arc<AtomicUsize>);
+pub(crate) struct Running(Arc<AtomicUsize>);
 
 impl Running {
-    fn start(counter: &Arc<AtomicUsize>) -> Self {
+    pub(crate) fn start(counter: &Arc<AtomicUsize>) -> Self {
         counter.fetch_add(1, Ordering::SeqCst);
         Self(Arc::clone(counter))
     }

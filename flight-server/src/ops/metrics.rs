@@ -82,6 +82,8 @@ pub struct Metrics {
     pub cache_hits: Counter,
     /// Kernel arrays computed because the cache did not hold them.
     pub cache_misses: Counter,
+    /// Inputs whose arrays a fill kept, at an idle moment (see `compute::fill`).
+    pub cache_fills: Counter,
     /// Bars whose line comparison was made on certified lines (the kernel's O(1) lines).
     pub certified_compared: Counter,
     /// Bars among them decided from the reference's recomputed values (the fallback).
@@ -130,6 +132,11 @@ impl Default for Metrics {
             "Kernel arrays found in the cache",
         );
         let cache_misses = counter(&mut registry, "cache_misses", "Kernel arrays computed");
+        let cache_fills = counter(
+            &mut registry,
+            "cache_fills",
+            "Inputs whose arrays were kept at an idle moment",
+        );
         let certified_compared = counter(
             &mut registry,
             "certified_compared_bars",
@@ -176,6 +183,7 @@ impl Default for Metrics {
             sweeps_refused,
             cache_hits,
             cache_misses,
+            cache_fills,
             certified_compared,
             certified_recomputed,
             connections_refused,

@@ -25,6 +25,30 @@ async fn with_metrics() -> (TestServer, std::net::SocketAddr, arrow_flight::Flig
     (server, addr, c)
 }
 
+/// A counter's value on a metrics page.
+fn counter(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
+/// Waits until the server has kept `n` inputs' arrays at idle moments (the cache's fills).
+async fn fills_reach(addr: std::net::SocketAddr, n: u64) {
+    // A hang guard, not a timing bound: an idle server runs its fill at once.
+    for _ in 0..3_000 {
+        if counter(
+            &scrape(addr, "/metrics").await,
+            "sweepflight_cache_fills_total",
+        ) >= n
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no {n} cache fills in 30 s");
+}
+
 #[tokio::test]
 async fn metrics_count_requests_errors_sweeps_and_levels() {
     let (_server, addr, mut c) = with_metrics().await;
@@ -41,6 +65,9 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
 
     let page = scrape(addr, "/metrics").await;
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    // The second sweep read what the cache held (nothing yet: neither call kept anything on
+    // its own time) and left a fill behind.
+    assert_eq!(counter(&page, "sweepflight_cache_hits_total"), 0);
     for line in [
         "sweepflight_requests_total{method=\"DoAction\"} 3",
         "sweepflight_requests_total{method=\"DoPut\"} 1",
@@ -53,23 +80,17 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
     ] {
         assert!(page.contains(line), "no {line:?} in\n{page}");
     }
-    // The second sweep found what the first computed.
-    let hits = page
-        .lines()
-        .find_map(|l| l.strip_prefix("sweepflight_cache_hits_total "))
-        .and_then(|v| v.trim().parse::<u64>().ok())
+    // Once the server was idle, the fill kept the input's arrays: the third sweep finds them.
+    fills_reach(addr, 1).await;
+    sweep(&mut c, json!({"dataset": "s", "lengths": [6, 10]}))
+        .await
         .unwrap();
-    assert!(hits > 0, "{page}");
+    let page = scrape(addr, "/metrics").await;
+    assert!(counter(&page, "sweepflight_cache_hits_total") > 0, "{page}");
     assert!(scrape(addr, "/other").await.starts_with("HTTP/1.1 404"));
 
     // Long windows run on certified lines: their comparisons are counted, and the few the
     // bounds leave open (none on this walk) beside them.
-    let counter = |page: &str, name: &str| {
-        page.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in\n{page}"))
-    };
     assert_eq!(
         counter(&page, "sweepflight_certified_compared_bars_total"),
         0
@@ -86,22 +107,19 @@ async fn metrics_count_requests_errors_sweeps_and_levels() {
 #[tokio::test]
 async fn a_formula_strategy_reads_its_function_series_back_from_the_cache() {
     let (_server, addr, mut c) = with_metrics().await;
-    let hits = |page: &str| {
-        page.lines()
-            .find_map(|l| l.strip_prefix("sweepflight_cache_hits_total "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no hits in\n{page}"))
-    };
+    let hits = |page: &str| counter(page, "sweepflight_cache_hits_total");
     let body = |ks: &[f64]| {
         json!({"dataset": "s",
             "strategy": {"long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
                          "short": "close > sma(close, n) + k * std(close, n)"},
             "grid": {"n": [10, 20], "k": ks}})
     };
-    // The input's second sweep offers what it computes (the cache's admission); the third,
-    // with other k values, reads the five series (sma and std per n, rsi) back.
+    // The input's second sweep leaves a fill behind (the cache's admission), which keeps what
+    // it computes; the third, with other k values, reads the five series (sma and std per n,
+    // rsi) back.
     let first = sweep(&mut c, body(&[1.0, 2.0])).await.unwrap();
     sweep(&mut c, body(&[1.0, 2.0])).await.unwrap();
+    fills_reach(addr, 1).await;
     let before = hits(&scrape(addr, "/metrics").await);
     let third = sweep(&mut c, body(&[1.0, 2.0, 3.0])).await.unwrap();
     let after = hits(&scrape(addr, "/metrics").await);
@@ -117,4 +135,30 @@ async fn a_formula_strategy_reads_its_function_series_back_from_the_cache() {
     };
     let (a, b) = (pnl(&first), pnl(&third));
     assert_eq!([a[0], a[1], a[2], a[3]], [b[0], b[1], b[3], b[4]]);
+}
+
+#[tokio::test]
+async fn a_loop_of_calls_without_pause_keeps_its_arrays_by_its_third_call() {
+    let (_server, addr, mut c) = with_metrics().await;
+    let body = json!({"dataset": "s", "lengths": [6, 10, 14]});
+    let want = sweep(&mut c, body.clone()).await.unwrap();
+    // The second call leaves a fill behind; the third comes before the server is idle or
+    // after (whichever it is), and either way the arrays are kept by the time it returns: by
+    // the fill, or by the third call itself, which finds the fill still waiting.
+    for _ in 0..2 {
+        assert_eq!(sweep(&mut c, body.clone()).await.unwrap(), want);
+    }
+    let before = counter(
+        &scrape(addr, "/metrics").await,
+        "sweepflight_cache_hits_total",
+    );
+    assert_eq!(sweep(&mut c, body.clone()).await.unwrap(), want);
+    let after = counter(
+        &scrape(addr, "/metrics").await,
+        "sweepflight_cache_hits_total",
+    );
+    assert!(
+        after > before,
+        "the fourth call read nothing from the cache"
+    );
 }
