@@ -16,7 +16,7 @@ use sweepflight_kernel::oracle::same_bits as same;
 use sweepflight_kernel::plan::Plan;
 use sweepflight_kernel::{
     ArrayCache, ArrayKey, Combo, Combos, Execution, NoCache, Params, Records, Side, Strategy,
-    SweepControl, sweep_params,
+    SweepControl, sweep_params, sweep_with,
 };
 
 mod common;
@@ -1030,5 +1030,94 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn formulas_and_the_paper_kernel_share_their_wma_lines() {
+    let program = Program::new(&[
+        (Field::Long, "close > wma(close, n)"),
+        (Field::Short, "close < wma(close, n)"),
+    ])
+    .unwrap();
+    let windows = [10.0, 20.0, 40.0];
+    let combos: Vec<Combo> = [20, 40]
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .collect();
+    for (name, close) in series_kinds(1500, 13) {
+        let bars = Bars {
+            open: None,
+            high: None,
+            low: None,
+            close: &close,
+            volume: None,
+        };
+        let exec = Execution::default();
+        let formulas = |cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            sweep_program(&bars, &program, &windows, windows.len(), &exec, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        let paper = |cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                exact_lines: true,
+                ..SweepControl::default()
+            };
+            sweep_with(&close, &combos, 0.0009, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        // The formulas keep `wma(close, n)` under the paper kernel's key, bit for bit its line.
+        let cache = Keeping::default();
+        assert_eq!(formulas(&cache), formulas(&NoCache), "{name}");
+        let kept: Vec<(u32, std::sync::Arc<[f64]>)> = [10, 20, 40]
+            .iter()
+            .map(|&n| {
+                let line = cache.arrays.lock().unwrap()[&ArrayKey::Wma(n)].clone();
+                assert!(
+                    same(
+                        &line,
+                        &sweepflight_kernel::lines::wma::wma(&close, n as usize)
+                    ),
+                    "{name} wma {n}"
+                );
+                (n, line)
+            })
+            .collect();
+        // The paper kernel reads them (its first-level WMAs of 20 and 40, and of their halves)
+        // instead of computing its own, and answers as without a cache.
+        assert_eq!(paper(&cache), paper(&NoCache), "{name}");
+        for (n, line) in &kept {
+            let now = cache.arrays.lock().unwrap()[&ArrayKey::Wma(*n)].clone();
+            assert!(
+                std::sync::Arc::ptr_eq(&now, line),
+                "{name}: wma {n} computed again"
+            );
+        }
+        // And the other way round: the formulas read what the paper kernel kept.
+        let paper_first = Keeping::default();
+        assert_eq!(paper(&paper_first), paper(&NoCache), "{name}");
+        let before = paper_first.given.load(std::sync::atomic::Ordering::Relaxed);
+        let twenty = [20.0];
+        let control = SweepControl {
+            cache: &paper_first,
+            ..SweepControl::default()
+        };
+        sweep_program(&bars, &program, &twenty, 1, &exec, &control).unwrap();
+        assert_eq!(
+            paper_first.given.load(std::sync::atomic::Ordering::Relaxed),
+            before,
+            "{name}: the formula computed wma(close, 20) again"
+        );
     }
 }

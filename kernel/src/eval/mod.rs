@@ -347,11 +347,12 @@ fn materialise(
 }
 
 /// The built-ins' own key of a call that is one of their lines: `sma(close, n)` and
-/// `ema(close, n)` are bit for bit the `sma_cross` and `ema_cross` lines (the same shared
-/// passes, held equal to the functions by the tests; an EMA only where the first close is
-/// defined, as the language's starts at the first defined bar), so a built-in sweep and a
-/// formula sweep of one series share them in a cache, and a row range's SMA is cut from the
-/// whole series' as the built-ins' is ([`ArrayKey::of_range`]).
+/// `ema(close, n)` are bit for bit the `sma_cross` and `ema_cross` lines, `wma(close, n)` the
+/// paper kernel's first-level `WMA(close, n)` (the same shared passes, held equal to the
+/// functions by the tests; an EMA only where the first close is defined, as the language's
+/// starts at the first defined bar), so a built-in sweep and a formula sweep of one series
+/// share them in a cache, and a row range's SMA or WMA is cut from the whole series' as the
+/// built-ins' is ([`ArrayKey::of_range`]).
 fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
     let Def::Call { func, args } = def else {
         return None;
@@ -364,6 +365,7 @@ fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
     }
     match function(*func).name {
         "sma" => Some(ArrayKey::Sma(n)),
+        "wma" => Some(ArrayKey::Wma(n)),
         "ema" if bars.close.first().is_some_and(|c| !c.is_nan()) => Some(ArrayKey::Ema(n)),
         _ => None,
     }
