@@ -40,6 +40,14 @@ def main() -> None:
         "session": b'{"op": "session"}',
         "ticket": b'{"kind": "dataset", "v": 1, "name": "paper"}',
         "name": b"paper.v2_x-1",
+        # Execution options (protocol v1.3): the target runs these on a few OHLC bars.
+        "options": b'{"dataset": "d", "strategy": "sma_cross", "grid": {"fast": [3, 5], "slow": [8, 20]}, '
+        b'"fill": "next_open", "stops": "high_low", "trailing_stop": 0.02, "stop_loss": 0.05, '
+        b'"take_profit": 0.04, "slippage": 0.001, "side": "long"}',
+        "stop_formula": b'{"dataset": "d", "strategy": "sma_cross", "grid": {"fast": [3], "slow": [8], "m": [1, 2]}, '
+        b'"stop_loss": "m * atr(14) / close", "trailing_stop": "0.01 * m", "fill": "next_open"}',
+        "formula_options": b'{"dataset": "d", "strategy": {"long": "close > sma(close, n)", "exit_long": "close < low"}, '
+        b'"grid": {"n": [3, 9]}, "stops": "high_low", "take_profit": 0.01, "warmup": "auto"}',
     }
     for name, body in requests.items():
         (HERE / "seeds" / "requests" / name).write_bytes(body)

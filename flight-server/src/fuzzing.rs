@@ -15,9 +15,15 @@ use crate::datasets::ingest::{UploadLimits, read_upload};
 use crate::service::check_ipc_bounds;
 
 /// Everything that decodes a small request: `sweep` bodies, DoExchange commands, DoPut
-/// descriptors, tickets, dataset names and PATH descriptors.
+/// descriptors, tickets, dataset names and PATH descriptors. A `sweep` body that decodes runs
+/// (its first combos) on a few OHLC bars with its execution options: the v1.3 loop and stop
+/// formulas see whatever options the decoder lets through.
 pub fn requests(data: &[u8]) {
-    let _ = SweepRequest::decode(data).map(|r| r.check_combos(10_000));
+    if let Ok(r) = SweepRequest::decode(data)
+        && r.check_combos(10_000).is_ok()
+    {
+        run_on_bars(&r);
+    }
     let _ = Ticket::decode(data);
     let _ = ExchangeCommand::decode(data);
     let _ = PutTarget::from_descriptor(&FlightDescriptor::new_cmd(data.to_vec()));
@@ -26,6 +32,36 @@ pub fn requests(data: &[u8]) {
         let path = text.split('/').map(str::to_owned).collect();
         let _ = dataset_path(&FlightDescriptor::new_path(path));
     }
+}
+
+/// `request`'s first (at most 16) combos on 64 OHLC bars with its execution options; errors
+/// are answers, only a panic is a finding.
+fn run_on_bars(request: &SweepRequest) {
+    let n: usize = 64;
+    let close: Vec<f64> = (0..n)
+        .map(|i| 100.0 + (i as f64 * 0.7).sin() * 4.0)
+        .collect();
+    let open: Vec<f64> = (0..n).map(|i| close[i.saturating_sub(1)] + 0.3).collect();
+    let high: Vec<f64> = (0..n).map(|i| open[i].max(close[i]) + 0.5).collect();
+    let low: Vec<f64> = (0..n).map(|i| open[i].min(close[i]) - 0.5).collect();
+    let bars = sweepflight_kernel::lines::Bars {
+        open: Some(&open),
+        high: Some(&high),
+        low: Some(&low),
+        close: &close,
+        volume: Some(&close),
+    };
+    let combos = request.grid.len().min(16);
+    let Ok((combos, _)) = crate::compute::params_in(&request.strategy, &request.grid, 0..combos)
+    else {
+        return;
+    };
+    let exec = crate::compute::execution(
+        request.fee.unwrap_or(sweepflight_kernel::DEFAULT_FEE),
+        &request.execution,
+    );
+    let control = sweepflight_kernel::SweepControl::default();
+    let _ = sweepflight_kernel::sweep_combos(&bars, &combos, &exec, &control);
 }
 
 /// A formula (protocol v1.3): parsed and checked as a strategy's `long`, and as a constraint;

@@ -295,6 +295,45 @@ async fn equity_times_periods_per_year_auto_and_every_verb() {
     )
     .await;
     assert_eq!(f64s(&x[0], "pnl"), f64s(&fixed, "pnl"));
+    // A job runs the same request (its body travels whole) and answers the same rows.
+    let mut job_body = body.clone();
+    job_body["action"] = json!("sweep");
+    let job = crate::jobs::submit(&mut c, &job_body).await;
+    let ended = crate::jobs::wait(&mut c, &job).await;
+    assert_eq!(ended.last().unwrap()["state"], "done", "{ended:?}");
+    assert_eq!(crate::jobs::fetch(&mut c, &job).await.unwrap(), auto);
+    // Bars put with compressed bodies (LZ4 and zstd) are the same bars: read back as sent,
+    // swept to the same rows.
+    for codec in [
+        arrow_ipc::CompressionType::LZ4_FRAME,
+        arrow_ipc::CompressionType::ZSTD,
+    ] {
+        let options = arrow_ipc::writer::IpcWriteOptions::default()
+            .try_with_compression(Some(codec))
+            .unwrap();
+        let batch = yfinance(&o);
+        let parts: Vec<RecordBatch> = (0..4).map(|k| batch.slice(k * 250, 250)).collect();
+        let stream = arrow_flight::encode::FlightDataEncoderBuilder::new()
+            .with_options(options)
+            .with_flight_descriptor(Some(FlightDescriptor::new_path(vec!["z".into()])))
+            .build(futures::stream::iter(parts.into_iter().map(Ok)));
+        let _: Vec<_> = futures::TryStreamExt::try_collect(c.do_put(stream).await.unwrap())
+            .await
+            .unwrap();
+        let info = infos(&mut c)
+            .await
+            .into_iter()
+            .find(|i| {
+                i.flight_descriptor
+                    .as_ref()
+                    .is_some_and(|d| d.path == ["z"])
+            })
+            .unwrap();
+        assert_eq!(rows(&mut c, &info).await, batch, "{codec:?}");
+        let mut on_z = body.clone();
+        on_z["dataset"] = json!("z");
+        assert_eq!(sweep(&mut c, on_z).await.unwrap(), auto, "{codec:?}");
+    }
 }
 
 /// What a bad-bars row expects.

@@ -14,7 +14,7 @@ use tonic::Code;
 
 use crate::common::*;
 
-async fn submit(c: &mut FlightClient, body: &Value) -> String {
+pub(crate) async fn submit(c: &mut FlightClient, body: &Value) -> String {
     let reply: Value =
         serde_json::from_slice(&action(c, "submit", body.to_string()).await.unwrap()).unwrap();
     assert_eq!(reply["state"], "queued", "{reply}");
@@ -29,7 +29,7 @@ async fn status(
     Ok(serde_json::from_slice(&action(c, "status", body).await?).unwrap())
 }
 
-async fn fetch(
+pub(crate) async fn fetch(
     c: &mut FlightClient,
     job: &str,
 ) -> Result<RecordBatch, arrow_flight::error::FlightError> {
@@ -39,7 +39,7 @@ async fn fetch(
 }
 
 /// Polls until the job has ended; every status seen, in order.
-async fn wait(c: &mut FlightClient, job: &str) -> Vec<Value> {
+pub(crate) async fn wait(c: &mut FlightClient, job: &str) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen = Vec::new();
     loop {
