@@ -63,6 +63,19 @@ def universe() -> pl.DataFrame:
     return pl.concat(parts)
 
 
+def ohlc(close: np.ndarray) -> pl.DataFrame:
+    """Bars around `close`: each open the close before, highs and lows beyond both."""
+    opens = np.concatenate([close[:1], close[:-1]])
+    return pl.DataFrame(
+        {
+            "open": opens,
+            "high": np.maximum(opens, close) * 1.001,
+            "low": np.minimum(opens, close) * 0.999,
+            "close": close,
+        }
+    )
+
+
 def single_server(*calls: tuple[str, object, dict]) -> list[pl.DataFrame]:
     """Each call's answer from one ordinary server: (dataset, data, sweep kwargs)."""
     server = Server("--listen", "127.0.0.1:0")
@@ -105,6 +118,17 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         "grid": {"n": [10, 20, 30], "k": [1.0, 2.0]},
     }
     constrained = {**sma, "constraint": "fast < slow"}
+    # Real bars with the v1.3 execution options, a stop formula among them.
+    bars = ohlc(close)
+    real = {
+        "strategy": "sma_cross",
+        "grid": {"fast": range(2, 30), "slow": range(10, 200, 7), "m": [1.0, 2.0]},
+        "fill": "next_open",
+        "stops": "high_low",
+        "trailing_stop": 0.01,
+        "stop_loss": "m * atr(14) / close",
+        "slippage": 0.0005,
+    }
     want = single_server(
         ("g", (close, None), {"params": params}),
         ("s", (close, None), sma),
@@ -116,6 +140,7 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         ("u", (frame, "symbol"), per_series),
         ("s", (close, None), mine),
         ("s", (close, None), constrained),
+        ("b", (bars, None), real),
     )
     want_grid, want_sma, want_universe, want_subset = want[:4]
     with sfray.Cluster(threads_per_server=1, chunk_combos=250) as cluster:
@@ -140,6 +165,9 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         assert cluster.sweep("s", **mine).equals(want[8])  # type: ignore[arg-type]
         assert want[9]["combo"].to_list() != list(range(want[9].height))  # gaps
         assert cluster.sweep("s", **constrained).equals(want[9])  # type: ignore[arg-type]
+        cluster.put("b", bars)
+        assert want[10].height == 28 * 28 * 2  # seven chunks of 250
+        assert cluster.sweep("b", **real).equals(want[10])  # type: ignore[arg-type]
 
 
 def test_walk_forward_and_background_jobs_equal_one_server(ray_cluster: RayCluster) -> None:
