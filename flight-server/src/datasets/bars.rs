@@ -173,8 +173,10 @@ pub(crate) fn bar_columns(
     let fail = |out: &mut BarColumns, name: &str, reason: String| {
         out.unusable.insert(name.to_owned(), reason);
     };
-    // Each price column under its own rules, then its relation to the close.
-    let mut prices: BTreeMap<&str, Float64Array> = BTreeMap::new();
+    // Each price column under its own rules, then its relation to the close, then the open's
+    // to the high and the low: every rule's first failing row found in one pass over the rows
+    // (`Firsts`), and read here in that order.
+    let mut numeric: BTreeMap<&str, (Float64Array, Option<usize>)> = BTreeMap::new();
     for name in PRICES.into_iter().chain(["volume"]) {
         let Some(index) = recognise(schema, name) else {
             continue;
@@ -183,75 +185,84 @@ pub(crate) fn bar_columns(
         match numbers(&array) {
             Err(reason) => fail(&mut out, name, reason),
             Ok(values) => {
-                let volume = name == "volume";
-                let bad = first_row(
-                    values.values(),
-                    array.nulls(),
-                    // NaN fails both comparisons: bad.
-                    |v| {
-                        if volume {
-                            !(v.is_finite() && v >= 0.0)
-                        } else {
-                            !(v.is_finite() && v > 0.0)
-                        }
-                    },
-                    |v| {
-                        if volume {
-                            format!("{name} {v} is not a finite number >= 0")
-                        } else {
-                            format!("{name} {v} is not a finite price > 0")
-                        }
-                    },
-                );
-                match bad {
-                    Some((row, why)) => fail(&mut out, name, at(universe, row, &why)),
-                    None if name == "volume" => out.volume = Some(values),
-                    None => {
-                        prices.insert(name, values);
-                    }
-                }
+                let null = array
+                    .nulls()
+                    .filter(|n| n.null_count() > 0)
+                    .and_then(|n| (0..values.len()).find(|&i| n.is_null(i)));
+                numeric.insert(name, (values, null));
             }
         }
     }
-    for name in ["high", "low"] {
-        let Some(v) = prices.get(name).map(Float64Array::values) else {
+    let column = |name: &str| numeric.get(name).map(|(v, _)| v.values().as_ref());
+    let firsts = Firsts::of(
+        close,
+        [
+            column("open"),
+            column("high"),
+            column("low"),
+            column("volume"),
+        ],
+    );
+    let mut prices: BTreeMap<&str, Float64Array> = BTreeMap::new();
+    for (k, name) in ["open", "high", "low", "volume"].into_iter().enumerate() {
+        let Some((values, null)) = numeric.remove(name) else {
             continue;
         };
-        // Every value is finite and > 0 by now (its own rules and close's passed).
-        let high = name == "high";
-        let bad = first_where(close.len(), |i| {
-            if high {
-                v[i] < close[i]
-            } else {
-                v[i] > close[i]
-            }
-        });
-        if let Some(row) = bad {
-            let sign = if name == "high" { "<" } else { ">" };
-            fail(
-                &mut out,
-                name,
-                at(
-                    universe,
+        let volume = name == "volume";
+        // The first row that breaks the column's own rule before its first null, else the null.
+        let bad = match (firsts.own[k], null) {
+            (Some(row), n) if n.is_none_or(|n| row < n) => {
+                let v = values.value(row);
+                Some((
                     row,
-                    &format!("{name} {} {sign} close {}", v[row], close[row]),
-                ),
-            );
-            prices.remove(name);
+                    if volume {
+                        format!("{name} {v} is not a finite number >= 0")
+                    } else {
+                        format!("{name} {v} is not a finite price > 0")
+                    },
+                ))
+            }
+            (_, Some(n)) => Some((n, "null".to_owned())),
+            _ => None,
+        };
+        match bad {
+            Some((row, why)) => fail(&mut out, name, at(universe, row, &why)),
+            None if volume => out.volume = Some(values),
+            None => {
+                prices.insert(name, values);
+            }
         }
+    }
+    for (name, first) in [
+        ("high", firsts.high_below_close),
+        ("low", firsts.low_above_close),
+    ] {
+        let (Some(v), Some(row)) = (prices.get(name).map(Float64Array::values), first) else {
+            continue;
+        };
+        let sign = if name == "high" { "<" } else { ">" };
+        let why = format!("{name} {} {sign} close {}", v[row], close[row]);
+        fail(&mut out, name, at(universe, row, &why));
+        prices.remove(name);
     }
     if let Some(open) = prices.get("open").map(Float64Array::values) {
         let high = prices.get("high").map(Float64Array::values);
         let low = prices.get("low").map(Float64Array::values);
-        let above = |i: usize| high.is_some_and(|h| open[i] > h[i]);
-        let below = |i: usize| low.is_some_and(|l| open[i] < l[i]);
-        let bad = first_where(open.len(), |i| above(i) | below(i)).map(|i| match (high, low) {
-            (Some(h), _) if above(i) => (i, format!("open {} > high {}", open[i], h[i])),
-            (_, Some(l)) => (i, format!("open {} < low {}", open[i], l[i])),
-            _ => unreachable!("a row is bad against the high or the low"),
-        });
-        if let Some((row, why)) = bad {
-            fail(&mut out, "open", at(universe, row, &why));
+        // The first row against a high or low still usable.
+        let row = [
+            high.and(firsts.open_above_high),
+            low.and(firsts.open_below_low),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(i) = row {
+            let why = match (high, low) {
+                (Some(h), _) if open[i] > h[i] => format!("open {} > high {}", open[i], h[i]),
+                (_, Some(l)) => format!("open {} < low {}", open[i], l[i]),
+                _ => unreachable!("a row is bad against the high or the low"),
+            };
+            fail(&mut out, "open", at(universe, i, &why));
             prices.remove("open");
         }
     }
@@ -315,37 +326,124 @@ fn numbers(array: &ArrayRef) -> std::result::Result<Float64Array, String> {
         .clone())
 }
 
-/// The first row that is null or that `bad` finds wrong, and why. Rows are tested a chunk at a
-/// time without branching (so the test vectorises: a put is checked at memory speed), and only
-/// a failing chunk is searched.
-fn first_row(
-    values: &[f64],
-    nulls: Option<&arrow_buffer::NullBuffer>,
-    bad: impl Fn(f64) -> bool,
-    why: impl Fn(f64) -> String,
-) -> Option<(usize, String)> {
-    let null = nulls
-        .filter(|n| n.null_count() > 0)
-        .and_then(|n| (0..values.len()).find(|&i| n.is_null(i)));
-    let scope = &values[..null.unwrap_or(values.len())];
-    match first_where(scope.len(), |i| bad(scope[i])) {
-        Some(i) => Some((i, why(scope[i]))),
-        None => null.map(|i| (i, "null".to_owned())),
-    }
+/// The first row where each bar rule fails, over rows in chunks, the chunks shared among a
+/// few threads: one pass over the columns (a chunk's columns are read while they are in
+/// cache), each rule tested without branching within a chunk (so it vectorises) and searched
+/// only in a chunk where it fails. Rows of a column's nulls are tested like any (the caller
+/// takes a null before them). Rules: each column's own (`own`: open, high and low finite
+/// and above 0, volume finite and not below 0), the high below the close, the low above it,
+/// the open above the high or below the low.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Firsts {
+    own: [Option<usize>; 4],
+    high_below_close: Option<usize>,
+    low_above_close: Option<usize>,
+    open_above_high: Option<usize>,
+    open_below_low: Option<usize>,
 }
 
-/// The first index below `n` where `bad` holds, tested 256 at a time without branching.
-fn first_where(n: usize, bad: impl Fn(usize) -> bool) -> Option<usize> {
-    const CHUNK: usize = 256;
-    let mut start = 0;
-    while start < n {
-        let end = (start + CHUNK).min(n);
-        if (start..end).fold(false, |any, i| any | bad(i)) {
-            return (start..end).find(|&i| bad(i));
+impl Firsts {
+    /// Rows a chunk holds.
+    const CHUNK: usize = 4096;
+
+    /// The rules over `close` and the columns `[open, high, low, volume]` that are there.
+    fn of(close: &[f64], columns: [Option<&[f64]>; 4]) -> Self {
+        let n = close.len();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .clamp(1, 8);
+        // Rows per thread, whole chunks; a small upload on the calling thread only.
+        let part = n.div_ceil(threads).next_multiple_of(Self::CHUNK);
+        if threads == 1 || n <= 4 * Self::CHUNK {
+            return Self::over(close, columns, 0..n);
         }
-        start = end;
+        let parts: Vec<Self> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..n)
+                .step_by(part)
+                .map(|from| {
+                    scope.spawn(move || Self::over(close, columns, from..(from + part).min(n)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a bar check does not panic"))
+                .collect()
+        });
+        // Parts in row order: each rule's first is the earliest part's.
+        parts.into_iter().fold(Self::default(), |a, b| a.or(b))
     }
-    None
+
+    /// Each rule's first row, `self`'s if it has one, else `later`'s.
+    fn or(self, later: Self) -> Self {
+        let mut own = self.own;
+        for (o, l) in own.iter_mut().zip(later.own) {
+            *o = o.or(l);
+        }
+        Self {
+            own,
+            high_below_close: self.high_below_close.or(later.high_below_close),
+            low_above_close: self.low_above_close.or(later.low_above_close),
+            open_above_high: self.open_above_high.or(later.open_above_high),
+            open_below_low: self.open_below_low.or(later.open_below_low),
+        }
+    }
+
+    /// The rules over `rows`.
+    fn over<'a>(
+        close: &'a [f64],
+        [open, high, low, volume]: [Option<&'a [f64]>; 4],
+        rows: std::ops::Range<usize>,
+    ) -> Self {
+        /// Sets `found` to the first row from `start` where `bad` holds for the values of `a`
+        /// and `b` (slices of one chunk), if none was found yet. The test of the whole chunk
+        /// reads plain slices, without bounds checks, so it vectorises.
+        fn first(
+            found: &mut Option<usize>,
+            start: usize,
+            (a, b): (&[f64], &[f64]),
+            bad: impl Fn(f64, f64) -> bool,
+        ) {
+            let pairs = || a.iter().zip(b).map(|(&x, &y)| (x, y));
+            if found.is_none() && pairs().fold(0u8, |any, (x, y)| any | u8::from(bad(x, y))) != 0 {
+                *found = pairs().position(|(x, y)| bad(x, y)).map(|k| start + k);
+            }
+        }
+        // (`&`, not `&&`: no branch in the test of a chunk.)
+        let price = |v: f64, _| !(v.is_finite() & (v > 0.0));
+        let mut f = Self::default();
+        let mut start = rows.start;
+        while start < rows.end {
+            let chunk = start..(start + Self::CHUNK).min(rows.end);
+            let of = |x: &'a [f64]| &x[chunk.clone()];
+            let c = of(close);
+            for (k, column) in [open, high, low].into_iter().enumerate() {
+                if let Some(x) = column {
+                    first(&mut f.own[k], start, (of(x), c), price);
+                }
+            }
+            if let Some(x) = volume {
+                first(&mut f.own[3], start, (of(x), c), |v, _| {
+                    !(v.is_finite() & (v >= 0.0))
+                });
+            }
+            if let Some(h) = high {
+                first(&mut f.high_below_close, start, (of(h), c), |h, c| h < c);
+            }
+            if let Some(l) = low {
+                first(&mut f.low_above_close, start, (of(l), c), |l, c| l > c);
+            }
+            if let Some(o) = open {
+                if let Some(h) = high {
+                    first(&mut f.open_above_high, start, (of(o), of(h)), |o, h| o > h);
+                }
+                if let Some(l) = low {
+                    first(&mut f.open_below_low, start, (of(o), of(l)), |o, l| o < l);
+                }
+            }
+            start = chunk.end;
+        }
+        f
+    }
 }
 
 /// "row 17: ..." of a dataset row, "series AAPL row 17: ..." within a universe.
@@ -432,4 +530,68 @@ fn time_check(
         }
     }
     Ok(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Firsts;
+
+    /// Each rule's first failing row, read plainly row by row.
+    fn plain(close: &[f64], [o, h, l, v]: [&[f64]; 4]) -> Firsts {
+        let first = |bad: &dyn Fn(usize) -> bool| (0..close.len()).find(|&i| bad(i));
+        let price = |x: f64| !(x.is_finite() && x > 0.0);
+        Firsts {
+            own: [
+                first(&|i| price(o[i])),
+                first(&|i| price(h[i])),
+                first(&|i| price(l[i])),
+                first(&|i| !(v[i].is_finite() && v[i] >= 0.0)),
+            ],
+            high_below_close: first(&|i| h[i] < close[i]),
+            low_above_close: first(&|i| l[i] > close[i]),
+            open_above_high: first(&|i| o[i] > h[i]),
+            open_below_low: first(&|i| o[i] < l[i]),
+        }
+    }
+
+    #[test]
+    fn every_rules_first_row_is_found_across_chunks_and_threads() {
+        let n = 100_003;
+        let close: Vec<f64> = (0..n).map(|i| 100.0 + (i as f64 * 0.01).sin()).collect();
+        let clean = || {
+            let open = close.clone();
+            let high: Vec<f64> = close.iter().map(|c| c + 1.0).collect();
+            let low: Vec<f64> = close.iter().map(|c| c - 1.0).collect();
+            (open, high, low, vec![5.0; n])
+        };
+        let (o, h, l, v) = clean();
+        assert_eq!(
+            Firsts::of(&close, [Some(&o), Some(&h), Some(&l), Some(&v)]),
+            Firsts::default()
+        );
+        // Failures planted at a chunk's edges, in each thread's part, and twice in one rule
+        // (the earlier wins); a NaN and an infinity fail their own rules.
+        let rows = [0, 4095, 4096, 50_001, 77_777, n - 1];
+        for (k, &row) in rows.iter().enumerate() {
+            let (mut o, mut h, mut l, mut v) = clean();
+            let later = (row + 30_011) % n;
+            match k % 6 {
+                0 => (o[row], o[later]) = (f64::NAN, -1.0),
+                1 => (h[row], h[later]) = (close[row] - 0.5, close[later] - 0.5),
+                2 => (l[row], l[later]) = (close[row] + 0.5, f64::INFINITY),
+                3 => (v[row], v[later]) = (-1.0, f64::NAN),
+                4 => (o[row], o[later]) = (h[row] + 0.5, l[later] - 0.5),
+                _ => (o[row], l[row]) = (0.0, close[row] + 2.0),
+            }
+            let want = plain(&close, [&o, &h, &l, &v]);
+            assert_ne!(want, Firsts::default(), "row {row}");
+            let got = Firsts::of(&close, [Some(&o), Some(&h), Some(&l), Some(&v)]);
+            assert_eq!(got, want, "row {row}");
+            // Columns that are not there have no rules.
+            let no_open = Firsts::of(&close, [None, Some(&h), Some(&l), None]);
+            assert_eq!(no_open.own[0], None);
+            assert_eq!(no_open.open_above_high, None);
+            assert_eq!(no_open.high_below_close, want.high_below_close);
+        }
+    }
 }
