@@ -71,14 +71,12 @@ impl SweepBudget {
     /// # Errors
     /// [`Error::ResourceExhausted`] if the sweep would have to wait and the queue is full.
     pub(crate) async fn reserve(&self, bytes: u64) -> Result<Reservation> {
-        let units = bytes.clamp(1, self.total).div_ceil(UNIT) as u32;
         // Nobody waiting and room now: no queue to join. (With others waiting, joining the
         // line keeps the order fair.)
-        if self.queued() == 0
-            && let Ok(permit) = Arc::clone(&self.semaphore).try_acquire_many_owned(units)
-        {
-            return Ok(self.granted(permit));
+        if let Some(granted) = self.try_reserve(bytes) {
+            return Ok(granted);
         }
+        let units = Self::units(bytes, self.total);
         if self.queued.fetch_add(1, Ordering::SeqCst) >= self.max_queued {
             self.queued.fetch_sub(1, Ordering::SeqCst);
             self.metrics.sweeps_refused.inc();
@@ -99,14 +97,18 @@ impl SweepBudget {
     /// Reserves `bytes` now if nobody is waiting and they are free, else `None` (for work
     /// that should never make a sweep wait: the cache's fills).
     pub(crate) fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
-        let units = bytes.clamp(1, self.total).div_ceil(UNIT) as u32;
         if self.queued() > 0 {
             return None;
         }
         let permit = Arc::clone(&self.semaphore)
-            .try_acquire_many_owned(units)
+            .try_acquire_many_owned(Self::units(bytes, self.total))
             .ok()?;
         Some(self.granted(permit))
+    }
+
+    /// The semaphore's units for `bytes` (at least one, at most the whole budget).
+    fn units(bytes: u64, total: u64) -> u32 {
+        bytes.clamp(1, total).div_ceil(UNIT) as u32
     }
 
     fn granted(&self, permit: OwnedSemaphorePermit) -> Reservation {
