@@ -17,11 +17,12 @@ pub(super) const EXTREMA_BLOCK: usize = 8;
 const COARSE_LEVELS: usize = 3;
 
 /// The lowest and highest price a stop can be hit at (lows and highs with `stops: high_low`,
-/// closes otherwise) over any range of bars, in a few reads: computed once per series and shared by every combo of a sweep. Each block of 8 bars has its
-/// extremes (and so do the blocks of 64, 512 and 4,096), and each bar the extremes from its
-/// block's first bar to it and from it to its block's last; a range is the tail of its first
-/// block, the whole blocks between, and the head of its last. NaN prices are left out, as the
-/// per-bar checks never hit on them. [`extrema_bytes`] a bar.
+/// closes otherwise) over any range of bars, in a few reads: computed once per series and
+/// shared by every combo of a sweep. Each block of 8 bars has its extremes (and so do the
+/// blocks of 64, 512 and 4,096), and each bar the extremes from its block's first bar to it and
+/// from it to its block's last; a range is the tail of its first block, the whole blocks
+/// between, and the head of its last. NaN prices are left out, as the per-bar checks never hit
+/// on them. [`extrema_bytes`] a bar.
 #[derive(Debug)]
 pub(crate) struct Extrema {
     /// Per level (blocks of 8 bars, then of 64, 512 and 4,096), per block: its lowest and
@@ -36,7 +37,7 @@ pub(crate) struct Extrema {
 /// Where and how a trade's stops close it: the bar, the exit price (slippage included) and
 /// why.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Hit {
+pub(super) struct Hit {
     pub price: f64,
     pub bar: usize,
     pub reason: ExitReason,
