@@ -88,13 +88,14 @@ impl KernelCache {
     ///
     /// One exception: if a fill of this input is still waiting, the server has had no idle
     /// moment since the sweep that queued it (a caller sweeping the input without pause), and
-    /// would not have one soon; this sweep then keeps what it computes itself, and the fill
-    /// is called off. A loop of calls pays for keeping once, on its third call.
+    /// may not have one soon; this sweep then keeps what it computes itself (the fill still
+    /// runs at the next idle moment, for the arrays of the sweep that queued it). A loop of
+    /// calls keeps its arrays from its third call on, as the old rule did from the second.
     pub fn view<'a>(&'a self, input: InputKey, metrics: &'a Metrics, offer: bool) -> CacheView<'a> {
         let again = self.seen.contains_key(&input);
         self.seen.insert(input, ());
         let fits = offer && self.capacity() > 0;
-        let keep_now = fits && self.lock_filling().remove(&input);
+        let keep_now = fits && self.lock_filling().contains(&input);
         CacheView {
             cache: self,
             input,
@@ -134,8 +135,8 @@ impl KernelCache {
         self.lock_filling().remove(&input);
     }
 
-    /// Whether a fill of `input` is still wanted: queued and not yet done, given up, or taken
-    /// over by a call's sweep (see [`Self::view`]).
+    /// Whether a fill of `input` is queued or running (not yet done or given up).
+    #[cfg(test)]
     pub(crate) fn fill_wanted(&self, input: InputKey) -> bool {
         self.lock_filling().contains(&input)
     }
@@ -319,10 +320,11 @@ mod tests {
         assert!(cache.start_fill(input(0)) && !cache.start_fill(input(0)));
         cache.end_fill(input(0));
         assert!(cache.start_fill(input(0)) && cache.fill_wanted(input(0)));
-        // A sweep while it still waits keeps what it computes itself, and calls the fill off.
+        // A sweep while it still waits keeps what it computes itself; the fill still runs.
         let loop_call = cache.view(input(0), &metrics, true);
-        assert!(loop_call.keeps() && !cache.fill_wanted(input(0)));
+        assert!(loop_call.keeps() && cache.fill_wanted(input(0)));
         assert!(loop_call.get(ArrayKey::Sma(9)).is_none() && !loop_call.wants_fill());
+        cache.end_fill(input(0));
         // A sweep that finds everything wants no fill.
         cache
             .view_keeping(input(0), None, true)

@@ -10,8 +10,8 @@
 //! stops as soon as a sweep arrives; the arrays it kept stay kept, and it tries again at the
 //! next idle moment. So a call never waits for a fill, and a repeated call finds the arrays as
 //! soon as the server has had an idle moment as long as the fill. A caller that sweeps the
-//! input again before any such moment (a loop of calls) gets the old rule instead: that call
-//! keeps its arrays itself and the fill is called off ([`KernelCache::view`]).
+//! input again before any such moment (a loop of calls) gets the old rule instead: from then
+//! on each call keeps its own arrays ([`KernelCache::view`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -193,9 +193,8 @@ fn work(queue: &Queue, server: &Server) {
             }
             std::thread::sleep(IDLE_POLL);
         }
-        // A dataset dropped or replaced since, or a call's sweep that kept the arrays itself:
-        // nothing left to do.
-        if !server.cache.still_seen(fill.key) || !server.cache.fill_wanted(fill.key) {
+        // A dataset dropped or replaced since: its arrays are no longer wanted.
+        if !server.cache.still_seen(fill.key) {
             server.cache.end_fill(fill.key);
             continue;
         }
