@@ -1121,3 +1121,112 @@ fn formulas_and_the_paper_kernel_share_their_wma_lines() {
         );
     }
 }
+
+#[test]
+fn formulas_and_the_paper_kernel_share_their_hma_and_hma3_lines() {
+    // The paper grid's shape: lengths whose HMA and HMA3 windows the formulas name.
+    let combos: Vec<Combo> = (6..200)
+        .step_by(9)
+        .map(|l| Combo::from_length(l).unwrap())
+        .collect();
+    let program = Program::new(&[
+        (Field::Long, "hma(close, h, f, s) > hma3(close, a, b, c)"),
+        (Field::Short, "hma(close, h, f, s) < hma3(close, a, b, c)"),
+    ])
+    .unwrap();
+    let values: Vec<f64> = combos
+        .iter()
+        .flat_map(|c| [c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()])
+        .map(f64::from)
+        .collect();
+    let params: Vec<String> = program.params.iter().map(|p| p.name.clone()).collect();
+    assert_eq!(params, ["h", "f", "s", "a", "b", "c"]);
+    for (name, close) in series_kinds(30_000, 13) {
+        let bars = Bars {
+            open: None,
+            high: None,
+            low: None,
+            close: &close,
+            volume: None,
+        };
+        let exec = Execution::default();
+        let formulas = |cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            sweep_program(&bars, &program, &values, combos.len(), &exec, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        let paper = |cache: &dyn ArrayCache| -> Vec<String> {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            sweep_with(&close, &combos, 0.0009, &control)
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect()
+        };
+        // What the paper kernel keeps (exact lines only) is the language's hma and hma3 bit for
+        // bit: the formulas read every one of them and compute none.
+        let cache = Keeping::default();
+        assert_eq!(paper(&cache), paper(&NoCache), "{name}");
+        let kept = cache.arrays.lock().unwrap().clone();
+        let lines: Vec<(&ArrayKey, &std::sync::Arc<[f64]>)> = kept
+            .iter()
+            .filter(|(k, _)| matches!(k, ArrayKey::Hma(_) | ArrayKey::Hma3(_)))
+            .collect();
+        assert_eq!(lines.len(), 2 * combos.len(), "{name}");
+        for (k, line) in &lines {
+            let want = match **k {
+                ArrayKey::Hma([h, f, s]) => {
+                    sweepflight_kernel::oracle::hma(&close, h as usize, f as usize, s as usize)
+                }
+                ArrayKey::Hma3([a, b, c]) => {
+                    sweepflight_kernel::oracle::hma3(&close, a as usize, b as usize, c as usize)
+                }
+                _ => unreachable!(),
+            };
+            assert!(same(line, &want), "{name} {k:?}");
+        }
+        let before = cache.given.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(formulas(&cache), formulas(&NoCache), "{name}");
+        let computed = cache.given.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(
+            !cache.arrays.lock().unwrap().iter().any(|(k, l)| kept
+                .get(k)
+                .is_some_and(|old| !std::sync::Arc::ptr_eq(old, l))),
+            "{name}: a line the paper kernel kept was computed again"
+        );
+        // Every function series the formulas read came from the cache: they added none.
+        assert_eq!(computed, 0, "{name}");
+        // And the other way round: the formulas keep their lines under the paper kernel's
+        // keys, and the paper kernel then computes none of its HMA or HMA3 lines.
+        let formulas_first = Keeping::default();
+        assert_eq!(formulas(&formulas_first), formulas(&NoCache), "{name}");
+        let held = |c: &Keeping| -> std::collections::HashMap<ArrayKey, std::sync::Arc<[f64]>> {
+            c.arrays
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| matches!(k, ArrayKey::Hma(_) | ArrayKey::Hma3(_)))
+                .map(|(k, l)| (*k, std::sync::Arc::clone(l)))
+                .collect()
+        };
+        let by_formulas = held(&formulas_first);
+        assert_eq!(by_formulas.len(), 2 * combos.len(), "{name}");
+        assert_eq!(paper(&formulas_first), paper(&NoCache), "{name}");
+        let after = held(&formulas_first);
+        assert!(
+            by_formulas
+                .iter()
+                .all(|(k, l)| std::sync::Arc::ptr_eq(l, &after[k])),
+            "{name}: the paper kernel computed a line the formulas kept"
+        );
+    }
+}

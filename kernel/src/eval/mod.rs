@@ -348,25 +348,35 @@ fn materialise(
 
 /// The built-ins' own key of a call that is one of their lines: `sma(close, n)` and
 /// `ema(close, n)` are bit for bit the `sma_cross` and `ema_cross` lines, `wma(close, n)` the
-/// paper kernel's first-level `WMA(close, n)` (the same shared passes, held equal to the
-/// functions by the tests; an EMA only where the first close is defined, as the language's
-/// starts at the first defined bar), so a built-in sweep and a formula sweep of one series
-/// share them in a cache, and a row range's SMA or WMA is cut from the whole series' as the
-/// built-ins' is ([`ArrayKey::of_range`]).
+/// paper kernel's first-level `WMA(close, n)`, `hma(close, h, f, s)` and `hma3(close, a, b, c)`
+/// its HMA and HMA3 lines (the same arithmetic, held equal by the tests; the paper kernel
+/// offers only exact lines, never certified ones; an EMA only where the first close is
+/// defined, as the language's starts at the first defined bar), so a built-in sweep and a
+/// formula sweep of one series share them in a cache, and a row range's line is cut from the
+/// whole series' where the built-ins' is ([`ArrayKey::of_range`]).
 fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
     let Def::Call { func, args } = def else {
         return None;
     };
-    let [CallArg::Operand(Operand::Node(x)), CallArg::Window(n)] = args[..] else {
+    let (CallArg::Operand(Operand::Node(x)), windows) = args.split_first()? else {
         return None;
     };
-    if defs[x as usize] != Def::Column(Column::Close) {
+    if defs[*x as usize] != Def::Column(Column::Close) {
         return None;
     }
-    match function(*func).name {
-        "sma" => Some(ArrayKey::Sma(n)),
-        "wma" => Some(ArrayKey::Wma(n)),
-        "ema" if bars.close.first().is_some_and(|c| !c.is_nan()) => Some(ArrayKey::Ema(n)),
+    let windows: Vec<u32> = windows
+        .iter()
+        .map(|w| match *w {
+            CallArg::Window(n) => Some(n),
+            CallArg::Operand(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    match (function(*func).name, &windows[..]) {
+        ("sma", &[n]) => Some(ArrayKey::Sma(n)),
+        ("wma", &[n]) => Some(ArrayKey::Wma(n)),
+        ("ema", &[n]) if bars.close.first().is_some_and(|c| !c.is_nan()) => Some(ArrayKey::Ema(n)),
+        ("hma", &[h, f, s]) => Some(ArrayKey::Hma([h, f, s])),
+        ("hma3", &[a, b, c]) => Some(ArrayKey::Hma3([a, b, c])),
         _ => None,
     }
 }
