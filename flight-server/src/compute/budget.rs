@@ -31,6 +31,9 @@ pub(crate) struct SweepBudget {
     max_queued: usize,
     queued: AtomicUsize,
     reserved: Arc<AtomicU64>,
+    /// Bytes a cache fill holds (not counted in `reserved`: a fill is not a sweep, and gives
+    /// its memory back as soon as a sweep waits for it).
+    fill_reserved: Arc<AtomicU64>,
     metrics: Arc<Metrics>,
 }
 
@@ -45,6 +48,7 @@ impl SweepBudget {
             max_queued,
             queued: AtomicUsize::new(0),
             reserved: Arc::default(),
+            fill_reserved: Arc::default(),
             metrics,
         }
     }
@@ -59,9 +63,14 @@ impl SweepBudget {
         self.queued.load(Ordering::SeqCst)
     }
 
-    /// Bytes reserved now.
+    /// Bytes reserved by sweeps now.
     pub(crate) fn reserved(&self) -> u64 {
         self.reserved.load(Ordering::SeqCst)
+    }
+
+    /// Bytes a cache fill holds now.
+    pub(crate) fn fill_reserved(&self) -> u64 {
+        self.fill_reserved.load(Ordering::SeqCst)
     }
 
     /// Reserves `bytes` (at most [`SweepBudget::total`]), waiting in line if they are taken.
@@ -73,8 +82,8 @@ impl SweepBudget {
     pub(crate) async fn reserve(&self, bytes: u64) -> Result<Reservation> {
         // Nobody waiting and room now: no queue to join. (With others waiting, joining the
         // line keeps the order fair.)
-        if let Some(granted) = self.try_reserve(bytes) {
-            return Ok(granted);
+        if let Some(permit) = self.try_permit(bytes) {
+            return Ok(self.granted(permit, &self.reserved));
         }
         let units = Self::units(bytes, self.total);
         if self.queued.fetch_add(1, Ordering::SeqCst) >= self.max_queued {
@@ -91,19 +100,24 @@ impl SweepBudget {
             .acquire_many_owned(units)
             .await
             .map_err(|_| Error::Internal("the sweep budget is closed".into()))?;
-        Ok(self.granted(permit))
+        Ok(self.granted(permit, &self.reserved))
     }
 
-    /// Reserves `bytes` now if nobody is waiting and they are free, else `None` (for work
-    /// that should never make a sweep wait: the cache's fills).
-    pub(crate) fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
+    /// Reserves `bytes` for a cache fill now if nobody is waiting and they are free, else
+    /// `None`: a fill never makes a sweep wait. Counted apart ([`Self::fill_reserved`]).
+    pub(crate) fn try_reserve_fill(&self, bytes: u64) -> Option<Reservation> {
+        let permit = self.try_permit(bytes)?;
+        Some(self.granted(permit, &self.fill_reserved))
+    }
+
+    /// The units of `bytes` now, if nobody is waiting and they are free.
+    fn try_permit(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
         if self.queued() > 0 {
             return None;
         }
-        let permit = Arc::clone(&self.semaphore)
+        Arc::clone(&self.semaphore)
             .try_acquire_many_owned(Self::units(bytes, self.total))
-            .ok()?;
-        Some(self.granted(permit))
+            .ok()
     }
 
     /// The semaphore's units for `bytes` (at least one, at most the whole budget).
@@ -111,13 +125,13 @@ impl SweepBudget {
         bytes.clamp(1, total).div_ceil(UNIT) as u32
     }
 
-    fn granted(&self, permit: OwnedSemaphorePermit) -> Reservation {
+    fn granted(&self, permit: OwnedSemaphorePermit, counter: &Arc<AtomicU64>) -> Reservation {
         let bytes = u64::from(permit.num_permits() as u32) * UNIT;
-        self.reserved.fetch_add(bytes, Ordering::SeqCst);
+        counter.fetch_add(bytes, Ordering::SeqCst);
         Reservation {
             _permit: permit,
             bytes,
-            reserved: Arc::clone(&self.reserved),
+            reserved: Arc::clone(counter),
         }
     }
 }

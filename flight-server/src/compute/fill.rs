@@ -223,7 +223,7 @@ fn work(queue: &Queue, server: &Server) {
 fn run(fill: &Fill, server: &Server, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
     let job = &fill.job;
     let plan = Plan::new(job, 1, server.budget.total())?;
-    let Some(reservation) = server.budget.try_reserve(plan.need) else {
+    let Some(reservation) = server.budget.try_reserve_fill(plan.need) else {
         return Err(Error::Kernel(sweepflight_kernel::Error::Cancelled));
     };
     let input = &job.inputs[0];
@@ -320,6 +320,9 @@ mod tests {
         drop(busy);
         until(|| engine.metrics.cache_fills.get() == 1).await;
         assert!(cache.bytes() > 0);
+        // Its memory came from the budget and went back, apart from the sweeps'.
+        let budget = engine.compute.budget();
+        assert_eq!((budget.reserved(), budget.fill_reserved()), (0, 0));
         // The next sweep reads them and gives the same answer.
         let hits = engine.metrics.cache_hits.get();
         assert_eq!(engine.sweep(&request).await.unwrap(), want);

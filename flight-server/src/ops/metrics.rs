@@ -52,6 +52,8 @@ pub struct Levels {
     pub sweeps_queued: i64,
     /// Sweep memory reserved now.
     pub sweep_reserved_bytes: i64,
+    /// Sweep memory a cache fill holds now (besides the sweeps').
+    pub cache_fill_reserved_bytes: i64,
     /// Open client connections.
     pub connections: i64,
     /// Jobs waiting for sweep memory.
@@ -94,7 +96,7 @@ pub struct Metrics {
     pub connections_timed_out: Counter,
     /// Calls received, all methods (not exported: [`crate::compute::trim`] watches it for quiet).
     pub calls: std::sync::atomic::AtomicU64,
-    levels: [Gauge; 11],
+    levels: [Gauge; 12],
 }
 
 impl Default for Metrics {
@@ -157,7 +159,7 @@ impl Default for Metrics {
             "connections_timed_out",
             "Connections closed for silence (handshake or idle timeout)",
         );
-        let levels: [Gauge; 11] = Default::default();
+        let levels: [Gauge; 12] = Default::default();
         for (gauge, (name, help)) in levels.iter().zip([
             ("datasets", "Stored datasets"),
             ("dataset_bytes", "Bytes of Arrow data held by all datasets"),
@@ -165,6 +167,10 @@ impl Default for Metrics {
             ("sweeps_running", "Sweeps running now"),
             ("sweeps_queued", "Sweeps waiting for memory"),
             ("sweep_reserved_bytes", "Sweep memory reserved now"),
+            (
+                "cache_fill_reserved_bytes",
+                "Sweep memory a cache fill holds now",
+            ),
             ("connections", "Open client connections"),
             ("jobs_queued", "Jobs waiting for sweep memory"),
             ("jobs_running", "Jobs running"),
@@ -216,6 +222,7 @@ impl Metrics {
             sweeps_running,
             sweeps_queued,
             sweep_reserved_bytes,
+            cache_fill_reserved_bytes,
             connections,
             jobs_queued,
             jobs_running,
@@ -229,6 +236,7 @@ impl Metrics {
             sweeps_running,
             sweeps_queued,
             sweep_reserved_bytes,
+            cache_fill_reserved_bytes,
             connections,
             jobs_queued,
             jobs_running,

@@ -144,6 +144,7 @@ fn stats(state: &State) -> Bytes {
         "sweeps_refused": m.sweeps_refused.get(),
         "sweep_memory_bytes": state.engine.compute.budget().total(),
         "sweep_reserved_bytes": levels.sweep_reserved_bytes,
+        "cache_fill_reserved_bytes": levels.cache_fill_reserved_bytes,
         "connections": levels.connections,
         "connections_refused": m.connections_refused.get(),
         "connections_timed_out": m.connections_timed_out.get(),

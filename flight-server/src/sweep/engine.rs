@@ -130,6 +130,7 @@ impl Engine {
             sweeps_running: self.compute.running() as i64,
             sweeps_queued: budget.queued() as i64,
             sweep_reserved_bytes: int(budget.reserved()),
+            cache_fill_reserved_bytes: int(budget.fill_reserved()),
             connections: 0,
             jobs_queued: jobs.queued as i64,
             jobs_running: jobs.running as i64,
