@@ -1033,6 +1033,64 @@ proptest! {
     }
 }
 
+/// Bars of closes only.
+fn closes_only(close: &[f64]) -> Bars<'_> {
+    Bars {
+        open: None,
+        high: None,
+        low: None,
+        close,
+        volume: None,
+    }
+}
+
+/// `program`'s sweep over `values` (its parameters' values, combo after combo) on `close`
+/// through `cache`, every result as text (equal text: equal bits).
+fn program_results(
+    close: &[f64],
+    program: &Program,
+    values: &[f64],
+    cache: &dyn ArrayCache,
+) -> Vec<String> {
+    let control = SweepControl {
+        cache,
+        ..SweepControl::default()
+    };
+    let combos = values.len() / program.params.len();
+    sweep_program(
+        &closes_only(close),
+        program,
+        values,
+        combos,
+        &Execution::default(),
+        &control,
+    )
+    .unwrap()
+    .iter()
+    .map(|r| format!("{r:?}"))
+    .collect()
+}
+
+/// The paper kernel's sweep of `combos` on `close` through `cache` (exact lines only if
+/// `exact`), every result as text.
+fn paper_results(
+    close: &[f64],
+    combos: &[Combo],
+    exact: bool,
+    cache: &dyn ArrayCache,
+) -> Vec<String> {
+    let control = SweepControl {
+        cache,
+        exact_lines: exact,
+        ..SweepControl::default()
+    };
+    sweep_with(close, combos, 0.0009, &control)
+        .unwrap()
+        .iter()
+        .map(|r| format!("{r:?}"))
+        .collect()
+}
+
 #[test]
 fn formulas_and_the_paper_kernel_share_their_wma_lines() {
     let program = Program::new(&[
@@ -1046,37 +1104,10 @@ fn formulas_and_the_paper_kernel_share_their_wma_lines() {
         .map(|&l| Combo::from_length(l).unwrap())
         .collect();
     for (name, close) in series_kinds(1500, 13) {
-        let bars = Bars {
-            open: None,
-            high: None,
-            low: None,
-            close: &close,
-            volume: None,
-        };
+        let bars = closes_only(&close);
         let exec = Execution::default();
-        let formulas = |cache: &dyn ArrayCache| -> Vec<String> {
-            let control = SweepControl {
-                cache,
-                ..SweepControl::default()
-            };
-            sweep_program(&bars, &program, &windows, windows.len(), &exec, &control)
-                .unwrap()
-                .iter()
-                .map(|r| format!("{r:?}"))
-                .collect()
-        };
-        let paper = |cache: &dyn ArrayCache| -> Vec<String> {
-            let control = SweepControl {
-                cache,
-                exact_lines: true,
-                ..SweepControl::default()
-            };
-            sweep_with(&close, &combos, 0.0009, &control)
-                .unwrap()
-                .iter()
-                .map(|r| format!("{r:?}"))
-                .collect()
-        };
+        let formulas = |cache: &dyn ArrayCache| program_results(&close, &program, &windows, cache);
+        let paper = |cache: &dyn ArrayCache| paper_results(&close, &combos, true, cache);
         // The formulas keep `wma(close, n)` under the paper kernel's key, bit for bit its line.
         let cache = Keeping::default();
         assert_eq!(formulas(&cache), formulas(&NoCache), "{name}");
@@ -1142,36 +1173,8 @@ fn formulas_and_the_paper_kernel_share_their_hma_and_hma3_lines() {
     let params: Vec<String> = program.params.iter().map(|p| p.name.clone()).collect();
     assert_eq!(params, ["h", "f", "s", "a", "b", "c"]);
     for (name, close) in series_kinds(30_000, 13) {
-        let bars = Bars {
-            open: None,
-            high: None,
-            low: None,
-            close: &close,
-            volume: None,
-        };
-        let exec = Execution::default();
-        let formulas = |cache: &dyn ArrayCache| -> Vec<String> {
-            let control = SweepControl {
-                cache,
-                ..SweepControl::default()
-            };
-            sweep_program(&bars, &program, &values, combos.len(), &exec, &control)
-                .unwrap()
-                .iter()
-                .map(|r| format!("{r:?}"))
-                .collect()
-        };
-        let paper = |cache: &dyn ArrayCache| -> Vec<String> {
-            let control = SweepControl {
-                cache,
-                ..SweepControl::default()
-            };
-            sweep_with(&close, &combos, 0.0009, &control)
-                .unwrap()
-                .iter()
-                .map(|r| format!("{r:?}"))
-                .collect()
-        };
+        let formulas = |cache: &dyn ArrayCache| program_results(&close, &program, &values, cache);
+        let paper = |cache: &dyn ArrayCache| paper_results(&close, &combos, false, cache);
         // What the paper kernel keeps (exact lines only) is the language's hma and hma3 bit for
         // bit: the formulas read every one of them and compute none.
         let cache = Keeping::default();
