@@ -353,8 +353,8 @@ impl Moves {
 pub(crate) struct Books<'a> {
     /// The bars the execution reads (the ledger's closes are theirs).
     pub(crate) bars: crate::lines::Bars<'a>,
-    /// Their blocks for the general loop's stops, when it checks them.
-    pub(crate) extrema: Option<&'a crate::execution::Extrema>,
+    /// What the general loop's stop checks share, when it checks them.
+    pub(crate) stops: &'a crate::execution::SharedStops,
     pub(crate) moves: Option<&'a Moves>,
     pub(crate) records: Option<&'a Records>,
 }

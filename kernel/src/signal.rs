@@ -68,7 +68,7 @@ pub(crate) fn crosses<'a>(
         crosses_into(
             close,
             pieces,
-            Engine::<_, false>::new(&books.bars, exec, ledger).with_extrema(books.extrema),
+            Engine::<_, false>::new(&books.bars, exec, ledger).with_shared(books.stops),
         )
         .done()
     }
@@ -171,7 +171,7 @@ mod tests {
     fn books<'a>(close: &'a [f64], moves: &'a Moves) -> Books<'a> {
         Books {
             bars: crate::lines::Bars::closes(close),
-            extrema: None,
+            stops: &crate::execution::NO_SHARED_STOPS,
             moves: Some(moves),
             records: None,
         }

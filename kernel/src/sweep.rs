@@ -291,7 +291,7 @@ pub fn sweep_executed_on(
     let run = Run {
         close,
         bars: *bars,
-        extrema: crate::execution::Extrema::of(bars, exec, false),
+        stops: crate::execution::SharedStops::of(bars, exec, combos.len(), false),
         combos,
         certify,
         recycler: certified::Recycler::default(),
@@ -379,8 +379,8 @@ struct Run<'a> {
     close: &'a [f64],
     /// The bars the execution reads (their `close` is `close`).
     bars: Bars<'a>,
-    /// Their blocks for the general loop's stops.
-    extrema: Option<crate::execution::Extrema>,
+    /// What the general loop's stop checks share.
+    stops: crate::execution::SharedStops,
     combos: &'a [Combo],
     /// Long windows take certified lines (the series allows it and the caller did not ask
     /// for the exact rule).
@@ -399,7 +399,7 @@ impl Run<'_> {
     fn books(&self) -> Books<'_> {
         Books {
             bars: self.bars,
-            extrema: self.extrema.as_ref(),
+            stops: &self.stops,
             moves: self.moves.as_ref(),
             records: self.control.records,
         }

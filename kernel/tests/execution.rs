@@ -7,6 +7,7 @@
 //! metrics within the spec's tolerance.
 
 use sweepflight_kernel::eval::{oracle as interp, sweep_program};
+use sweepflight_kernel::execution::EXITS_MIN_COMBOS;
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
 use sweepflight_kernel::oracle::{self, Trade};
@@ -436,6 +437,17 @@ fn the_defaults_are_v1_2_and_missing_columns_are_refused() {
         blocks(1_000, &exec(|e| e.fill = Fill::NextOpen), false),
         extremes
     );
+    // A sweep of many combos with fixed stops takes a table of every entry's first stop
+    // instead (16 bytes a bar and side), within what the blocks are counted at.
+    let exits = sweepflight_kernel::execution::exits_bytes;
+    let trail = exec(|e| {
+        e.fill = Fill::NextOpen;
+        e.trailing_stop = Some(0.02);
+    });
+    assert_eq!(exits(1_000, 435, &trail, false), 2 * 1_000 * 16);
+    assert!(exits(1_000, 435, &trail, false) <= blocks(1_000, &trail, false));
+    assert_eq!(exits(1_000, 4, &trail, false), 0);
+    assert_eq!(exits(1_000, 435, &trail, true), 0);
 }
 
 /// A random execution: every option, some of the time.
@@ -496,9 +508,25 @@ fn every_option_on_every_builtin_books_the_oracles_trades() {
         let bars = o.bars();
         let e = random_exec(&mut r);
         for (strategy, grid) in &grids {
+            // Odd seeds sweep the grid over and over, as many combos as share every entry's
+            // first stop (the table of exits).
+            let copies = if seed % 2 == 1 {
+                EXITS_MIN_COMBOS.div_ceil(grid.len())
+            } else {
+                1
+            };
             let params: Vec<Params> = grid
                 .iter()
+                .cycle()
+                .take(grid.len() * copies)
                 .map(|v| Params::new(*strategy, v).unwrap())
+                .collect();
+            let wants: Vec<Vec<Trade>> = params[..grid.len()]
+                .iter()
+                .map(|p| {
+                    let sig = oracle::signals(&o.close, p);
+                    oracle::execute_with_exits(&bars, &sig, (&[], &[]), &e)
+                })
                 .collect();
             let records = Records::new(params.len(), o.close.len(), e.start, true, 5).unwrap();
             let control = SweepControl {
@@ -509,17 +537,16 @@ fn every_option_on_every_builtin_books_the_oracles_trades() {
             let got = sweep_params_on(&bars, &params, &e, &control).unwrap();
             let kept = records.into_records();
             for (i, p) in params.iter().enumerate() {
-                let sig = oracle::signals(&o.close, p);
-                let want = oracle::execute_with_exits(&bars, &sig, (&[], &[]), &e);
+                let want = &wants[i % grid.len()];
                 let fast = kept_rows(&kept[i].trades);
-                assert_eq!(fast, plain(&want), "seed {seed} {p:?} {e:?}");
-                let blocks = oracle::block_pnl(&o.close, e.start..o.close.len(), &want, 5);
+                assert_eq!(fast, plain(want), "seed {seed} {p:?} {e:?}");
+                let blocks = oracle::block_pnl(&o.close, e.start..o.close.len(), want, 5);
                 for (g, w) in kept[i].block_pnl.iter().zip(&blocks) {
                     assert!((g - w).abs() <= 1e-6, "seed {seed} {p:?} blocks");
                 }
                 check_result(
                     &got[i],
-                    &want,
+                    want,
                     &o.close,
                     e.start,
                     &format!("{seed} {p:?} {e:?}"),
@@ -561,7 +588,8 @@ fn check_result(got: &ComboResult, trades: &[Trade], close: &[f64], start: usize
 }
 
 /// Sweeps `program` over `combos` on `o` under `e` (a one-byte working set when `tight`, so
-/// arrays are recomputed per group) and checks every combo against the interpreter: trades bit
+/// arrays are recomputed per group; with `tight` off, the combos over and over, as many as
+/// share every entry's first stop) and checks every combo against the interpreter: trades bit
 /// for bit, metrics within tolerance. The interpreter's trades, per combo.
 fn check_program(
     o: &Ohlc,
@@ -572,26 +600,32 @@ fn check_program(
     what: &str,
 ) -> Vec<Vec<Trade>> {
     let bars = o.bars();
-    let flat = combos.concat();
-    let records = Records::new(combos.len(), o.close.len(), e.start, true, 0).unwrap();
+    let copies = if tight {
+        1
+    } else {
+        EXITS_MIN_COMBOS.div_ceil(combos.len())
+    };
+    let swept: Vec<&Vec<f64>> = combos.iter().cycle().take(combos.len() * copies).collect();
+    let flat: Vec<f64> = swept.iter().flat_map(|v| v.iter().copied()).collect();
+    let records = Records::new(swept.len(), o.close.len(), e.start, true, 0).unwrap();
     let control = SweepControl {
         records: Some(&records),
         working_set_bytes: if tight { 1 } else { 64 << 20 },
         ..SweepControl::default()
     };
-    let got = sweep_program(&bars, program, &flat, combos.len(), e, &control).unwrap();
+    let got = sweep_program(&bars, program, &flat, swept.len(), e, &control).unwrap();
     let kept = records.into_records();
-    combos
+    let wants: Vec<Vec<Trade>> = combos
         .iter()
-        .enumerate()
-        .map(|(i, values)| {
-            let want = interp::run(&bars, program, values, e);
-            let label = format!("{what} {values:?} {e:?}");
-            assert_eq!(kept_rows(&kept[i].trades), plain(&want), "{label}");
-            check_result(&got[i], &want, &o.close, e.start, &label);
-            want
-        })
-        .collect()
+        .map(|values| interp::run(&bars, program, values, e))
+        .collect();
+    for (i, values) in swept.iter().enumerate() {
+        let want = &wants[i % combos.len()];
+        let label = format!("{what} {values:?} {e:?}");
+        assert_eq!(kept_rows(&kept[i].trades), plain(want), "{label}");
+        check_result(&got[i], want, &o.close, e.start, &label);
+    }
+    wants
 }
 
 #[test]

@@ -164,10 +164,10 @@ pub fn sweep_program(
     let formula_stops = crate::expr::Field::STOPS
         .iter()
         .any(|f| program.formula(*f).is_some());
-    let extrema = crate::execution::Extrema::of(bars, exec, formula_stops);
+    let shared = crate::execution::SharedStops::of(bars, exec, combos, formula_stops);
     let books = Books {
         bars: *bars,
-        extrema: extrema.as_ref(),
+        stops: &shared,
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -208,7 +208,7 @@ pub fn sweep_program(
                     bars,
                     defs: group.plan.defs(),
                     arrays: &arrays,
-                    extrema: books.extrema,
+                    stops: books.stops,
                 };
                 run_combo(&ctx, &combo, exec, ledger, scratch).done()
             };
@@ -295,7 +295,7 @@ fn materialise(
             bars,
             defs,
             arrays: &arrays,
-            extrema: None,
+            stops: &crate::execution::NO_SHARED_STOPS,
         };
         // Calls of a function with a shared multi-window pass (SMA: one pass whose cost is the
         // longest window, not the sum of them) over the same input: one pass for all of them.
@@ -386,8 +386,8 @@ struct Ctx<'a> {
     bars: &'a Bars<'a>,
     defs: &'a [Def],
     arrays: &'a [Option<Array>],
-    /// The bars' blocks for the execution loop's stops (phase 2).
-    extrema: Option<&'a crate::execution::Extrema>,
+    /// What the execution loop's stop checks share (phase 2).
+    stops: &'a crate::execution::SharedStops,
 }
 
 impl<'a> Ctx<'a> {
@@ -717,7 +717,7 @@ fn run_combo<B: Book>(
     let stopped = formula_stops.contains(&true);
     let mut engine = Engine::<B, false>::new(ctx.bars, exec, book)
         .with_formula_stops(formula_stops)
-        .with_extrema(ctx.extrema);
+        .with_shared(ctx.stops);
     let mut events = std::mem::take(&mut scratch.events);
     let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);

@@ -17,11 +17,52 @@
 //! Where the trades go is the [`Book`]'s business: the sweep's [`crate::Ledger`] folds them into
 //! a [`crate::ComboResult`]; a trade list keeps them.
 
+mod exits;
 mod stops;
 
-pub(crate) use stops::Extrema;
+pub use exits::{EXITS_MIN_COMBOS, exits_bytes};
+use exits::{Exit, Exits};
+use stops::Extrema;
 pub use stops::extrema_bytes;
 use stops::{EXTREMA_BLOCK, Hit, StopBars, TradeStops};
+
+/// What every combo of a sweep shares for its stop checks, built once per series: the first
+/// stop of every (bar, side) where the stops are fixed and the combos many ([`Exits`]), else
+/// the blocks a trade's walk passes over ([`Extrema`]); nothing with v1.2's options. Either
+/// takes at most [`extrema_bytes`].
+#[derive(Debug, Default)]
+pub(crate) struct SharedStops {
+    extrema: Option<Extrema>,
+    exits: Option<Exits>,
+}
+
+/// Nothing shared: the loop walks every trade bar by bar.
+pub(crate) static NO_SHARED_STOPS: SharedStops = SharedStops {
+    extrema: None,
+    exits: None,
+};
+
+impl SharedStops {
+    /// What a sweep of `combos` combos over `bars` with `exec` shares (`formula_stops`: a stop
+    /// is a formula).
+    pub(crate) fn of(
+        bars: &Bars<'_>,
+        exec: &Execution,
+        combos: usize,
+        formula_stops: bool,
+    ) -> Self {
+        match Exits::of(bars, exec, combos, formula_stops) {
+            Some(exits) => Self {
+                extrema: None,
+                exits: Some(exits),
+            },
+            None => Self {
+                extrema: Extrema::of(bars, exec, formula_stops),
+                exits: None,
+            },
+        }
+    }
+}
 
 use crate::lines::Bars;
 use crate::{Error, Result};
@@ -373,6 +414,10 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     next: usize,
     /// The series' blocks, when the sweep computed them ([`Extrema`]).
     extrema: Option<&'a Extrema>,
+    /// Every entry's first stop, when the sweep computed them ([`Exits`]), and the open
+    /// trade's ([`Exit::WALK`]: its bars are walked).
+    exits: Option<&'a Exits>,
+    exit: Exit,
     /// The prices stops are checked against.
     prices: StopBars<'a>,
 }
@@ -403,14 +448,17 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             pending: Pending::default(),
             next: exec.start,
             extrema: None,
+            exits: None,
+            exit: Exit::WALK,
             prices: StopBars::of(bars, exec),
         }
     }
 
-    /// This engine passing over blocks of bars where no stop can hit ([`Extrema`] of its
-    /// bars and execution).
-    pub(crate) fn with_extrema(mut self, extrema: Option<&'a Extrema>) -> Self {
-        self.extrema = extrema;
+    /// This engine reading what its sweep shares for the stops: the first stops of its
+    /// entries, or the blocks of bars a walk passes over where no stop can hit.
+    pub(crate) fn with_shared(mut self, shared: &'a SharedStops) -> Self {
+        self.extrema = shared.extrema.as_ref();
+        self.exits = shared.exits.as_ref();
         self
     }
 
@@ -567,6 +615,14 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         };
         if self.stops {
             self.trade = TradeStops::new(pos > 0.0, c, fr);
+            // The table holds the trades of the sweep's fixed fractions only.
+            self.exit = match self.exits {
+                Some(x) if !self.formulas.contains(&true) => {
+                    x.prefetch(pos > 0.0, i);
+                    Exit::UNREAD
+                }
+                _ => Exit::WALK,
+            };
         }
     }
 
@@ -627,6 +683,18 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     /// Step 2 over bars `from..=to` while the position is open: the whole range tested at once
     /// where it can be, else [`TradeStops::walk`] from the exact best price.
     fn scan(&mut self, from: usize, to: usize) {
+        // The trade's first stop is known (bars before `from` were checked by earlier calls).
+        if self.exit.unread()
+            && let Some(x) = self.exits
+        {
+            self.exit = x.get(self.pos > 0.0, self.entry_row);
+        }
+        if !self.exit.walks() {
+            if let Some(hit) = self.exit.by(to) {
+                self.book_stop(hit);
+            }
+            return;
+        }
         // Events are often a few bars apart and stops far from the price: one test over the
         // whole range usually settles it, with bounds of its prices (exact across blocks, the
         // rest of the first block's otherwise) and of the best price so far.
@@ -729,7 +797,12 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                     self.open(s, self.exec.enter_at(s, c), i, fr);
                 }
                 // An order decided on the last bar has no open to fill at: dropped.
-                Fill::NextOpen => self.pending.enter = Some((s, fr)),
+                Fill::NextOpen => {
+                    if let Some(x) = self.exits {
+                        x.prefetch(s > 0.0, i + 1);
+                    }
+                    self.pending.enter = Some((s, fr));
+                }
             }
         }
     }
@@ -782,13 +855,13 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
 /// bytes, found eight at a time.
 pub(crate) fn run_signals<'a, B: Book>(
     bars: &Bars<'a>,
-    extrema: Option<&'a Extrema>,
+    shared: &'a SharedStops,
     signals: &[i8],
     exec: &Execution,
     book: B,
 ) -> B {
     debug_assert_eq!(bars.len(), signals.len());
-    let mut engine = Engine::<B, false>::new(bars, exec, book).with_extrema(extrema);
+    let mut engine = Engine::<B, false>::new(bars, exec, book).with_shared(shared);
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();

@@ -44,7 +44,8 @@ pub(super) struct Hit {
 }
 
 /// Bytes of the stop blocks ([`Extrema`]) a sweep over `bars` bars builds with `exec` (with
-/// `formula_stops` if a stop is a formula): none with v1.2's options alone.
+/// `formula_stops` if a stop is a formula): none with v1.2's options alone. A sweep that builds
+/// the table of first stops instead ([`super::exits_bytes`]) takes less.
 pub fn extrema_bytes(bars: usize, exec: &Execution, formula_stops: bool) -> usize {
     if exec.is_v12() && !formula_stops {
         return 0;
@@ -340,7 +341,12 @@ impl TradeStops {
 
     /// The stop `(price, reason)` of [`TradeStops::at`] on bar `k` as booked: a stop-loss or
     /// trail filled with `exec`'s slippage, a take-profit at its price.
-    fn hit(&self, exec: &Execution, k: usize, (price, reason): (f64, ExitReason)) -> Hit {
+    pub(super) fn hit(
+        &self,
+        exec: &Execution,
+        k: usize,
+        (price, reason): (f64, ExitReason),
+    ) -> Hit {
         let pos = if self.long { 1.0 } else { -1.0 };
         let price = match reason {
             ExitReason::TakeProfit => price,

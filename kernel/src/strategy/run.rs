@@ -156,10 +156,10 @@ pub(super) fn sweep(
         .bar_metrics
         .then(|| Moves::cached(close, control.cache));
     let certify = !control.exact_lines && certified::certifiable(close);
-    let extrema = crate::execution::Extrema::of(bars, exec, false);
+    let shared = crate::execution::SharedStops::of(bars, exec, params.len(), false);
     let books = Books {
         bars: *bars,
-        extrema: extrema.as_ref(),
+        stops: &shared,
         moves: moves.as_ref(),
         records: control.records,
     };
@@ -398,14 +398,9 @@ fn run_one(
             scratch,
         ),
         Params::Donchian { n } => match &arrays[&ArrayKey::Donchian(n)] {
-            Array::Signals(s) => run_signals(
-                &books.bars,
-                books.extrema,
-                s,
-                exec,
-                books.ledger(exec, combo),
-            )
-            .done(),
+            Array::Signals(s) => {
+                run_signals(&books.bars, books.stops, s, exec, books.ledger(exec, combo)).done()
+            }
             Array::Line(_) | Array::Certified(_) => unreachable!("donchian arrays are signals"),
         },
         Params::RsiRevert { n, lower, upper } => {
@@ -417,7 +412,7 @@ fn run_one(
             );
             run_signals(
                 &books.bars,
-                books.extrema,
+                books.stops,
                 &scratch.signals,
                 exec,
                 books.ledger(exec, combo),
