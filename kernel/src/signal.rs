@@ -68,7 +68,9 @@ pub(crate) fn crosses<'a>(
         crosses_into(
             close,
             pieces,
-            Engine::<_, false>::new(&books.bars, exec, ledger).with_shared(books.stops),
+            Engine::<_, false>::new(&books.bars, exec, ledger)
+                .with_shared(books.stops)
+                .signals_only(),
         )
         .done()
     }

@@ -438,13 +438,14 @@ fn the_defaults_are_v1_2_and_missing_columns_are_refused() {
         extremes
     );
     // A sweep of many combos with fixed stops takes a table of every entry's first stop
-    // instead (16 bytes a bar and side), within what the blocks are counted at.
+    // instead (13 bytes a bar and side: the stop's bar, price and reason), within what the
+    // blocks are counted at.
     let exits = sweepflight_kernel::execution::exits_bytes;
     let trail = exec(|e| {
         e.fill = Fill::NextOpen;
         e.trailing_stop = Some(0.02);
     });
-    assert_eq!(exits(1_000, 435, &trail, false), 2 * 1_000 * 16);
+    assert_eq!(exits(1_000, 435, &trail, false), 2 * 1_000 * 13);
     assert!(exits(1_000, 435, &trail, false) <= blocks(1_000, &trail, false));
     assert_eq!(exits(1_000, 4, &trail, false), 0);
     assert_eq!(exits(1_000, 435, &trail, true), 0);

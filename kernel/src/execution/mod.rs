@@ -388,6 +388,9 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     stops: bool,
     /// The v1.3 options are on: the general loop runs ([`Engine::advance`]).
     general: bool,
+    /// The general loop's options for a run of signals alone, with every trade's first stop
+    /// in the sweep's table (or no stops): [`Engine::quick`] runs instead.
+    quick: bool,
     book: B,
     pos: f64,
     entry: f64,
@@ -433,6 +436,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             exec: *exec,
             stops: exec.has_stops(),
             general: !exec.is_v12(),
+            quick: false,
             book,
             pos: 0.0,
             entry: 0.0,
@@ -471,6 +475,17 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.stops = true;
             self.general = true;
         }
+        self
+    }
+
+    /// This engine given signals alone ([`Engine::signal`], never [`Engine::exit`],
+    /// [`Engine::stop_values`] or [`Engine::position`]): under the general loop's options, with
+    /// no stop or every trade's first stop in the sweep's table, it takes [`Engine::quick`]'s
+    /// shorter steps.
+    pub(crate) fn signals_only(mut self) -> Self {
+        let table = self.exits.is_some_and(Exits::complete);
+        self.quick =
+            !PLAIN && self.general && !self.formulas.contains(&true) && (!self.stops || table);
         self
     }
 
@@ -524,6 +539,10 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if i < self.exec.start {
             return;
         }
+        if self.quick {
+            self.quick(i, s);
+            return;
+        }
         if self.general {
             self.advance(i);
             self.decide(i, s);
@@ -559,6 +578,69 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                 );
             }
             self.open(s, c, i, self.fractions());
+        }
+    }
+
+    /// The general loop for a run of signals alone ([`Engine::signals_only`]), from what the
+    /// table knows: the open trade's first stop, if at or before bar `i`, closes it; then the
+    /// decisions of bar `i` fill at once, at its close or at the next bar's open. Filling a
+    /// next-open order at the decision is the general loop's order of events: nothing happens
+    /// between a decision and the next open (the fill is step 1 of that bar, and its stop
+    /// checks start there), and an order on the last bar is dropped. Trades are booked in the
+    /// same order with the same numbers.
+    #[inline(always)]
+    fn quick(&mut self, i: usize, s: f64) {
+        if self.pos != 0.0 {
+            self.table_stop(i);
+        }
+        let pos = self.pos;
+        let (close, enter) = match self.exec.side {
+            Side::Long if s < 0.0 => (pos > 0.0, false),
+            Side::Short if s > 0.0 => (pos < 0.0, false),
+            _ => (pos != 0.0 && s != pos, s != pos),
+        };
+        if !(close || enter) {
+            return;
+        }
+        let (k, price) = match self.exec.fill {
+            Fill::Close => (i, self.close[i]),
+            Fill::NextOpen => match self.bars.open.and_then(|o| o.get(i + 1)) {
+                Some(&open) => (i + 1, open),
+                None => return,
+            },
+        };
+        if close {
+            let exit = self.exec.exit_at(pos, price);
+            self.book
+                .book(pos, self.entry, self.entry_row, exit, k, ExitReason::Signal);
+            self.pos = 0.0;
+        }
+        if enter {
+            self.pos = s;
+            self.entry = self.exec.enter_at(s, price);
+            self.entry_row = k;
+            self.exit = match self.exits {
+                Some(x) if self.stops => {
+                    x.prefetch(s > 0.0, k);
+                    Exit::UNREAD
+                }
+                _ => Exit::NEVER,
+            };
+        }
+    }
+
+    /// Books the open trade's first stop from the table if it hits at or before bar `to`
+    /// (read from the table on the trade's first check).
+    #[inline(always)]
+    fn table_stop(&mut self, to: usize) {
+        if self.exit.unread()
+            && let Some(x) = self.exits
+        {
+            self.exit = x.get(self.pos > 0.0, self.entry_row);
+        }
+        if self.exit.by(to) {
+            let x = self.exits.expect("a stop's bar comes from the table");
+            self.book_stop(x.hit(self.pos > 0.0, self.entry_row));
         }
     }
 
@@ -684,15 +766,8 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     /// where it can be, else [`TradeStops::walk`] from the exact best price.
     fn scan(&mut self, from: usize, to: usize) {
         // The trade's first stop is known (bars before `from` were checked by earlier calls).
-        if self.exit.unread()
-            && let Some(x) = self.exits
-        {
-            self.exit = x.get(self.pos > 0.0, self.entry_row);
-        }
         if !self.exit.walks() {
-            if let Some(hit) = self.exit.by(to) {
-                self.book_stop(hit);
-            }
+            self.table_stop(to);
             return;
         }
         // Events are often a few bars apart and stops far from the price: one test over the
@@ -825,6 +900,23 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn finish(mut self) -> B {
         let n = self.close.len();
         if n > self.exec.start {
+            if self.quick {
+                if self.pos != 0.0 {
+                    self.table_stop(n - 1);
+                }
+                if self.pos != 0.0 {
+                    let exit = self.exec.exit_at(self.pos, self.close[n - 1]);
+                    self.book.book(
+                        self.pos,
+                        self.entry,
+                        self.entry_row,
+                        exit,
+                        n - 1,
+                        ExitReason::End,
+                    );
+                }
+                return self.book;
+            }
             if self.general {
                 self.advance(n - 1);
                 if self.pos != 0.0 {
@@ -861,7 +953,9 @@ pub(crate) fn run_signals<'a, B: Book>(
     book: B,
 ) -> B {
     debug_assert_eq!(bars.len(), signals.len());
-    let mut engine = Engine::<B, false>::new(bars, exec, book).with_shared(shared);
+    let mut engine = Engine::<B, false>::new(bars, exec, book)
+        .with_shared(shared)
+        .signals_only();
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();
