@@ -206,11 +206,23 @@ impl Records {
     }
 
     /// The first bar whose price `hits` (true for every record from some depth down: the
-    /// prices are ordered).
+    /// prices are ordered). Searched from the top in growing steps, then halving: the answer
+    /// is often a few records deep.
     #[inline(always)]
     fn first(&self, hits: impl Fn(f64) -> bool) -> Option<usize> {
-        let k = self.0.partition_point(|&(p, _)| hits(p));
-        k.checked_sub(1).map(|v| self.0[v].1 as usize)
+        let s = &self.0;
+        // Records at `top` and above miss; the one at `low` hits, or `low` is 0.
+        let (mut low, mut top, mut step) = (0, s.len(), 1);
+        while step <= top {
+            if hits(s[top - step].0) {
+                low = top - step;
+                break;
+            }
+            top -= step;
+            step *= 2;
+        }
+        let k = low + s[low..top].partition_point(|&(p, _)| hits(p));
+        k.checked_sub(1).map(|v| s[v].1 as usize)
     }
 
     /// The bar just below the top: the first record after the current bar.
@@ -229,20 +241,19 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTab
     } else {
         (-1.0, p.highs, p.lows)
     };
-    let lo: Vec<f64> = lows
-        .iter()
-        .map(|&v| if v.is_nan() { f64::INFINITY } else { sign * v })
-        .collect();
-    let hi: Vec<f64> = highs
-        .iter()
-        .map(|&v| {
-            if v.is_nan() {
-                f64::NEG_INFINITY
-            } else {
-                sign * v
-            }
-        })
-        .collect();
+    // Read as the pass goes (each bar once), not copied: fresh memory costs more than this.
+    let lo = |j: usize| {
+        let v = lows[j];
+        if v.is_nan() { f64::INFINITY } else { sign * v }
+    };
+    let hi = |j: usize| {
+        let v = highs[j];
+        if v.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            sign * v
+        }
+    };
     let factor = fr[2].map(|f| if long { 1.0 - f } else { 1.0 + f });
     let pos = sign;
     let (entries, offset) = match exec.fill {
@@ -259,11 +270,12 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTab
     let mut chain = vec![NEVER_BAR; if factor.is_some() { n } else { 0 }];
     let (mut lows_from, mut highs_from) = (Records::default(), Records::default());
     for a in (0..n).rev() {
-        highs_from.push(hi[a], a, |h| h <= hi[a]);
+        let (lo_a, hi_a) = (lo(a), hi(a));
+        highs_from.push(hi_a, a, |h| h <= hi_a);
         if let Some(m) = factor {
             // `highs_from` below `a` is the next higher high; `lows_from` still starts at a + 1.
             let next = highs_from.second();
-            let level = m * hi[a];
+            let level = m * hi_a;
             let seg = lows_from.first(|l| l <= level).map(|j| j as u32);
             chain[a] = match (seg, next) {
                 (Some(s), Some(g)) if s <= g => s,
@@ -272,7 +284,7 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTab
                 (None, None) => NEVER_BAR,
             };
         }
-        lows_from.push(lo[a], a, |l| l >= lo[a]);
+        lows_from.push(lo_a, a, |l| l >= lo_a);
         // The trade whose first checked bar is `a`.
         let Some(e) = a.checked_sub(offset) else {
             continue;
