@@ -68,9 +68,7 @@ pub(crate) fn crosses<'a>(
         crosses_into(
             close,
             pieces,
-            Engine::<_, false>::new(&books.bars, exec, ledger)
-                .with_shared(books.stops)
-                .signals_only(),
+            Engine::<_, false>::new(&books.bars, exec, ledger).with_shared(books.stops),
         )
         .done()
     }

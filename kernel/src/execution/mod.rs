@@ -388,8 +388,8 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     stops: bool,
     /// The v1.3 options are on: the general loop runs ([`Engine::advance`]).
     general: bool,
-    /// The general loop's options for a run of signals alone, with every trade's first stop
-    /// in the sweep's table (or no stops): [`Engine::quick`] runs instead.
+    /// The general loop's options with every trade's first stop in the sweep's table, or no
+    /// stops (and no stop formulas): [`Engine::quick`] runs instead ([`Engine::can_be_quick`]).
     quick: bool,
     book: B,
     pos: f64,
@@ -436,7 +436,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             exec: *exec,
             stops: exec.has_stops(),
             general: !exec.is_v12(),
-            quick: false,
+            quick: !PLAIN && !exec.is_v12() && !exec.has_stops(),
             book,
             pos: 0.0,
             entry: 0.0,
@@ -463,6 +463,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn with_shared(mut self, shared: &'a SharedStops) -> Self {
         self.extrema = shared.extrema.as_ref();
         self.exits = shared.exits.as_ref();
+        self.quick = self.can_be_quick();
         self
     }
 
@@ -475,18 +476,15 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.stops = true;
             self.general = true;
         }
+        self.quick = self.can_be_quick();
         self
     }
 
-    /// This engine given signals alone ([`Engine::signal`], never [`Engine::exit`],
-    /// [`Engine::stop_values`] or [`Engine::position`]): under the general loop's options, with
-    /// no stop or every trade's first stop in the sweep's table, it takes [`Engine::quick`]'s
-    /// shorter steps.
-    pub(crate) fn signals_only(mut self) -> Self {
+    /// Whether [`Engine::quick`]'s shorter steps serve: the general loop's options, no stop
+    /// formula, and no stops or every trade's first stop in the sweep's table.
+    fn can_be_quick(&self) -> bool {
         let table = self.exits.is_some_and(Exits::complete);
-        self.quick =
-            !PLAIN && self.general && !self.formulas.contains(&true) && (!self.stops || table);
-        self
+        !PLAIN && self.general && !self.formulas.contains(&true) && (!self.stops || table)
     }
 
     /// The stop formulas' values at the bar of the next event (NaN, or a value <= 0: no such
@@ -581,13 +579,13 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         }
     }
 
-    /// The general loop for a run of signals alone ([`Engine::signals_only`]), from what the
-    /// table knows: the open trade's first stop, if at or before bar `i`, closes it; then the
+    /// The general loop's signal at bar `i` ([`Engine::can_be_quick`]), from what the table
+    /// knows: the open trade's first stop, if at or before bar `i`, closes it; then the
     /// decisions of bar `i` fill at once, at its close or at the next bar's open. Filling a
     /// next-open order at the decision is the general loop's order of events: nothing happens
     /// between a decision and the next open (the fill is step 1 of that bar, and its stop
     /// checks start there), and an order on the last bar is dropped. Trades are booked in the
-    /// same order with the same numbers.
+    /// same order with the same numbers, and the position is always the decided one.
     #[inline(always)]
     fn quick(&mut self, i: usize, s: f64) {
         if self.pos != 0.0 {
@@ -602,12 +600,8 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         if !(close || enter) {
             return;
         }
-        let (k, price) = match self.exec.fill {
-            Fill::Close => (i, self.close[i]),
-            Fill::NextOpen => match self.bars.open.and_then(|o| o.get(i + 1)) {
-                Some(&open) => (i + 1, open),
-                None => return,
-            },
+        let Some((k, price)) = self.fill_of(i) else {
+            return;
         };
         if close {
             let exit = self.exec.exit_at(pos, price);
@@ -626,6 +620,39 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
                 }
                 _ => Exit::NEVER,
             };
+        }
+    }
+
+    /// [`Engine::quick`]'s exit conditions at bar `i`: after the stops, the position closes at
+    /// the decision's fill.
+    #[inline(always)]
+    fn quick_exit(&mut self, i: usize, long: bool, short: bool) {
+        if self.pos != 0.0 {
+            self.table_stop(i);
+        }
+        let pos = self.pos;
+        if (long && pos > 0.0) || (short && pos < 0.0) {
+            let Some((k, price)) = self.fill_of(i) else {
+                return;
+            };
+            let exit = self.exec.exit_at(pos, price);
+            self.book
+                .book(pos, self.entry, self.entry_row, exit, k, ExitReason::Exit);
+            self.pos = 0.0;
+        }
+    }
+
+    /// Where a decision on bar `i` fills: the bar and the price before slippage (`None`: a
+    /// next-open order on the last bar, dropped).
+    #[inline(always)]
+    fn fill_of(&self, i: usize) -> Option<(usize, f64)> {
+        match self.exec.fill {
+            Fill::Close => Some((i, self.close[i])),
+            Fill::NextOpen => self
+                .bars
+                .open
+                .and_then(|o| o.get(i + 1))
+                .map(|&open| (i + 1, open)),
         }
     }
 
@@ -649,7 +676,11 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     /// it is exact.
     #[inline(always)]
     pub(crate) fn position(&self) -> f64 {
-        if self.general { self.decided } else { self.pos }
+        if self.general && !self.quick {
+            self.decided
+        } else {
+            self.pos
+        }
     }
 
     /// Whether stops are checked (then [`Engine::position`] may lag).
@@ -663,6 +694,10 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     #[inline]
     pub(crate) fn exit(&mut self, i: usize, long: bool, short: bool) {
         if i < self.exec.start {
+            return;
+        }
+        if self.quick {
+            self.quick_exit(i, long, short);
             return;
         }
         if self.general {
@@ -953,9 +988,7 @@ pub(crate) fn run_signals<'a, B: Book>(
     book: B,
 ) -> B {
     debug_assert_eq!(bars.len(), signals.len());
-    let mut engine = Engine::<B, false>::new(bars, exec, book)
-        .with_shared(shared)
-        .signals_only();
+    let mut engine = Engine::<B, false>::new(bars, exec, book).with_shared(shared);
     let start = exec.start.min(signals.len());
     let mut i = start;
     let n = signals.len();
