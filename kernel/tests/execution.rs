@@ -589,9 +589,10 @@ fn check_result(got: &ComboResult, trades: &[Trade], close: &[f64], start: usize
 }
 
 /// Sweeps `program` over `combos` on `o` under `e` (a one-byte working set when `tight`, so
-/// arrays are recomputed per group; with `tight` off, the combos over and over, as many as
-/// share every entry's first stop) and checks every combo against the interpreter: trades bit
-/// for bit, metrics within tolerance. The interpreter's trades, per combo.
+/// arrays are recomputed per group; with `tight` off, each combo as many times as share a
+/// table of first stops, which a stop formula's values get too) and checks every combo against
+/// the interpreter: trades bit for bit, metrics within tolerance. The interpreter's trades, per
+/// combo.
 fn check_program(
     o: &Ohlc,
     program: &Program,
@@ -601,11 +602,7 @@ fn check_program(
     what: &str,
 ) -> Vec<Vec<Trade>> {
     let bars = o.bars();
-    let copies = if tight {
-        1
-    } else {
-        EXITS_MIN_COMBOS.div_ceil(combos.len())
-    };
+    let copies = if tight { 1 } else { EXITS_MIN_COMBOS };
     let swept: Vec<&Vec<f64>> = combos.iter().cycle().take(combos.len() * copies).collect();
     let flat: Vec<f64> = swept.iter().flat_map(|v| v.iter().copied()).collect();
     let records = Records::new(swept.len(), o.close.len(), e.start, true, 0).unwrap();

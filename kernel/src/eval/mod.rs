@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::execution::{Book, Engine, Execution};
+use crate::execution::{Book, EXITS_MIN_COMBOS, Engine, Execution, Exits, Fraction, table_bytes};
 use crate::expr::registry::{Compute, function};
 use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
@@ -184,10 +184,20 @@ pub fn sweep_program(
         check()?;
         let mut group = Group::new();
         let mut members: Vec<(usize, ComboPlan)> = Vec::new();
+        // How many combos share each set of stop formulas' values: enough of them share a
+        // table of first stops, counted in the group's bytes.
+        let mut sharing: HashMap<StopOperands, usize> = HashMap::new();
         while next < combos {
             let before = group.plan.defs().len();
             let combo = group.plan.bind(program, value(next));
             group.mark(before, len);
+            if formula_stops {
+                let n = sharing.entry(combo.stops).or_default();
+                *n += 1;
+                if *n == EXITS_MIN_COMBOS {
+                    group.bytes += table_bytes(len, exec.side);
+                }
+            }
             members.push((next, combo));
             next += 1;
             if group.bytes > control.working_set_bytes || group.plan.defs().len() > MAX_GROUP_DEFS {
@@ -196,6 +206,7 @@ pub fn sweep_program(
         }
         group.mark_common(len);
         let arrays = materialise(bars, &group, parallel, control.cache)?;
+        let tables = stop_tables(bars, exec, (group.plan.defs(), &arrays), &sharing, parallel);
         let run = |scratch: &mut Scratch,
                    &(i, combo): &(usize, ComboPlan)|
          -> Result<(usize, ComboResult)> {
@@ -209,6 +220,7 @@ pub fn sweep_program(
                     defs: group.plan.defs(),
                     arrays: &arrays,
                     stops: books.stops,
+                    tables: &tables,
                 };
                 run_combo(&ctx, &combo, exec, ledger, scratch).done()
             };
@@ -234,6 +246,57 @@ pub fn sweep_program(
     Ok(results)
 }
 
+/// A combo's stop formulas' values (`stop_loss`, `take_profit`, `trailing_stop`), as its plan
+/// gives them.
+type StopOperands = [Option<Operand>; 3];
+
+/// Tables of first stops, by the stop formulas' values they were built for.
+type StopTables = HashMap<StopOperands, Exits>;
+
+/// The tables of first stops for the stop formulas' values that at least [`EXITS_MIN_COMBOS`]
+/// of a group's combos share (`sharing`), where phase 1 computed those values: a stop-loss or
+/// take-profit formula's trades, like a fixed stop's, depend only on the entry's bar and side
+/// (the formula is read at the deciding bar). A trailing stop that is a formula gets none.
+fn stop_tables(
+    bars: &Bars<'_>,
+    exec: &Execution,
+    (defs, arrays): (&[Def], &[Option<Array>]),
+    sharing: &HashMap<StopOperands, usize>,
+    parallel: bool,
+) -> StopTables {
+    let fixed = [exec.stop_loss, exec.take_profit, exec.trailing_stop];
+    let build = |stops: &StopOperands| -> Option<(StopOperands, Exits)> {
+        let mut fractions = fixed.map(Fraction::Fixed);
+        for (f, operand) in fractions.iter_mut().zip(stops) {
+            *f = match *operand {
+                None => continue,
+                Some(Operand::Const(bits)) => {
+                    Fraction::Fixed(Some(f64::from_bits(bits)).filter(|&v| v > 0.0))
+                }
+                Some(Operand::Node(n)) => Fraction::PerBar(match &defs[n as usize] {
+                    Def::Column(c) => column(bars, *c)?,
+                    _ => match arrays[n as usize].as_ref()? {
+                        Array::Series(s) => s,
+                        Array::Shared(s) => s,
+                        Array::Cond(_) => return None,
+                    },
+                }),
+            };
+        }
+        Some((*stops, Exits::with_fractions(bars, exec, fractions)?))
+    };
+    let wanted: Vec<&StopOperands> = sharing
+        .iter()
+        .filter(|&(_, &n)| n >= EXITS_MIN_COMBOS)
+        .map(|(stops, _)| stops)
+        .collect();
+    if parallel {
+        wanted.into_par_iter().filter_map(build).collect()
+    } else {
+        wanted.into_iter().filter_map(build).collect()
+    }
+}
+
 /// Phase 1: the group's shared nodes, in dependency order, each level's in parallel. A
 /// function's series is asked of `cache` first, under its canonical key
 /// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
@@ -243,6 +306,7 @@ fn materialise(
     parallel: bool,
     cache: &dyn ArrayCache,
 ) -> Result<Vec<Option<Array>>> {
+    let no_tables = StopTables::new();
     let defs = group.plan.defs();
     let len = bars.len();
     // The keys of the function series (others are not cached: conditions are bytes, and an
@@ -296,6 +360,7 @@ fn materialise(
             defs,
             arrays: &arrays,
             stops: &crate::execution::NO_SHARED_STOPS,
+            tables: &no_tables,
         };
         // Calls of a function with a shared multi-window pass (SMA: one pass whose cost is the
         // longest window, not the sum of them) over the same input: one pass for all of them.
@@ -388,6 +453,8 @@ struct Ctx<'a> {
     arrays: &'a [Option<Array>],
     /// What the execution loop's stop checks share (phase 2).
     stops: &'a crate::execution::SharedStops,
+    /// The tables of first stops for the stop formulas' values enough combos share.
+    tables: &'a StopTables,
 }
 
 impl<'a> Ctx<'a> {
@@ -714,10 +781,12 @@ fn run_combo<B: Book>(
     );
     let len = ctx.bars.len();
     let formula_stops = combo.stops.map(|s| s.is_some());
-    let stopped = formula_stops.contains(&true);
     let mut engine = Engine::<B, false>::new(ctx.bars, exec, book)
         .with_formula_stops(formula_stops)
-        .with_shared(ctx.stops);
+        .with_shared(ctx.stops)
+        .with_table(ctx.tables.get(&combo.stops));
+    // A table of the formulas' first stops has read them already.
+    let stopped = engine.reads_stop_values();
     let mut events = std::mem::take(&mut scratch.events);
     let mut exit_bytes = std::mem::take(&mut scratch.exits);
     let mut b0 = exec.start.min(len);

@@ -115,6 +115,24 @@ fn builds(bars: usize, combos: usize, exec: &Execution, formula_stops: bool) -> 
 /// One side of [`Exits`]: the stops' bars, exit prices and reasons.
 type SideTable = (Vec<Exit>, Vec<f64>, Vec<ExitReason>);
 
+/// A stop's fraction for the trades of a table (`stop_loss`, `take_profit`, `trailing_stop`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fraction<'a> {
+    /// The number of the body, or no such stop.
+    Fixed(Option<f64>),
+    /// A stop formula's values: a trade takes the value at the bar whose close decided its
+    /// entry (NaN or <= 0: no such stop for that trade). Not for the trailing stop, whose
+    /// fraction the pass shares between trades.
+    PerBar(&'a [f64]),
+}
+
+/// Bytes of a table over `bars` bars for trades on `side` (what a stop formula's table takes,
+/// [`Exits::with_fractions`]).
+pub(crate) fn table_bytes(bars: usize, side: Side) -> usize {
+    let sides = if side == Side::Both { 2 } else { 1 };
+    sides * bars * EXIT_BYTES
+}
+
 impl Exits {
     /// The table for a sweep of `combos` combos over `bars` with `exec`, if it builds one
     /// ([`exits_bytes`]). The two sides are built at once.
@@ -127,7 +145,24 @@ impl Exits {
         if !builds(bars.len(), combos, exec, formula_stops) {
             return None;
         }
-        let fr: Fractions = [exec.stop_loss, exec.take_profit, exec.trailing_stop];
+        let fixed = [exec.stop_loss, exec.take_profit, exec.trailing_stop].map(Fraction::Fixed);
+        Some(Self::build(bars, exec, fixed))
+    }
+
+    /// The table of trades whose stop fractions are `fractions` (stop formulas' values, or
+    /// numbers), for a sweep's combos that share them; `None` for a trailing stop that is a
+    /// formula or a series too long for the table's bar numbers.
+    pub(crate) fn with_fractions(
+        bars: &Bars<'_>,
+        exec: &Execution,
+        fractions: [Fraction<'_>; 3],
+    ) -> Option<Self> {
+        let fits = bars.len() < UNREAD_BAR as usize;
+        (fits && matches!(fractions[2], Fraction::Fixed(_)))
+            .then(|| Self::build(bars, exec, fractions))
+    }
+
+    fn build(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3]) -> Self {
         let side = |long: bool| -> SideTable {
             let held = match exec.side {
                 Side::Both => true,
@@ -142,12 +177,12 @@ impl Exits {
         };
         let (long, short) = rayon::join(|| side(true), || side(false));
         let complete = !long.0.iter().chain(&short.0).any(|e| e.walks());
-        Some(Self {
+        Self {
             bars: [long.0, short.0],
             prices: [long.1, short.1],
             reasons: [long.2, short.2],
             complete,
-        })
+        }
     }
 
     /// Every entry is in the table: a loop need never walk a trade's bars.
@@ -232,7 +267,7 @@ impl Records {
 }
 
 /// One side's table: per entry bar, the first stop (see the module's notes).
-fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTable {
+fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) -> SideTable {
     let p = StopBars::of(bars, exec);
     let n = bars.len();
     // Long-space prices: a short's are negated (its lows are the long's highs).
@@ -254,7 +289,10 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTab
             sign * v
         }
     };
-    let factor = fr[2].map(|f| if long { 1.0 - f } else { 1.0 + f });
+    let factor = match fr[2] {
+        Fraction::Fixed(f) => f.map(|f| if long { 1.0 - f } else { 1.0 + f }),
+        Fraction::PerBar(_) => unreachable!("a trailing formula has no table"),
+    };
     let pos = sign;
     let (entries, offset) = match exec.fill {
         Fill::NextOpen => (
@@ -294,7 +332,14 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: Fractions, long: bool) -> SideTab
             table[e] = Exit::WALK;
             continue;
         }
-        let t = TradeStops::new(long, entry, fr);
+        // A formula's value at the bar whose close decided the entry (an entry at the first
+        // bar's open, which no bar decides, never happens).
+        let decided = e.checked_sub(1 - offset);
+        let fractions: Fractions = fr.map(|f| match f {
+            Fraction::Fixed(f) => f,
+            Fraction::PerBar(v) => decided.map(|d| v[d]).filter(|&v| v > 0.0),
+        });
+        let t = TradeStops::new(long, entry, fractions);
         let start = sign * entry;
         let mut first = u32::MAX;
         if let Some(m) = factor {

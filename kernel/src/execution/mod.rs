@@ -20,8 +20,9 @@
 mod exits;
 mod stops;
 
+use exits::Exit;
 pub use exits::{EXITS_MIN_COMBOS, exits_bytes};
-use exits::{Exit, Exits};
+pub(crate) use exits::{Exits, Fraction, table_bytes};
 use stops::Extrema;
 pub use stops::extrema_bytes;
 use stops::{EXTREMA_BLOCK, Hit, StopBars, TradeStops};
@@ -391,6 +392,8 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     /// The general loop's options with every trade's first stop in the sweep's table, or no
     /// stops (and no stop formulas): [`Engine::quick`] runs instead ([`Engine::can_be_quick`]).
     quick: bool,
+    /// The table was built for this run's stop formulas ([`Engine::with_table`]).
+    table_of_formulas: bool,
     book: B,
     pos: f64,
     entry: f64,
@@ -437,6 +440,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             stops: exec.has_stops(),
             general: !exec.is_v12(),
             quick: !PLAIN && !exec.is_v12() && !exec.has_stops(),
+            table_of_formulas: false,
             book,
             pos: 0.0,
             entry: 0.0,
@@ -480,11 +484,34 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         self
     }
 
-    /// Whether [`Engine::quick`]'s shorter steps serve: the general loop's options, no stop
-    /// formula, and no stops or every trade's first stop in the sweep's table.
+    /// This engine reading its trades' first stops from `table`, built for its stop formulas'
+    /// values ([`Exits::with_fractions`]), if there is one.
+    pub(crate) fn with_table(mut self, table: Option<&'a Exits>) -> Self {
+        if let Some(x) = table {
+            self.exits = Some(x);
+            self.table_of_formulas = true;
+            self.quick = self.can_be_quick();
+        }
+        self
+    }
+
+    /// Whether the table holds this run's trades: its fractions are the body's numbers, or
+    /// it was built for the run's formulas.
+    fn table_holds(&self) -> bool {
+        self.table_of_formulas || !self.formulas.contains(&true)
+    }
+
+    /// Whether [`Engine::quick`]'s shorter steps serve: the general loop's options, and no
+    /// stops or every trade's first stop in a table that holds them.
     fn can_be_quick(&self) -> bool {
-        let table = self.exits.is_some_and(Exits::complete);
-        !PLAIN && self.general && !self.formulas.contains(&true) && (!self.stops || table)
+        let table = self.exits.is_some_and(Exits::complete) && self.table_holds();
+        !PLAIN && self.general && (!self.stops || table)
+    }
+
+    /// Whether the run reads its stop formulas' values at each event ([`Engine::stop_values`]):
+    /// not when a table of first stops holds every trade of them.
+    pub(crate) fn reads_stop_values(&self) -> bool {
+        self.formulas.contains(&true) && !self.quick
     }
 
     /// The stop formulas' values at the bar of the next event (NaN, or a value <= 0: no such
@@ -734,7 +761,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             self.trade = TradeStops::new(pos > 0.0, c, fr);
             // The table holds the trades of the sweep's fixed fractions only.
             self.exit = match self.exits {
-                Some(x) if !self.formulas.contains(&true) => {
+                Some(x) if self.table_holds() => {
                     x.prefetch(pos > 0.0, i);
                     Exit::UNREAD
                 }
