@@ -404,12 +404,17 @@ impl Firsts {
             bad: impl Fn(f64, f64) -> bool,
         ) {
             let pairs = || a.iter().zip(b).map(|(&x, &y)| (x, y));
-            if found.is_none() && pairs().fold(0u8, |any, (x, y)| any | u8::from(bad(x, y))) != 0 {
+            // An OR of the comparisons as wide as an f64 lane (a `u8` accumulator narrows every
+            // lane, a `bool` one does not vectorise).
+            if found.is_none() && pairs().fold(0u64, |any, (x, y)| any | u64::from(bad(x, y))) != 0
+            {
                 *found = pairs().position(|(x, y)| bad(x, y)).map(|k| start + k);
             }
         }
-        // (`&`, not `&&`: no branch in the test of a chunk.)
-        let price = |v: f64, _| !(v.is_finite() & (v > 0.0));
+        // (`&`, not `&&`: no branch in the test of a chunk; comparisons, not `is_finite`, which
+        // is a test of the bits the portable target does not vectorise. NaN fails both, +inf
+        // the second, -inf the first.)
+        let price = |v: f64, _| !((v > 0.0) & (v < f64::INFINITY));
         let mut f = Self::default();
         let mut start = rows.start;
         while start < rows.end {
@@ -423,7 +428,7 @@ impl Firsts {
             }
             if let Some(x) = volume {
                 first(&mut f.own[3], start, (of(x), c), |v, _| {
-                    !(v.is_finite() & (v >= 0.0))
+                    !(0.0..f64::INFINITY).contains(&v)
                 });
             }
             if let Some(h) = high {
