@@ -276,7 +276,12 @@ mod tests {
 
     /// An engine holding dataset `s` (2,000 bars), and the paper-grid-like request on it.
     async fn engine() -> (Engine, SweepRequest) {
-        let close: Float64Array = (0..2_000)
+        engine_of(2_000, br#"{"dataset": "s", "lengths": [6, 30, 80]}"#).await
+    }
+
+    /// An engine holding dataset `s` of `bars` bars, and `request` on it.
+    async fn engine_of(bars: i32, request: &[u8]) -> (Engine, SweepRequest) {
+        let close: Float64Array = (0..bars)
             .map(|i| 100.0 + (f64::from(i) * 0.05).sin() * 3.0 + f64::from(i) * 0.01)
             .collect();
         let schema = std::sync::Arc::new(Schema::new(vec![Field::new(
@@ -287,17 +292,18 @@ mod tests {
         let batch = RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(close)]).unwrap();
         let engine = Engine::in_memory(ServerConfig::default()).unwrap();
         engine.put("s", &schema, vec![batch], None).await.unwrap();
-        let request = SweepRequest::decode(br#"{"dataset": "s", "lengths": [6, 30, 80]}"#).unwrap();
+        let request = SweepRequest::decode(request).unwrap();
         (engine, request)
     }
 
     /// Waits (a hang guard, not a timing bound) until `done` holds.
     async fn until(done: impl Fn() -> bool) {
-        for _ in 0..3_000 {
+        // Every millisecond: a fill is caught while it runs.
+        for _ in 0..30_000 {
             if done() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         panic!("not done in 30 s");
     }
@@ -324,6 +330,47 @@ mod tests {
         let budget = engine.compute.budget();
         assert_eq!((budget.reserved(), budget.fill_reserved()), (0, 0));
         // The next sweep reads them and gives the same answer.
+        let hits = engine.metrics.cache_hits.get();
+        assert_eq!(engine.sweep(&request).await.unwrap(), want);
+        assert!(engine.metrics.cache_hits.get() > hits);
+    }
+
+    #[tokio::test]
+    async fn a_fill_a_sweep_interrupts_starts_again_at_the_next_idle_moment() {
+        // A fill long enough (a few hundred milliseconds on one thread) to be caught running.
+        let (engine, request) = engine_of(
+            300_000,
+            br#"{"dataset": "s", "lengths": [6, 30, 80, 200, 400]}"#,
+        )
+        .await;
+        let want = engine.sweep(&request).await.unwrap();
+        let busy = Running::start(&engine.compute.running);
+        engine.sweep(&request).await.unwrap();
+        let budget = engine.compute.budget();
+        let cache = std::sync::Arc::clone(engine.store.cache());
+        // Idle: the fill starts (it holds its memory while it runs); a sweep "arrives".
+        drop(busy);
+        until(|| budget.fill_reserved() > 0).await;
+        let busy = Running::start(&engine.compute.running);
+        // It stops at its next check and gives its memory back, unfinished and still wanted.
+        until(|| budget.fill_reserved() == 0).await;
+        assert_eq!(
+            engine.metrics.cache_fills.get(),
+            0,
+            "the fill was not interrupted"
+        );
+        let id = engine.store.get("s").unwrap().id;
+        let key = super::InputKey {
+            dataset: id,
+            series: 0,
+            rows: None,
+        };
+        assert!(cache.fill_wanted(key));
+        // At the next idle moment it runs again, to the end.
+        drop(busy);
+        until(|| engine.metrics.cache_fills.get() == 1).await;
+        assert!(!cache.fill_wanted(key));
+        assert!(cache.bytes() > 0);
         let hits = engine.metrics.cache_hits.get();
         assert_eq!(engine.sweep(&request).await.unwrap(), want);
         assert!(engine.metrics.cache_hits.get() > hits);
