@@ -808,3 +808,24 @@ fn a_stop_formula_must_be_a_number() {
     let names: Vec<&str> = p.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["n", "m", "w", "t"]);
 }
+
+#[test]
+fn every_option_name_reads_back_as_its_option() {
+    for (i, &name) in Side::NAMES.iter().enumerate() {
+        let side = Side::from_name(name).unwrap();
+        assert_eq!((side.name(), side as usize), (name, i));
+    }
+    for (i, &name) in Fill::NAMES.iter().enumerate() {
+        let fill = Fill::from_name(name).unwrap();
+        assert_eq!((fill.name(), fill as usize), (name, i));
+    }
+    for (i, &name) in StopsOn::NAMES.iter().enumerate() {
+        let stops = StopsOn::from_name(name).unwrap();
+        assert_eq!((stops.name(), stops as usize), (name, i));
+    }
+    for bad in ["", "Both", "next-open", "highlow"] {
+        assert_eq!(Side::from_name(bad), None);
+        assert_eq!(Fill::from_name(bad), None);
+        assert_eq!(StopsOn::from_name(bad), None);
+    }
+}

@@ -68,6 +68,11 @@ impl SharedStops {
 use crate::lines::Bars;
 use crate::{Error, Result};
 
+/// The option of `values` whose wire name (the same place in `names`) is `name`.
+fn named<T: Copy, const N: usize>(names: &[&str; N], values: [T; N], name: &str) -> Option<T> {
+    names.iter().position(|&n| n == name).map(|i| values[i])
+}
+
 /// Which positions a run may hold (body field `side`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Side {
@@ -86,12 +91,7 @@ impl Side {
 
     /// The side of a wire name.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "both" => Some(Self::Both),
-            "long" => Some(Self::Long),
-            "short" => Some(Self::Short),
-            _ => None,
-        }
+        named(&Self::NAMES, [Self::Both, Self::Long, Self::Short], name)
     }
 
     /// The wire name.
@@ -116,10 +116,7 @@ impl Fill {
 
     /// The fill of a wire name.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|&n| n == name)
-            .map(|i| [Self::Close, Self::NextOpen][i])
+        named(&Self::NAMES, [Self::Close, Self::NextOpen], name)
     }
 
     /// The wire name.
@@ -145,10 +142,7 @@ impl StopsOn {
 
     /// The rule of a wire name.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|&n| n == name)
-            .map(|i| [Self::Close, Self::HighLow][i])
+        named(&Self::NAMES, [Self::Close, Self::HighLow], name)
     }
 
     /// The wire name.
