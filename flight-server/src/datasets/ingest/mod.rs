@@ -326,6 +326,49 @@ mod tests {
     }
 
     #[test]
+    fn large_bar_columns_in_several_batches_read_back_whole_and_as_sent() {
+        // Batches as large as a big upload's messages: the bar columns go to their mappings
+        // from the second batch on.
+        let rows = 70_000;
+        let price = |b: usize, r: usize| 100.0 + (b * rows + r) as f64 * 1e-3;
+        let batches: Vec<RecordBatch> = (0..3)
+            .map(|b| {
+                let col = |shift: f64| -> ArrayRef {
+                    Arc::new(Float64Array::from_iter_values(
+                        (0..rows).map(|r| price(b, r) + shift),
+                    ))
+                };
+                batch(vec![
+                    ("open", col(0.0)),
+                    ("high", col(1.0)),
+                    ("low", col(-1.0)),
+                    ("close", col(0.5)),
+                    ("volume", col(0.0)),
+                ])
+            })
+            .collect();
+        let d = build(batches, None).unwrap();
+        assert!(d.bars.unusable.is_empty(), "{:?}", d.bars.unusable);
+        let whole = |shift: f64| -> Vec<f64> {
+            (0..3)
+                .flat_map(|b| (0..rows).map(move |r| price(b, r) + shift))
+                .collect()
+        };
+        for (column, shift) in [
+            (&d.bars.open, 0.0),
+            (&d.bars.high, 1.0),
+            (&d.bars.low, -1.0),
+            (&d.bars.volume, 0.0),
+        ] {
+            assert_eq!(column.as_ref().unwrap().values().as_ref(), whole(shift));
+        }
+        assert_eq!(d.close.values().as_ref(), whole(0.5));
+        // Each stored batch holds its rows as sent.
+        let high: &Float64Array = d.batches[2].column(1).as_primitive();
+        assert_eq!(high.values().as_ref(), &whole(1.0)[2 * rows..]);
+    }
+
+    #[test]
     fn first_bad_row_counts_across_batches() {
         let closes = |v: Vec<Option<f64>>| {
             batch(vec![("close", Arc::new(Float64Array::from(v)) as ArrayRef)])

@@ -328,6 +328,12 @@ impl StoredRows {
 /// reserved mapping (see [`CloseColumn`]).
 const HEAP_CLOSES: usize = 2 << 20;
 
+/// Values of a column's first two decoded messages from which it goes to a mapping at once:
+/// an upload sent in messages this large is a large one (a 400 MB OHLCV put's messages hold
+/// ~200,000 rows each; doubling a vector to [`HEAP_CLOSES`] first cost four such columns
+/// ~128 MB of copies and fresh pages).
+const MAPPED_AT_ONCE: usize = 1 << 16;
+
 /// An upload's close column, contiguous, filled one batch at a time.
 ///
 /// A single batch's column is kept as it is (no copy: a file read back at start, or a small
@@ -360,6 +366,13 @@ impl CloseColumn {
         let storage = std::mem::replace(&mut self.storage, Storage::Empty);
         self.storage = match storage {
             Storage::Empty => Storage::Single(close),
+            // Two large messages: a large upload, which goes to a mapping at once (as
+            // `push_bytes` does) rather than through a doubling vector's copies and fresh pages.
+            Storage::Single(first) if first.len() + close.len() >= MAPPED_AT_ONCE => {
+                let (mut m, len) = self.mapped(Storage::Single(first))?;
+                let len = m.append(len, close.values())?;
+                Storage::Mapped(m, len)
+            }
             Storage::Single(first) => {
                 let values = first.values();
                 self.grow(
