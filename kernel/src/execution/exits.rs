@@ -10,14 +10,18 @@
 //! The pass, for a long (a short is the same over negated prices, with the trail's factor
 //! `1 + f`): keeping, from the current bar on, the bars whose low is lower than every low before
 //! them and those whose high is higher than every high before them (two stacks), the first bar
-//! at or after `a` whose low is at or below a price, or whose high is above one, is a binary
-//! search. A fixed stop-loss or take-profit is one such search. The trail's stop moves with the
+//! at or after `a` whose low is at or below a price, or whose high is above one, is a search of
+//! a stack from its top. A stop-loss or take-profit is one such search. The trail's stop moves with the
 //! best price since entry, which is the entry until the first high above it, then the highs of
 //! the chain of each bar's next higher high: each bar `k` knows the first bar up to its next
 //! higher high where the low reaches its high's trail, and so the first trail hit of the chain
 //! from `k` (from the chain's next bar, found earlier in the backward pass). The exit price and
 //! reason at the hit bar come from [`TradeStops::at`], the loop's own test, with the best price
 //! found the same way.
+//!
+//! A stop-loss or take-profit that is a formula depends on the entry's bar too (its value at
+//! the deciding bar): the combos that share a formula's values share a table
+//! ([`Exits::with_fractions`]). A trailing stop's fraction must be one number for the chain.
 //!
 //! NaN prices never hit a stop and never move the best price (as in the loop): a NaN low counts
 //! as `+inf`, a NaN high as `-inf`. An entry at a NaN price is left to the loop's walk.
