@@ -402,7 +402,8 @@ mod tests {
     use crate::execution::StopsOn;
 
     /// Bars of a random walk with `vol` moves, a NaN gap in highs and lows (and closes, for the
-    /// closes-only case), and flat stretches (ties of highs and lows).
+    /// closes-only case), flat stretches (ties of highs and lows), and for seed 7 a NaN warm-up
+    /// of 40 bars (highs, lows and closes).
     fn bars(n: usize, vol: f64, seed: u64) -> [Vec<f64>; 4] {
         let mut state = seed;
         let mut unit = || {
@@ -431,11 +432,12 @@ mod tests {
                     o.min(c) * (1.0 - unit() * vol / 4.0),
                 )
             };
-            let gap = (3000..3010).contains(&i);
+            let prefix = seed == 7 && i < 40;
+            let gap = (3000..3010).contains(&i) || prefix;
             open.push(o);
             high.push(if gap { f64::NAN } else { h });
             low.push(if gap { f64::NAN } else { l });
-            close.push(if i == 3005 { f64::NAN } else { c });
+            close.push(if i == 3005 || prefix { f64::NAN } else { c });
         }
         [open, high, low, close]
     }
