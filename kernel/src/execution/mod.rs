@@ -10,9 +10,11 @@
 //! checking stops over the closes between events; with the defaults (both sides, no stops,
 //! the whole range) it is the paper's stop-and-reverse, operation for operation. The other
 //! options run the general loop ([`Engine::advance`]): each bar from the last event to the
-//! next one gets its pending fill and its stop check in the spec's order. Either way the
-//! trades and their arithmetic are those of [`crate::oracle`]'s bar-by-bar loop, which is
-//! written from the spec on its own.
+//! next one gets its pending fill and its stop check in the spec's order. Where the sweep found
+//! every trade's first stop beforehand ([`exits`]), or there are no stops, the general loop
+//! takes shorter steps ([`Engine::quick`]): one comparison per event for the stops, and each
+//! decision filled at once. Either way the trades and their arithmetic are those of
+//! [`crate::oracle`]'s bar-by-bar loop, which is written from the spec on its own.
 //!
 //! Where the trades go is the [`Book`]'s business: the sweep's [`crate::Ledger`] folds them into
 //! a [`crate::ComboResult`]; a trade list keeps them.
@@ -26,6 +28,9 @@ pub(crate) use exits::{Exits, Fraction, table_bytes};
 use stops::Extrema;
 pub use stops::extrema_bytes;
 use stops::{EXTREMA_BLOCK, Hit, StopBars, TradeStops};
+
+use crate::lines::Bars;
+use crate::{Error, Result};
 
 /// What every combo of a sweep shares for its stop checks, built once per series: the first
 /// stop of every (bar, side) where the stops are fixed and the combos many ([`Exits`]), else
@@ -64,9 +69,6 @@ impl SharedStops {
         }
     }
 }
-
-use crate::lines::Bars;
-use crate::{Error, Result};
 
 /// The option of `values` whose wire name (the same place in `names`) is `name`.
 fn named<T: Copy, const N: usize>(names: &[&str; N], values: [T; N], name: &str) -> Option<T> {
