@@ -57,11 +57,16 @@ where
         decoder.ok_or_else(|| Error::invalid("empty upload: the stream carried no schema"))?;
     // The whole-column work of the end (the bar rules over every row, a universe's grouping)
     // takes tens of milliseconds on a large upload: off the runtime's workers, which serve
-    // every other call meanwhile.
+    // every other call meanwhile (an upload driven without a runtime, as the fuzz targets
+    // drive one, finishes where it is).
     let builder = decoder.builder;
-    tokio::task::spawn_blocking(move || builder.finish())
-        .await
-        .map_err(|e| Error::Internal(format!("finishing the upload failed: {e}")))?
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime
+            .spawn_blocking(move || builder.finish())
+            .await
+            .map_err(|e| Error::Internal(format!("finishing the upload failed: {e}")))?,
+        Err(_) => builder.finish(),
+    }
 }
 
 /// Feeds every message of `stream` to the decoder (made from the schema message).
