@@ -71,13 +71,7 @@ impl Ohlc {
     }
 
     fn bars(&self) -> Bars<'_> {
-        Bars {
-            open: Some(&self.open),
-            high: Some(&self.high),
-            low: Some(&self.low),
-            close: &self.close,
-            volume: None,
-        }
+        Bars::ohlc(&self.open, &self.high, &self.low, &self.close)
     }
 }
 

@@ -77,13 +77,7 @@ fn main() -> anyhow::Result<()> {
     let low: Vec<f64> = (0..close.len())
         .map(|i| open[i].min(close[i]) - wick[i])
         .collect();
-    let bars = Bars {
-        open: Some(&open),
-        high: Some(&high),
-        low: Some(&low),
-        close: &close,
-        volume: None,
-    };
+    let bars = Bars::ohlc(&open, &high, &low, &close);
     let control = SweepControl::default();
     let pairs: Vec<(u32, u32)> = (2..=30)
         .flat_map(|f| (f + 1..=30).map(move |s| (f, s)))

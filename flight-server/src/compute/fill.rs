@@ -296,6 +296,15 @@ mod tests {
         (engine, request)
     }
 
+    /// The cache's key of dataset `s`'s whole series.
+    fn input_of(engine: &Engine) -> super::InputKey {
+        super::InputKey {
+            dataset: engine.store.get("s").unwrap().id,
+            series: 0,
+            rows: None,
+        }
+    }
+
     /// Waits (a hang guard, not a timing bound) until `done` holds.
     async fn until(done: impl Fn() -> bool) {
         // Every millisecond: a fill is caught while it runs.
@@ -359,12 +368,7 @@ mod tests {
             0,
             "the fill was not interrupted"
         );
-        let id = engine.store.get("s").unwrap().id;
-        let key = super::InputKey {
-            dataset: id,
-            series: 0,
-            rows: None,
-        };
+        let key = input_of(&engine);
         assert!(cache.fill_wanted(key));
         // At the next idle moment it runs again, to the end.
         drop(busy);
@@ -383,12 +387,7 @@ mod tests {
         engine.sweep(&request).await.unwrap();
         engine.sweep(&request).await.unwrap();
         let cache = std::sync::Arc::clone(engine.store.cache());
-        let id = engine.store.get("s").unwrap().id;
-        let key = super::InputKey {
-            dataset: id,
-            series: 0,
-            rows: None,
-        };
+        let key = input_of(&engine);
         assert!(cache.fill_wanted(key));
         engine.store.remove("s").await.unwrap();
         drop(busy);

@@ -273,14 +273,7 @@ fn stop_tables(
                 Some(Operand::Const(bits)) => {
                     Fraction::Fixed(Some(f64::from_bits(bits)).filter(|&v| v > 0.0))
                 }
-                Some(Operand::Node(n)) => Fraction::PerBar(match &defs[n as usize] {
-                    Def::Column(c) => column(bars, *c)?,
-                    _ => match arrays[n as usize].as_ref()? {
-                        Array::Series(s) => s,
-                        Array::Shared(s) => s,
-                        Array::Cond(_) => return None,
-                    },
-                }),
+                Some(Operand::Node(n)) => Fraction::PerBar(whole_series(bars, defs, arrays, n)?),
             };
         }
         Some((*stops, Exits::with_fractions(bars, exec, fractions)?))
@@ -722,14 +715,27 @@ fn num<'a>(
 ) -> Num<'a> {
     match o {
         Operand::Const(bits) => Num::Const(f64::from_bits(bits)),
-        Operand::Node(n) => match &ctx.defs[n as usize] {
-            Def::Column(c) => Num::Slice(&column(ctx.bars, *c).expect("checked")[b0..b1]),
-            _ => match &ctx.arrays[n as usize] {
-                Some(Array::Series(s)) => Num::Slice(&s[b0..b1]),
-                Some(Array::Shared(s)) => Num::Slice(&s[b0..b1]),
-                Some(Array::Cond(_)) => unreachable!("a number operand"),
-                None => Num::Slice(&scratch.series[slots.of(n)]),
-            },
+        Operand::Node(n) => match whole_series(ctx.bars, ctx.defs, ctx.arrays, n) {
+            Some(s) => Num::Slice(&s[b0..b1]),
+            None => Num::Slice(&scratch.series[slots.of(n)]),
+        },
+    }
+}
+
+/// Number node `n`'s whole series, where it is one: a column, or a series phase 1 computed
+/// (`None`: a combo's own node, computed a block at a time).
+fn whole_series<'a>(
+    bars: &'a Bars<'_>,
+    defs: &[Def],
+    arrays: &'a [Option<Array>],
+    n: u32,
+) -> Option<&'a [f64]> {
+    match &defs[n as usize] {
+        Def::Column(c) => Some(column(bars, *c).expect("checked")),
+        _ => match arrays[n as usize].as_ref()? {
+            Array::Series(s) => Some(s),
+            Array::Shared(s) => Some(s),
+            Array::Cond(_) => unreachable!("a number operand"),
         },
     }
 }

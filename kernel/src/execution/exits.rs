@@ -447,13 +447,7 @@ mod tests {
         let mut checked = [0usize; 2];
         for (seed, vol) in [(0x9e37_79b9_7f4a_7c15, 0.004), (7, 0.02), (11, 0.0005)] {
             let [open, high, low, close] = bars(6_000, vol, seed);
-            let b = Bars {
-                open: Some(&open),
-                high: Some(&high),
-                low: Some(&low),
-                close: &close,
-                volume: None,
-            };
+            let b = Bars::ohlc(&open, &high, &low, &close);
             let fractions: [Fractions; 6] = [
                 [None, None, Some(0.01)],
                 [None, None, Some(0.002)],

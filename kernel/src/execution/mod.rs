@@ -429,13 +429,13 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn new(bars: &Bars<'a>, exec: &Execution, book: B) -> Self {
         debug_assert!(!PLAIN || exec.is_plain());
         debug_assert!(exec.check_bars(bars).is_ok());
-        Self {
+        let mut engine = Self {
             close: bars.close,
             bars: *bars,
             exec: *exec,
             stops: exec.has_stops(),
             general: !exec.is_v12(),
-            quick: !PLAIN && !exec.is_v12() && !exec.has_stops(),
+            quick: false,
             table_of_formulas: false,
             book,
             pos: 0.0,
@@ -455,7 +455,9 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             exits: None,
             exit: Exit::WALK,
             prices: StopBars::of(bars, exec),
-        }
+        };
+        engine.quick = engine.can_be_quick();
+        engine
     }
 
     /// This engine reading what its sweep shares for the stops: the first stops of its
@@ -958,25 +960,13 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     pub(crate) fn finish(mut self) -> B {
         let n = self.close.len();
         if n > self.exec.start {
-            if self.quick {
-                if self.pos != 0.0 {
+            if self.general {
+                // Stops through the last bar (the quick steps have no pending fills to make).
+                if !self.quick {
+                    self.advance(n - 1);
+                } else if self.pos != 0.0 {
                     self.table_stop(n - 1);
                 }
-                if self.pos != 0.0 {
-                    let exit = self.exec.exit_at(self.pos, self.close[n - 1]);
-                    self.book.book(
-                        self.pos,
-                        self.entry,
-                        self.entry_row,
-                        exit,
-                        n - 1,
-                        ExitReason::End,
-                    );
-                }
-                return self.book;
-            }
-            if self.general {
-                self.advance(n - 1);
                 if self.pos != 0.0 {
                     let exit = self.exec.exit_at(self.pos, self.close[n - 1]);
                     self.book.book(

@@ -395,13 +395,7 @@ mod tests {
     #[test]
     fn a_walk_over_blocks_of_every_size_stops_where_the_bar_by_bar_walk_does() {
         let (open, high, low, close) = bars(20_000);
-        let b = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: &close,
-            volume: None,
-        };
+        let b = Bars::ohlc(&open, &high, &low, &close);
         let mut checked = 0;
         for stops in [StopsOn::HighLow, StopsOn::Close] {
             let exec = Execution {

@@ -54,6 +54,17 @@ impl<'a> Bars<'a> {
         }
     }
 
+    /// Bars of opens, highs, lows and closes (no volume).
+    pub fn ohlc(open: &'a [f64], high: &'a [f64], low: &'a [f64], close: &'a [f64]) -> Self {
+        Self {
+            open: Some(open),
+            high: Some(high),
+            low: Some(low),
+            close,
+            volume: None,
+        }
+    }
+
     /// The number of bars.
     pub fn len(&self) -> usize {
         self.close.len()
