@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::lines::vector::UNDEFINED;
+
 /// An array the sweep computes over one close series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ArrayKey {
@@ -29,12 +31,18 @@ pub enum ArrayKey {
     /// canonical node key (the plan's: function, operands, windows, constants), so equal
     /// calls of any two formulas, combos or calls are one array.
     Node(u128),
+    /// One hma_sar combo's state bytes (see [`crate::signal`]): its HMA line's windows
+    /// `[half, full, sqrt]`, then its HMA3 line's `[p3, p2, p]`. One byte a bar where its two
+    /// lines take sixteen, and all a repeated sweep of the combo reads: kept by the cache
+    /// through [`ArrayCache::get_bytes`], never as a line.
+    Signs([u32; 6]),
 }
 
 impl ArrayKey {
-    /// True for a line of f64 values a cache may keep (not the donchian signal bytes).
+    /// True for a line of f64 values a cache may keep (not the donchian signal bytes, not a
+    /// combo's state bytes).
     pub fn is_line(self) -> bool {
-        !matches!(self, Self::Donchian(_))
+        !matches!(self, Self::Donchian(_) | Self::Signs(_))
     }
 
     /// Leading bars of a line computed fresh over a range that are NaN: its value at bar `i`
@@ -52,6 +60,10 @@ impl ArrayKey {
             Self::Hma3([p3, p2, p]) => {
                 w(p3.max(p2).max(p)).saturating_sub(1) + w(p).saturating_sub(1)
             }
+            // Undefined wherever either line is.
+            Self::Signs([h, f, s, p3, p2, p]) => Self::Hma([h, f, s])
+                .warm_up()?
+                .max(Self::Hma3([p3, p2, p]).warm_up()?),
             Self::Moves | Self::Ema(_) | Self::Rsi(_) | Self::Donchian(_) | Self::Node(_) => {
                 return None;
             }
@@ -66,11 +78,21 @@ impl ArrayKey {
     /// the range starts ([`ArrayKey::Ema`], [`ArrayKey::Rsi`], [`ArrayKey::Moves`]) or a range
     /// past `whole`.
     pub fn of_range(self, whole: &[f64], from: usize, to: usize) -> Option<Arc<[f64]>> {
+        self.cut(whole, from, to, f64::NAN)
+    }
+
+    /// [`Self::of_range`] of a combo's state bytes ([`ArrayKey::Signs`]): undefined over the
+    /// range's warm-up, the whole series' bytes after it (they compare the same values).
+    pub fn bytes_of_range(self, whole: &[u8], from: usize, to: usize) -> Option<Arc<[u8]>> {
+        self.cut(whole, from, to, UNDEFINED)
+    }
+
+    fn cut<T: Copy>(self, whole: &[T], from: usize, to: usize, undefined: T) -> Option<Arc<[T]>> {
         let warm = self.warm_up()?;
         let values = whole.get(from..to)?;
         let cut = warm.min(values.len());
         Some(
-            std::iter::repeat_n(f64::NAN, cut)
+            std::iter::repeat_n(undefined, cut)
                 .chain(values[cut..].iter().copied())
                 .collect(),
         )
@@ -86,6 +108,12 @@ pub trait ArrayCache: Sync {
     fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>>;
     /// Offers a freshly computed array; the cache may keep or drop it.
     fn insert(&self, key: ArrayKey, array: Arc<[f64]>);
+    /// The bytes under `key` ([`ArrayKey::Signs`]) if the cache holds them.
+    fn get_bytes(&self, _key: ArrayKey) -> Option<Arc<[u8]>> {
+        None
+    }
+    /// Offers freshly computed bytes ([`ArrayKey::Signs`]); the cache may keep or drop them.
+    fn insert_bytes(&self, _key: ArrayKey, _bytes: Arc<[u8]>) {}
     /// Whether offered arrays may be kept. A cache that keeps nothing answers false, and the
     /// sweep then never writes out a whole array only to offer it.
     fn keeps(&self) -> bool {

@@ -17,9 +17,11 @@ mod run;
 pub use run::{line_bytes, memory_bytes, scratch_bytes, work};
 
 impl Params {
-    /// The lines of this combo that a sweep over a row range can cut from the same lines over
-    /// the whole series ([`crate::ArrayKey::of_range`]): the HMA and HMA3 lines, the SMAs.
-    /// A sweep of combos that between them have every such line of a grid, on the whole
+    /// The arrays of this combo that a sweep over a row range can cut from the same arrays
+    /// over the whole series ([`crate::ArrayKey::of_range`]): the HMA and HMA3 lines and the
+    /// combo's own sign bytes (which of the two a sweep keeps depends on its grid alone, so it
+    /// is the same for the whole series and its ranges), the SMAs.
+    /// A sweep of combos that between them have every such array of a grid, on the whole
     /// series, leaves them in a cache for every range of it.
     pub fn cuttable_lines(&self) -> Vec<crate::ArrayKey> {
         use crate::ArrayKey;
@@ -27,6 +29,7 @@ impl Params {
             Self::HmaSar(c) => vec![
                 ArrayKey::Hma([c.half(), c.full(), c.sqrt()]),
                 ArrayKey::Hma3([c.p3(), c.p2(), c.p()]),
+                ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()]),
             ],
             Self::SmaCross { fast, slow } => vec![ArrayKey::Sma(fast), ArrayKey::Sma(slow)],
             Self::EmaCross { .. } | Self::Donchian { .. } | Self::RsiRevert { .. } => Vec::new(),

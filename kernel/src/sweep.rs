@@ -132,10 +132,27 @@ fn untiled_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usiz
     arrays + workers * bars * SCRATCH_BYTES_PER_BAR
 }
 
-/// Bytes of the distinct lines a sweep of `combos` over `bars` bars computes (two per combo,
-/// fewer where combos share them): what it offers a cache that keeps lines whole.
+/// Bytes a sweep of `combos` over `bars` bars offers a cache that keeps arrays: each combo's
+/// sign bytes or its distinct lines (two per combo, fewer where combos share them), whichever
+/// take less ([`keeps_signs`]).
 pub fn line_bytes(bars: usize, combos: &[Combo]) -> usize {
+    distinct_line_bytes(bars, combos).min(combos.len() * bars)
+}
+
+fn distinct_line_bytes(bars: usize, combos: &[Combo]) -> usize {
     line_uses(combos).len() * bars * size_of::<f64>()
+}
+
+/// Whether a sweep of `combos` keeps (and looks up first) each combo's sign bytes rather than
+/// its lines: one byte a bar per combo against eight per distinct line, so unless more than
+/// eight combos share each line (a grid of a few lines crossed with each other) the signs are
+/// the smaller. The paper grid's lines are nearly all single-use (149 for 80 combos, 179 MB over
+/// 150,000 bars) and its signs 12 MB, which is what a repeated sweep of it reads and what
+/// keeping it writes into fresh memory. The rule depends only on the combos, not on the bars,
+/// so sweeps of the same grid over a series and over a range of it (a walk-forward's folds)
+/// keep and look up the same arrays.
+pub(crate) fn keeps_signs(combos: &[Combo]) -> bool {
+    combos.len() <= line_uses(combos).len() * size_of::<f64>()
 }
 
 /// How many lines a batch computes before running its signals (see [`BATCH_BYTES`]).
@@ -169,6 +186,10 @@ fn hma_key(c: &Combo) -> ArrayKey {
 
 fn hma3_key(c: &Combo) -> ArrayKey {
     ArrayKey::Hma3([c.p3(), c.p2(), c.p()])
+}
+
+fn signs_key(c: &Combo) -> ArrayKey {
+    ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()])
 }
 
 /// How a sweep is run: where arrays come from, when to stop, how much memory to use.
@@ -294,6 +315,7 @@ pub fn sweep_executed_on(
         stops: crate::execution::SharedStops::of(bars, exec, combos.len(), false),
         combos,
         certify,
+        signs: keeps_signs(combos),
         recycler: certified::Recycler::default(),
         exec: *exec,
         moves: control
@@ -385,6 +407,9 @@ struct Run<'a> {
     /// Long windows take certified lines (the series allows it and the caller did not ask
     /// for the exact rule).
     certify: bool,
+    /// The cache keeps, and is asked first for, each combo's sign bytes rather than its lines
+    /// ([`keeps_signs`]).
+    signs: bool,
     /// Certified lines' allocations, reused once their lines are no longer read.
     recycler: certified::Recycler,
     exec: Execution,
@@ -429,8 +454,46 @@ impl Run<'_> {
         }
     }
 
+    /// Combo `c`'s sign bytes, if the sweep keeps signs and the cache has them.
+    fn cached_signs(&self, c: &Combo) -> Option<Arc<[u8]>> {
+        self.signs
+            .then(|| self.control.cache.get_bytes(signs_key(c)))
+            .flatten()
+            .filter(|s| s.len() == self.close.len())
+    }
+
+    /// Offers combo `c`'s sign bytes, if the sweep keeps signs and the cache may keep them.
+    fn offer_signs(&self, c: &Combo, signs: impl FnOnce() -> Arc<[u8]>) {
+        if self.signs && self.control.cache.keeps() {
+            self.control.cache.insert_bytes(signs_key(c), signs());
+        }
+    }
+
+    /// Offers a computed line, unless the sweep keeps signs instead.
+    fn offer_line(&self, key: ArrayKey, line: &Arc<[f64]>) {
+        if !self.signs {
+            self.control.cache.insert(key, Arc::clone(line));
+        }
+    }
+
     /// The three phases for one group of combos (indices into `combos`).
     fn group(&self, group: &[usize], per_batch: usize) -> Result<Vec<(usize, ComboResult)>> {
+        // Combos whose sign bytes the cache has need no line: their trades first.
+        let mut kept = Vec::new();
+        let mut rest = Vec::with_capacity(group.len());
+        for &i in group {
+            match self.cached_signs(&self.combos[i]) {
+                Some(signs) => kept.push((i, signs)),
+                None => rest.push(i),
+            }
+        }
+        let mut results = self.map(&kept, |_, (i, signs)| {
+            self.check()?;
+            let books = self.books();
+            Ok((*i, signal::crosses(books, *i, [&signs[..]], &self.exec)))
+        })?;
+        self.control.report(kept.len(), self.close.len());
+        let group = &rest[..];
         let cache = self.control.cache;
         let mut lines = Arrays::new();
         let mut bounds = Bounds::new();
@@ -485,7 +548,6 @@ impl Run<'_> {
                 *uses.entry(key).or_default() += 1;
             }
         }
-        let mut results = Vec::with_capacity(group.len());
         let mut start = 0;
         while start < group.len() {
             let mut batch_lines: BTreeSet<ArrayKey> = BTreeSet::new();
@@ -525,7 +587,7 @@ impl Run<'_> {
                     Some(bound) => {
                         bounds.insert(key, bound);
                     }
-                    None => cache.insert(key, Arc::clone(&line)),
+                    None => self.offer_line(key, &line),
                 }
                 lines.insert(key, line);
             }
@@ -540,17 +602,17 @@ impl Run<'_> {
                     },
                     key,
                 };
-                Ok((
+                let result = signal::run_fast(
+                    self.books(),
                     i,
-                    signal::run_fast(
-                        self.books(),
-                        i,
-                        (side(hma_key(c)), side(hma3_key(c))),
-                        &self.exec,
-                        &mut s.signs,
-                        self.control.certified,
-                    ),
-                ))
+                    (side(hma_key(c)), side(hma3_key(c))),
+                    &self.exec,
+                    &mut s.signs,
+                    self.control.certified,
+                );
+                // Settled: the reference's bytes, certified lines or not.
+                self.offer_signs(c, || Arc::from(&s.signs[..]));
+                Ok((i, result))
             })?);
             self.control.report(batch.len(), self.close.len());
             for &i in batch {
@@ -601,7 +663,7 @@ impl Run<'_> {
         let sizes: Vec<usize> = missing.iter().map(|&n| n as usize).collect();
         let arrays = computed(Input::Series(self.close), &sizes, self.parallel);
         for (n, a) in missing.into_iter().zip(arrays) {
-            cache.insert(ArrayKey::Wma(n), Arc::clone(&a));
+            self.offer_line(ArrayKey::Wma(n), &a);
             out.insert(ArrayKey::Wma(n), a);
         }
         Ok(out)
@@ -787,19 +849,63 @@ mod tests {
         assert!((0.55e9..0.7e9).contains(&(paper as f64)), "{paper}");
     }
 
+    /// A cache that keeps everything offered and counts its hits.
     #[derive(Default)]
-    struct Counting(Mutex<HashMap<ArrayKey, Arc<[f64]>>>, AtomicUsize);
+    struct Counting {
+        lines: Mutex<HashMap<ArrayKey, Arc<[f64]>>>,
+        bytes: Mutex<HashMap<ArrayKey, Arc<[u8]>>>,
+        hits: AtomicUsize,
+    }
 
-    impl ArrayCache for Counting {
-        fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
-            let hit = self.0.lock().unwrap().get(&key).cloned();
-            self.1
+    impl Counting {
+        fn hits(&self) -> usize {
+            self.hits.load(Ordering::Relaxed)
+        }
+        fn held(&self) -> BTreeSet<ArrayKey> {
+            let lines = self.lines.lock().unwrap();
+            let bytes = self.bytes.lock().unwrap();
+            lines.keys().chain(bytes.keys()).copied().collect()
+        }
+        fn count<T>(&self, hit: Option<T>) -> Option<T> {
+            self.hits
                 .fetch_add(usize::from(hit.is_some()), Ordering::Relaxed);
             hit
         }
-        fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
-            self.0.lock().unwrap().insert(key, array);
+    }
+
+    impl ArrayCache for Counting {
+        fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+            self.count(self.lines.lock().unwrap().get(&key).cloned())
         }
+        fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+            self.lines.lock().unwrap().insert(key, array);
+        }
+        fn get_bytes(&self, key: ArrayKey) -> Option<Arc<[u8]>> {
+            self.count(self.bytes.lock().unwrap().get(&key).cloned())
+        }
+        fn insert_bytes(&self, key: ArrayKey, bytes: Arc<[u8]>) {
+            self.bytes.lock().unwrap().insert(key, bytes);
+        }
+    }
+
+    /// A sweep over bars `from..to` of a series reads a cache filled by a sweep of the whole
+    /// series, cut to the range ([`ArrayKey::of_range`]), as the server's does.
+    struct RangeOf<'a>(&'a Counting, usize, usize);
+
+    impl ArrayCache for RangeOf<'_> {
+        fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+            let whole = self.0.lines.lock().unwrap().get(&key).cloned()?;
+            self.0.count(key.of_range(&whole, self.1, self.2))
+        }
+        fn insert(&self, _key: ArrayKey, _array: Arc<[f64]>) {}
+        fn get_bytes(&self, key: ArrayKey) -> Option<Arc<[u8]>> {
+            let whole = self.0.bytes.lock().unwrap().get(&key).cloned()?;
+            self.0.count(key.bytes_of_range(&whole, self.1, self.2))
+        }
+    }
+
+    fn signs_keys(combos: &[Combo]) -> BTreeSet<ArrayKey> {
+        combos.iter().map(signs_key).collect()
     }
 
     #[test]
@@ -831,6 +937,7 @@ mod tests {
 
     #[test]
     fn tiny_working_set_and_a_cache_give_the_same_answer() {
+        // Untiled (too few bars for tiles), one combo a group.
         let close = series(2_000);
         let combos = grid();
         let want = sweep(&close, &combos, 0.0009).unwrap();
@@ -841,11 +948,18 @@ mod tests {
             ..SweepControl::default()
         };
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        let hits_first = cache.1.load(Ordering::Relaxed);
+        // Each combo's sign bytes kept, not its lines (the grid's lines are single-use).
+        let held = cache.held();
+        assert!(held.is_superset(&signs_keys(&combos)), "{held:?}");
+        assert!(
+            held.iter()
+                .all(|k| !matches!(k, ArrayKey::Hma(_) | ArrayKey::Wma(_)))
+        );
+        let hits_first = cache.hits();
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        // The second sweep found every line: two lookups per combo's lines, nothing else.
-        let hits = cache.1.load(Ordering::Relaxed) - hits_first;
-        assert!(hits >= distinct_lines(&combos), "{hits} hits");
+        // The second sweep found every combo's bytes.
+        let hits = cache.hits() - hits_first;
+        assert!(hits >= combos.len(), "{hits} hits");
     }
 
     #[test]
@@ -861,21 +975,22 @@ mod tests {
             ..SweepControl::default()
         };
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        // Every line was offered whole, and the moves of the per-bar metrics; no first-level
-        // WMA (tiles never hold one whole).
-        let held: Vec<ArrayKey> = cache.0.lock().unwrap().keys().copied().collect();
-        assert_eq!(held.len(), distinct_lines(&combos) + 1);
-        assert!(held.contains(&ArrayKey::Moves));
-        assert!(held.iter().all(|k| !matches!(k, ArrayKey::Wma(_))));
-        // Half the lines gone: the next sweep computes those and reads the rest.
-        cache
-            .0
-            .lock()
-            .unwrap()
-            .retain(|k, _| matches!(k, ArrayKey::Hma(_)));
-        let hits = cache.1.load(Ordering::Relaxed);
+        // Every combo's sign bytes were offered whole (one byte a bar: its single-use lines
+        // would take sixteen), and the moves of the per-bar metrics; no line, no first-level
+        // WMA.
+        let mut expected = signs_keys(&combos);
+        expected.insert(ArrayKey::Moves);
+        assert_eq!(cache.held(), expected);
+        // Half the combos' bytes gone: the next sweep computes those and reads the rest.
+        let mut n = 0;
+        cache.bytes.lock().unwrap().retain(|_, _| {
+            n += 1;
+            n % 2 == 0
+        });
+        let hits = cache.hits();
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
-        assert!(cache.1.load(Ordering::Relaxed) > hits);
+        assert!(cache.hits() >= hits + combos.len() / 2);
+        assert_eq!(cache.held(), expected, "the missing ones kept again");
         // Tiled sweeps on a tiny budget (one combo per group) give the same answer.
         let tight = SweepControl {
             working_set_bytes: 1,
@@ -883,6 +998,69 @@ mod tests {
             ..SweepControl::default()
         };
         assert_eq!(sweep_with(&close, &combos, 0.0009, &tight).unwrap(), want);
+    }
+
+    #[test]
+    fn a_grid_of_few_lines_crossed_keeps_its_lines() {
+        // 17 HMA lines x 17 HMA3 lines: 289 combos over 34 lines, more than eight combos a
+        // line, so the lines are the smaller to keep.
+        let close = series(5_000);
+        let combos: Vec<Combo> = (0..17u32)
+            .flat_map(|h| {
+                (0..17u32).map(move |k| {
+                    Combo::new([2 + h, 4 + 2 * h, 2 + h % 3, 1 + k % 4, 2 + k % 5, 3 + k]).unwrap()
+                })
+            })
+            .collect();
+        assert!(!keeps_signs(&combos));
+        let want = oracle::sweep(&close, &combos, 0.0009);
+        let cache = Counting::default();
+        let control = SweepControl {
+            cache: &cache,
+            tile_bars: Some(256),
+            parallel: Some(true),
+            ..SweepControl::default()
+        };
+        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        let held = cache.held();
+        assert_eq!(held.len(), distinct_lines(&combos) + 1, "{held:?}");
+        assert!(held.iter().all(|k| !matches!(k, ArrayKey::Signs(_))));
+        assert_eq!(
+            line_bytes(close.len(), &combos),
+            distinct_lines(&combos) * close.len() * 8
+        );
+        let hits = cache.hits();
+        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        assert!(cache.hits() >= hits + distinct_lines(&combos));
+    }
+
+    #[test]
+    fn range_sweeps_read_sign_bytes_cut_from_the_whole_series() {
+        // A walk-forward's folds: the whole series swept once, keeping; then ranges of it,
+        // tiled and untiled, each equal to a fresh sweep of the range.
+        let close = series(6_000);
+        let combos = grid();
+        let cache = Counting::default();
+        let keep = SweepControl {
+            cache: &cache,
+            ..SweepControl::default()
+        };
+        sweep_with(&close, &combos, 0.0009, &keep).unwrap();
+        for (from, to) in [(0, 3_000), (1_234, 6_000), (5_990, 6_000)] {
+            let fresh = sweep(&close[from..to], &combos, 0.0009).unwrap();
+            for tile_bars in [Some(256), None] {
+                let range = RangeOf(&cache, from, to);
+                let control = SweepControl {
+                    cache: &range,
+                    tile_bars,
+                    ..SweepControl::default()
+                };
+                let hits = cache.hits();
+                let got = sweep_with(&close[from..to], &combos, 0.0009, &control).unwrap();
+                assert_eq!(got, fresh, "{from}..{to} {tile_bars:?}");
+                assert!(cache.hits() >= hits + combos.len(), "{from}..{to}");
+            }
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The kernel cache: arrays the kernel computed over a stored series (first-level WMAs and the
-//! HMA / HMA3 lines, [`ArrayKey`]), kept across sweeps so the next sweep on the same dataset
-//! version skips them: with its lines cached, a repeated grid costs only its signal loops. One
-//! LRU (moka) bounded by `--cache-bytes`, shared by every dataset; a version's entries go when
-//! the version does.
+//! The kernel cache: arrays the kernel computed over a stored series (the indicator lines,
+//! a formula's function series, each hma_sar combo's sign bytes: [`ArrayKey`]), kept across
+//! sweeps so the next sweep on the same dataset version skips them: with its lines (or signs)
+//! cached, a repeated grid costs only its signal loops. One LRU (moka) bounded by
+//! `--cache-bytes`, shared by every dataset; a version's entries go when the version does.
 //!
 //! Admission: an input (a series, or a row range of it) is kept from its second sweep on, and
 //! never on a call's own time. Keeping a sweep's lines is not free: the tiled kernel then
@@ -39,9 +39,25 @@ pub struct InputKey {
 
 type Key = (InputKey, ArrayKey);
 
+/// One kept array: a line's values, or bytes ([`ArrayKey::Signs`]).
+#[derive(Clone)]
+enum Held {
+    Values(Arc<[f64]>),
+    Bytes(Arc<[u8]>),
+}
+
+impl Held {
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Values(v) => size_of_val::<[f64]>(v),
+            Self::Bytes(b) => b.len(),
+        }
+    }
+}
+
 /// The server's kernel cache.
 pub struct KernelCache {
-    arrays: Cache<Key, Arc<[f64]>>,
+    arrays: Cache<Key, Held>,
     /// Inputs swept before, by an LRU of their keys only: the admission rule's memory.
     seen: Cache<InputKey, ()>,
     /// Inputs with a fill queued or running (one at a time per input).
@@ -64,9 +80,7 @@ impl KernelCache {
     pub fn new(bytes: u64) -> Self {
         let arrays = Cache::builder()
             .max_capacity(bytes)
-            .weigher(|_k: &Key, v: &Arc<[f64]>| {
-                u32::try_from(size_of_val::<[f64]>(v)).unwrap_or(u32::MAX)
-            })
+            .weigher(|_k: &Key, v: &Held| u32::try_from(v.bytes()).unwrap_or(u32::MAX))
             .eviction_policy(EvictionPolicy::lru())
             .support_invalidation_closures()
             .build();
@@ -204,26 +218,25 @@ impl CacheView<'_> {
     }
 
     /// A row range's array cut from the same array over the whole series, where that is exact
-    /// ([`ArrayKey::of_range`]: the lines whose values are fresh sums over their own windows).
-    /// The folds of a walk-forward, or any sweep with `rows` after one of the whole series,
-    /// read their lines this way instead of computing them.
-    fn cut_from_whole(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+    /// ([`ArrayKey::of_range`]: the lines whose values are fresh sums over their own windows,
+    /// and the sign bytes comparing two of them). The folds of a walk-forward, or any sweep
+    /// with `rows` after one of the whole series, read their arrays this way instead of
+    /// computing them.
+    fn cut_from_whole(&self, key: ArrayKey) -> Option<Held> {
         let (from, to) = self.input.rows?;
         let whole = InputKey {
             rows: None,
             ..self.input
         };
-        let base = self.cache.arrays.get(&(whole, key))?;
-        key.of_range(
-            &base,
-            usize::try_from(from).ok()?,
-            usize::try_from(to).ok()?,
-        )
+        let (from, to) = (usize::try_from(from).ok()?, usize::try_from(to).ok()?);
+        match self.cache.arrays.get(&(whole, key))? {
+            Held::Values(v) => key.of_range(&v, from, to).map(Held::Values),
+            Held::Bytes(b) => key.bytes_of_range(&b, from, to).map(Held::Bytes),
+        }
     }
-}
 
-impl ArrayCache for CacheView<'_> {
-    fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+    /// The array under `key`, counted as a hit or a miss.
+    fn lookup(&self, key: ArrayKey) -> Option<Held> {
         let hit = self
             .cache
             .arrays
@@ -240,7 +253,8 @@ impl ArrayCache for CacheView<'_> {
         }
         hit
     }
-    fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+
+    fn keep(&self, key: ArrayKey, array: Held) {
         if !self.offer {
             return;
         }
@@ -249,6 +263,27 @@ impl ArrayCache for CacheView<'_> {
         // a row, which would all stay resident until the next batch. Evicting as we go keeps
         // the cache within --cache-bytes at every moment, not just eventually.
         self.cache.arrays.run_pending_tasks();
+    }
+}
+
+impl ArrayCache for CacheView<'_> {
+    fn get(&self, key: ArrayKey) -> Option<Arc<[f64]>> {
+        match self.lookup(key)? {
+            Held::Values(v) => Some(v),
+            Held::Bytes(_) => None,
+        }
+    }
+    fn insert(&self, key: ArrayKey, array: Arc<[f64]>) {
+        self.keep(key, Held::Values(array));
+    }
+    fn get_bytes(&self, key: ArrayKey) -> Option<Arc<[u8]>> {
+        match self.lookup(key)? {
+            Held::Bytes(b) => Some(b),
+            Held::Values(_) => None,
+        }
+    }
+    fn insert_bytes(&self, key: ArrayKey, bytes: Arc<[u8]>) {
+        self.keep(key, Held::Bytes(bytes));
     }
     fn keeps(&self) -> bool {
         self.offer
@@ -342,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn a_range_reads_lines_cut_from_the_whole_series() {
+    fn a_range_reads_lines_and_sign_bytes_cut_from_the_whole_series() {
         let cache = KernelCache::new(1 << 20);
         let metrics = Metrics::default();
         let whole = InputKey {
@@ -354,6 +389,12 @@ mod tests {
         let keeping = cache.view_keeping(whole, Some(&metrics), true);
         keeping.insert(ArrayKey::Sma(5), Arc::clone(&line));
         keeping.insert(ArrayKey::Ema(5), Arc::clone(&line));
+        // A combo's sign bytes: undefined for a range's first 6 bars, its HMA3 [1, 2, 4]'s
+        // warm-up (3 + 3: the longest WMA, then p), longer than its HMA [2, 4, 2]'s (3 + 1).
+        let signs_key = ArrayKey::Signs([2, 4, 2, 1, 2, 4]);
+        let signs: Arc<[u8]> = (0..100u8).map(|i| i % 3).collect();
+        keeping.insert_bytes(signs_key, Arc::clone(&signs));
+        assert_eq!(cache.bytes(), 2 * 800 + 100, "each array by its own bytes");
         let range = cache.view(
             InputKey {
                 rows: Some((10, 30)),
@@ -368,6 +409,13 @@ mod tests {
         assert_eq!(cut.len(), 20);
         assert!(cut[..4].iter().all(|v| v.is_nan()));
         assert_eq!(cut[4..], line[14..30]);
+        let bytes = range
+            .get_bytes(signs_key)
+            .expect("cut from the whole bytes");
+        assert_eq!(bytes[..6], [3; 6]);
+        assert_eq!(bytes[6..], signs[16..30]);
+        // Bytes are not a line, nor a line bytes.
+        assert!(range.get(signs_key).is_none() && range.get_bytes(ArrayKey::Sma(5)).is_none());
         // An EMA starts fresh at the range: never cut; another series or version: no line.
         assert!(range.get(ArrayKey::Ema(5)).is_none());
         let other = cache.view(

@@ -333,7 +333,8 @@ fn compute_all(
             | ArrayKey::Hma(_)
             | ArrayKey::Hma3(_)
             | ArrayKey::Moves
-            | ArrayKey::Node(_) => {
+            | ArrayKey::Node(_)
+            | ArrayKey::Signs(_) => {
                 unreachable!("not an array of the indicator sweep")
             }
         };

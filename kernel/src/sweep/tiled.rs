@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::{ArrayKey, Run, hma_key, hma3_key, line_bytes};
+use super::{ArrayKey, Run, hma_key, hma3_key, line_bytes, signs_key};
 use crate::lines::vector;
 use crate::lines::wma::{RangeScratch, wma_range};
 use crate::{Combo, ComboResult, Result, signal};
@@ -174,6 +174,14 @@ impl Tiling {
     }
 }
 
+/// What a combo's trades read.
+enum Inputs {
+    /// Its sign bytes, which the cache had whole: no line to compute.
+    Kept(Arc<[u8]>),
+    /// Its HMA and HMA3 line.
+    Lines([Source; 2]),
+}
+
 /// Where a combo's line comes from.
 enum Source {
     /// The cache had it, whole.
@@ -213,8 +221,8 @@ struct Group {
     tasks: Vec<Task>,
     /// The computed lines' keys, in line number order.
     lines: Vec<ArrayKey>,
-    /// Each combo's HMA and HMA3 line.
-    sources: Vec<[Source; 2]>,
+    /// What each combo's trades read.
+    sources: Vec<Inputs>,
     /// The longest second-level window of the tasks (1 without tasks).
     lead: usize,
 }
@@ -230,6 +238,10 @@ impl Group {
         let mut sources = Vec::with_capacity(group.len());
         for &i in group {
             let c = &run.combos[i];
+            if let Some(signs) = run.cached_signs(c) {
+                sources.push(Inputs::Kept(signs));
+                continue;
+            }
             let mut source = |key: ArrayKey| -> Source {
                 let entry = found.entry(key).or_insert_with(|| {
                     if let Some(line) = cache.get(key).filter(|l| l.len() == len) {
@@ -251,7 +263,7 @@ impl Group {
                     Source::Computed(n) => Source::Computed(*n),
                 }
             };
-            sources.push([source(hma_key(c)), source(hma3_key(c))]);
+            sources.push(Inputs::Lines([source(hma_key(c)), source(hma3_key(c))]));
         }
         let windows: Vec<usize> = hma
             .keys()
@@ -306,14 +318,56 @@ struct Scratch {
     range: RangeScratch,
 }
 
-/// The computed lines kept whole for the cache: written tile by tile by the workers.
-struct Whole(Vec<*mut f64>);
+/// Where the tiles write: the computed lines kept whole for the cache, and each combo's sign
+/// bytes (written tile by tile by the workers).
+struct Outs {
+    /// Each computed line, whole (empty when lines are not kept).
+    lines: Vec<*mut f64>,
+    /// Where each combo of the group writes its sign bytes.
+    signs: Vec<SignsOut>,
+    /// The group's tile-major buffer of sign bytes: tile `t` holds each buffered combo's bars
+    /// of that tile in turn (see [`SignsOut::Buffered`]).
+    buffer: *mut u8,
+    buffered: usize,
+}
 
-// SAFETY: each tile writes only its own bars `a..b` of each line, so no two tasks write the
-// same element, and the arrays outlive the tiles (see `Run::tiled`).
-unsafe impl Send for Whole {}
+/// Where one combo's sign bytes go.
+#[derive(Clone, Copy)]
+enum SignsOut {
+    /// Nowhere: the cache had them ([`Inputs::Kept`]).
+    Cached,
+    /// Into its own array, whole, kept for the cache.
+    Whole(*mut u8),
+    /// Into slot `k` of each tile of the group's buffer.
+    Buffered(usize),
+}
+
+// SAFETY: each tile writes only its own bars `a..b` of each line and of each combo's sign bytes
+// (a whole array's, or its slot of the tile's part of the buffer), so no two tasks write the same
+// element, and the arrays outlive the tiles (see `Run::tiled_group`).
+unsafe impl Send for Outs {}
 // SAFETY: as above.
-unsafe impl Sync for Whole {}
+unsafe impl Sync for Outs {}
+
+impl Outs {
+    /// Combo `j`'s sign bytes at bars `a..b` (of a tile), or `None` if the cache had them.
+    ///
+    /// # Safety
+    /// Only the task running the tile `a..b` may call it, once per combo.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn signs(&self, j: usize, a: usize, b: usize) -> Option<&mut [u8]> {
+        let at = match self.signs[j] {
+            SignsOut::Cached => return None,
+            // SAFETY: the array is the series' length and a..b lies in it.
+            SignsOut::Whole(p) => unsafe { p.add(a) },
+            // SAFETY: the buffer holds `buffered` bytes a bar; the tile's part starts at
+            // a * buffered and slot k of it at k * (b - a) from there.
+            SignsOut::Buffered(k) => unsafe { self.buffer.add(a * self.buffered + k * (b - a)) },
+        };
+        // SAFETY: see above: b - a bytes that only this tile writes.
+        Some(unsafe { std::slice::from_raw_parts_mut(at, b - a) })
+    }
+}
 
 impl Run<'_> {
     /// The sweep, tiled: groups of combos in `order` within the working-set budget.
@@ -323,8 +377,13 @@ impl Run<'_> {
         let mut results = vec![ComboResult::default(); self.combos.len()];
         let mut rest = order;
         while !rest.is_empty() {
-            let taken =
-                tiling.group_len(rest, self.combos, len, self.control.working_set_bytes, keep);
+            let taken = tiling.group_len(
+                rest,
+                self.combos,
+                len,
+                self.control.working_set_bytes,
+                keep && !self.signs,
+            );
             let (group, tail) = rest.split_at(taken);
             rest = tail;
             for (&i, r) in group.iter().zip(self.tiled_group(group, tiling, keep)?) {
@@ -345,8 +404,10 @@ impl Run<'_> {
         let len = self.close.len();
         let plan = Group::new(self, group);
         let tile = tiling.tile;
-        // Lines kept whole for the cache, allocated as the `Arc`s they are offered in.
-        let mut whole: Vec<Arc<[MaybeUninit<f64>]>> = if keep {
+        let (keep_lines, keep_signs) = (keep && !self.signs, keep && self.signs);
+        // Lines and sign bytes kept whole for the cache, allocated as the `Arc`s they are
+        // offered in.
+        let mut lines: Vec<Arc<[MaybeUninit<f64>]>> = if keep_lines {
             plan.lines
                 .iter()
                 .map(|_| Arc::new_uninit_slice(len))
@@ -354,8 +415,35 @@ impl Run<'_> {
         } else {
             Vec::new()
         };
-        let outs = Whole(
-            whole
+        let mut kept: Vec<Option<Arc<[MaybeUninit<u8>]>>> = plan
+            .sources
+            .iter()
+            .map(|s| {
+                (keep_signs && matches!(s, Inputs::Lines(_))).then(|| Arc::new_uninit_slice(len))
+            })
+            .collect();
+        let mut buffered = 0;
+        let signs: Vec<SignsOut> = plan
+            .sources
+            .iter()
+            .zip(&mut kept)
+            .map(|(source, kept)| match (source, kept) {
+                (Inputs::Kept(_), _) => SignsOut::Cached,
+                (_, Some(whole)) => SignsOut::Whole(
+                    Arc::get_mut(whole)
+                        .expect("just allocated")
+                        .as_mut_ptr()
+                        .cast(),
+                ),
+                (_, None) => {
+                    buffered += 1;
+                    SignsOut::Buffered(buffered - 1)
+                }
+            })
+            .collect();
+        let mut buffer = vec![0u8; len * buffered];
+        let outs = Outs {
+            lines: lines
                 .iter_mut()
                 .map(|a| {
                     Arc::get_mut(a)
@@ -364,59 +452,83 @@ impl Run<'_> {
                         .cast::<f64>()
                 })
                 .collect(),
-        );
+            signs,
+            buffer: buffer.as_mut_ptr(),
+            buffered,
+        };
         let weights: Vec<f64> = (1..=plan.windows.last().copied().unwrap_or(1).max(plan.lead))
             .map(|k| k as f64)
             .collect();
-        // Sign bytes, tile-major: tile t holds each combo's bars of that tile in turn.
-        let mut signs = vec![0u8; len * group.len()];
         let tiles = TileRun {
             run: self,
             plan: &plan,
             tile,
-            whole: &outs,
+            outs: &outs,
             weights: &weights,
         };
+        let count = len.div_ceil(tile);
         if self.parallel {
             let workers: Vec<Mutex<Scratch>> = (0..rayon::current_num_threads())
                 .map(|_| Mutex::default())
                 .collect();
-            signs
-                .par_chunks_mut(tile * group.len())
-                .enumerate()
-                .try_for_each(|(t, chunk)| {
-                    let worker = rayon::current_thread_index().unwrap_or(0) % workers.len();
-                    // Only this worker's tasks lock it, one at a time: never contended.
-                    let mut scratch = workers[worker].lock().unwrap_or_else(|e| e.into_inner());
-                    tiles.run(t, chunk, &mut scratch)
-                })?;
+            (0..count).into_par_iter().try_for_each(|t| {
+                let worker = rayon::current_thread_index().unwrap_or(0) % workers.len();
+                // Only this worker's tasks lock it, one at a time: never contended.
+                let mut scratch = workers[worker].lock().unwrap_or_else(|e| e.into_inner());
+                tiles.run(t, &mut scratch)
+            })?;
         } else {
             let mut scratch = Scratch::default();
-            for (t, chunk) in signs.chunks_mut(tile * group.len()).enumerate() {
-                tiles.run(t, chunk, &mut scratch)?;
+            for t in 0..count {
+                tiles.run(t, &mut scratch)?;
             }
         }
+        let slots: Vec<Option<usize>> = outs
+            .signs
+            .iter()
+            .map(|o| match *o {
+                SignsOut::Buffered(k) => Some(k),
+                SignsOut::Cached | SignsOut::Whole(_) => None,
+            })
+            .collect();
         drop(outs);
+        let kept: Vec<Option<Arc<[u8]>>> = kept
+            .into_iter()
+            // SAFETY: every tile wrote its bars of every kept combo's bytes, and the tiles
+            // cover every bar.
+            .map(|k| k.map(|k| unsafe { k.assume_init() }))
+            .collect();
         let combos: Vec<usize> = (0..group.len()).collect();
         let results = self.map(&combos, |_, &j| {
             self.check()?;
-            let per_tile = (0..len.div_ceil(tile)).map(|t| {
-                let (a, b) = (t * tile, ((t + 1) * tile).min(len));
-                let at = a * group.len() + j * (b - a);
-                &signs[at..at + (b - a)]
-            });
-            Ok(signal::crosses(
-                self.books(),
-                group[j],
-                per_tile,
-                &self.exec,
-            ))
+            let (books, i, exec) = (self.books(), group[j], &self.exec);
+            Ok(match (&plan.sources[j], &kept[j], slots[j]) {
+                (Inputs::Kept(signs), _, _) | (_, Some(signs), _) => {
+                    signal::crosses(books, i, [&signs[..]], exec)
+                }
+                (_, None, Some(k)) => {
+                    let per_tile = (0..count).map(|t| {
+                        let (a, b) = (t * tile, ((t + 1) * tile).min(len));
+                        let at = a * buffered + k * (b - a);
+                        &buffer[at..at + (b - a)]
+                    });
+                    signal::crosses(books, i, per_tile, exec)
+                }
+                (_, None, None) => unreachable!("a combo's bytes are cached, kept or buffered"),
+            })
         })?;
-        for (key, line) in plan.lines.iter().zip(whole) {
+        for (key, line) in plan.lines.iter().zip(lines) {
             // SAFETY: every tile wrote its bars of every computed line, and the tiles cover
             // every bar.
             let line = unsafe { line.assume_init() };
             self.control.cache.insert(*key, line);
+        }
+        for (&i, signs) in group.iter().zip(kept) {
+            if let Some(signs) = signs {
+                self.control
+                    .cache
+                    .insert_bytes(signs_key(&self.combos[i]), signs);
+            }
         }
         Ok(results)
     }
@@ -427,14 +539,13 @@ struct TileRun<'a> {
     run: &'a Run<'a>,
     plan: &'a Group,
     tile: usize,
-    whole: &'a Whole,
+    outs: &'a Outs,
     weights: &'a [f64],
 }
 
 impl TileRun<'_> {
-    /// Tile `t`: its first-level WMAs, its lines and its sign bytes (`signs`, each combo's
-    /// bars of the tile in turn).
-    fn run<'a>(&'a self, t: usize, signs: &mut [u8], s: &'a mut Scratch) -> Result<()> {
+    /// Tile `t`: its first-level WMAs, its lines and each combo's sign bytes.
+    fn run<'a>(&'a self, t: usize, s: &'a mut Scratch) -> Result<()> {
         self.run.check()?;
         let (plan, close) = (self.plan, self.run.close);
         let len = close.len();
@@ -471,7 +582,7 @@ impl TileRun<'_> {
         let first =
             |slot: usize, from: usize| &s.first[slot * span + (from - lo)..(slot + 1) * span];
         // Second level: each task's lines at a..b.
-        if self.whole.0.is_empty() {
+        if self.outs.lines.is_empty() {
             s.lines.resize(plan.lines.len() * self.tile, 0.0);
         }
         for task in &plan.tasks {
@@ -490,7 +601,7 @@ impl TileRun<'_> {
             let outs: Vec<*mut f64> = task
                 .lines
                 .iter()
-                .map(|&n| match self.whole.0.get(n) {
+                .map(|&n| match self.outs.lines.get(n) {
                     // SAFETY: line n is `len` long and a..b lies in it.
                     Some(line) => unsafe { line.add(a) },
                     None => s.lines[n * self.tile..].as_mut_ptr(),
@@ -516,7 +627,7 @@ impl TileRun<'_> {
         let line = |source: &'a Source| -> &'a [f64] {
             match source {
                 Source::Cached(l) => &l[a..b],
-                Source::Computed(n) => match self.whole.0.get(*n) {
+                Source::Computed(n) => match self.outs.lines.get(*n) {
                     // SAFETY: this tile has just written bars a..b of line n, and no one else
                     // writes them.
                     Some(l) => unsafe { std::slice::from_raw_parts(l.add(a), bars) },
@@ -524,8 +635,12 @@ impl TileRun<'_> {
                 },
             }
         };
-        for ([hma, hma3], out) in plan.sources.iter().zip(signs.chunks_exact_mut(bars)) {
-            vector::signs(line(hma), line(hma3), out);
+        for (j, source) in plan.sources.iter().enumerate() {
+            if let Inputs::Lines([hma, hma3]) = source {
+                // SAFETY: this task runs tile a..b, and asks once per combo.
+                let out = unsafe { self.outs.signs(j, a, b) }.expect("a combo of lines");
+                vector::signs(line(hma), line(hma3), out);
+            }
         }
         self.run.control.report(plan.sources.len(), bars);
         Ok(())
