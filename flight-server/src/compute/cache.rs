@@ -5,10 +5,10 @@
 //! `--cache-bytes`, shared by every dataset; a version's entries go when the version does.
 //!
 //! Admission: an input (a series, or a row range of it) is kept from its second sweep on, and
-//! never on a call's own time. Keeping a sweep's lines is not free: the tiled kernel then
-//! writes every line whole into fresh memory instead of tile-sized scratch (the paper grid: 179
-//! MB of new pages per series), which made a first sweep ten times slower than with no cache at
-//! all; a series swept once (a scan over many datasets) should not pay for it, and neither
+//! never on a call's own time. Keeping a sweep's arrays is not free: the tiled kernel then
+//! writes them whole into fresh memory instead of tile-sized scratch (the paper grid's lines:
+//! 179 MB of new pages per series, which made a first sweep ten times slower than with no cache
+//! at all; its combos' sign bytes, kept instead since, 12 MB); a series swept once (a scan over many datasets) should not pay for it, and neither
 //! should the call that sweeps it again. A sweep reads what is cached and keeps nothing
 //! ([`KernelCache::view`]); where an input swept before missed arrays, the sweep leaves a fill
 //! behind, which computes them again, whole, when the server is idle
