@@ -206,41 +206,46 @@ pub fn sweep_program(
         }
         group.mark_common(len);
         let arrays = materialise(bars, &group, parallel, control.cache)?;
-        let tables = stop_tables(bars, exec, (group.plan.defs(), &arrays), &sharing, parallel);
-        let run = |scratch: &mut Scratch,
-                   &(i, combo): &(usize, ComboPlan)|
-         -> Result<(usize, ComboResult)> {
-            check()?;
-            let ledger = books.ledger(exec, i);
-            let result = if combo.longest_window > len {
-                ledger.done()
-            } else {
-                let ctx = Ctx {
-                    bars,
-                    defs: group.plan.defs(),
-                    arrays: &arrays,
-                    stops: books.stops,
-                    tables: &tables,
+        for (stops, members) in by_table(members, &sharing) {
+            let tables: StopTables = stops
+                .and_then(|s| stop_table(bars, exec, (group.plan.defs(), &arrays), &s))
+                .into_iter()
+                .collect();
+            let run = |scratch: &mut Scratch,
+                       &(i, combo): &(usize, ComboPlan)|
+             -> Result<(usize, ComboResult)> {
+                check()?;
+                let ledger = books.ledger(exec, i);
+                let result = if combo.longest_window > len {
+                    ledger.done()
+                } else {
+                    let ctx = Ctx {
+                        bars,
+                        defs: group.plan.defs(),
+                        arrays: &arrays,
+                        stops: books.stops,
+                        tables: &tables,
+                    };
+                    run_combo(&ctx, &combo, exec, ledger, scratch).done()
                 };
-                run_combo(&ctx, &combo, exec, ledger, scratch).done()
+                control.report(1, len);
+                Ok((i, result))
             };
-            control.report(1, len);
-            Ok((i, result))
-        };
-        let done: Vec<(usize, ComboResult)> = if parallel {
-            members
-                .par_iter()
-                .map_init(Scratch::default, run)
-                .collect::<Result<_>>()?
-        } else {
-            let mut scratch = Scratch::default();
-            members
-                .iter()
-                .map(|m| run(&mut scratch, m))
-                .collect::<Result<_>>()?
-        };
-        for (i, r) in done {
-            results[i] = r;
+            let done: Vec<(usize, ComboResult)> = if parallel {
+                members
+                    .par_iter()
+                    .map_init(Scratch::default, run)
+                    .collect::<Result<_>>()?
+            } else {
+                let mut scratch = Scratch::default();
+                members
+                    .iter()
+                    .map(|m| run(&mut scratch, m))
+                    .collect::<Result<_>>()?
+            };
+            for (i, r) in done {
+                results[i] = r;
+            }
         }
     }
     Ok(results)
@@ -253,41 +258,55 @@ type StopOperands = [Option<Operand>; 3];
 /// Tables of first stops, by the stop formulas' values they were built for.
 type StopTables = HashMap<StopOperands, Exits>;
 
-/// The tables of first stops for the stop formulas' values that at least [`EXITS_MIN_COMBOS`]
-/// of a group's combos share (`sharing`), where phase 1 computed those values: a stop-loss or
-/// take-profit formula's trades, like a fixed stop's, depend only on the entry's bar and side
-/// (the formula is read at the deciding bar). A trailing stop that is a formula gets none.
-fn stop_tables(
+/// A group's combos in runs that share a table of first stops: each set of stop formulas'
+/// values that at least [`EXITS_MIN_COMBOS`] of them share (`sharing`) is a run of its own,
+/// the rest one run without a table. A run's table is built for it and dropped after it, so
+/// one table is live at a time (13 bytes a bar and side): a grid sweeping a stop formula's
+/// parameter would otherwise hold a table per value at once, and every combo's events would
+/// read from all of them (ten values of `m` over 150,000 bars: 39 MB, past a core's caches).
+fn by_table(
+    members: Vec<(usize, ComboPlan)>,
+    sharing: &HashMap<StopOperands, usize>,
+) -> Vec<(Option<StopOperands>, Vec<(usize, ComboPlan)>)> {
+    let shared = |stops: &StopOperands| sharing.get(stops).is_some_and(|&n| n >= EXITS_MIN_COMBOS);
+    let mut runs: HashMap<StopOperands, Vec<(usize, ComboPlan)>> = HashMap::new();
+    let mut rest = Vec::new();
+    for member in members {
+        if shared(&member.1.stops) {
+            runs.entry(member.1.stops).or_default().push(member);
+        } else {
+            rest.push(member);
+        }
+    }
+    let mut out: Vec<_> = runs.into_iter().map(|(k, v)| (Some(k), v)).collect();
+    if !rest.is_empty() {
+        out.push((None, rest));
+    }
+    out
+}
+
+/// The table of first stops for a set of stop formulas' values (`stops`), where phase 1
+/// computed those values: a stop-loss or take-profit formula's trades, like a fixed stop's,
+/// depend only on the entry's bar and side (the formula is read at the deciding bar). A
+/// trailing stop that is a formula gets none.
+fn stop_table(
     bars: &Bars<'_>,
     exec: &Execution,
     (defs, arrays): (&[Def], &[Option<Array>]),
-    sharing: &HashMap<StopOperands, usize>,
-    parallel: bool,
-) -> StopTables {
+    stops: &StopOperands,
+) -> Option<(StopOperands, Exits)> {
     let fixed = [exec.stop_loss, exec.take_profit, exec.trailing_stop];
-    let build = |stops: &StopOperands| -> Option<(StopOperands, Exits)> {
-        let mut fractions = fixed.map(Fraction::Fixed);
-        for (f, operand) in fractions.iter_mut().zip(stops) {
-            *f = match *operand {
-                None => continue,
-                Some(Operand::Const(bits)) => {
-                    Fraction::Fixed(Some(f64::from_bits(bits)).filter(|&v| v > 0.0))
-                }
-                Some(Operand::Node(n)) => Fraction::PerBar(whole_series(bars, defs, arrays, n)?),
-            };
-        }
-        Some((*stops, Exits::with_fractions(bars, exec, fractions)?))
-    };
-    let wanted: Vec<&StopOperands> = sharing
-        .iter()
-        .filter(|&(_, &n)| n >= EXITS_MIN_COMBOS)
-        .map(|(stops, _)| stops)
-        .collect();
-    if parallel {
-        wanted.into_par_iter().filter_map(build).collect()
-    } else {
-        wanted.into_iter().filter_map(build).collect()
+    let mut fractions = fixed.map(Fraction::Fixed);
+    for (f, operand) in fractions.iter_mut().zip(stops) {
+        *f = match *operand {
+            None => continue,
+            Some(Operand::Const(bits)) => {
+                Fraction::Fixed(Some(f64::from_bits(bits)).filter(|&v| v > 0.0))
+            }
+            Some(Operand::Node(n)) => Fraction::PerBar(whole_series(bars, defs, arrays, n)?),
+        };
     }
+    Some((*stops, Exits::with_fractions(bars, exec, fractions)?))
 }
 
 /// Phase 1: the group's shared nodes, in dependency order, each level's in parallel. A
