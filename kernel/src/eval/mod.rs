@@ -183,7 +183,7 @@ pub fn sweep_program(
     while next < combos {
         check()?;
         let mut group = Group::new();
-        let mut members: Vec<(usize, ComboPlan)> = Vec::new();
+        let mut members: Members = Vec::new();
         // How many combos share each set of stop formulas' values: enough of them share a
         // table of first stops, counted in the group's bytes.
         let mut sharing: HashMap<StopOperands, usize> = HashMap::new();
@@ -251,6 +251,9 @@ pub fn sweep_program(
     Ok(results)
 }
 
+/// A group's combos: each one's position in the sweep and its plan.
+type Members = Vec<(usize, ComboPlan)>;
+
 /// A combo's stop formulas' values (`stop_loss`, `take_profit`, `trailing_stop`), as its plan
 /// gives them.
 type StopOperands = [Option<Operand>; 3];
@@ -265,11 +268,11 @@ type StopTables = HashMap<StopOperands, Exits>;
 /// parameter would otherwise hold a table per value at once, and every combo's events would
 /// read from all of them (ten values of `m` over 150,000 bars: 39 MB, past a core's caches).
 fn by_table(
-    members: Vec<(usize, ComboPlan)>,
+    members: Members,
     sharing: &HashMap<StopOperands, usize>,
-) -> Vec<(Option<StopOperands>, Vec<(usize, ComboPlan)>)> {
+) -> Vec<(Option<StopOperands>, Members)> {
     let shared = |stops: &StopOperands| sharing.get(stops).is_some_and(|&n| n >= EXITS_MIN_COMBOS);
-    let mut runs: HashMap<StopOperands, Vec<(usize, ComboPlan)>> = HashMap::new();
+    let mut runs: HashMap<StopOperands, Members> = HashMap::new();
     let mut rest = Vec::new();
     for member in members {
         if shared(&member.1.stops) {
