@@ -904,6 +904,18 @@ mod tests {
         }
     }
 
+    /// A sweep of `combos`, tiled (256 bars a tile, in parallel), through `cache`: the oracle's
+    /// answer.
+    fn tiled_through(cache: &Counting, close: &[f64], combos: &[Combo], want: &[ComboResult]) {
+        let control = SweepControl {
+            cache,
+            tile_bars: Some(256),
+            parallel: Some(true),
+            ..SweepControl::default()
+        };
+        assert_eq!(sweep_with(close, combos, 0.0009, &control).unwrap(), want);
+    }
+
     fn signs_keys(combos: &[Combo]) -> BTreeSet<ArrayKey> {
         combos.iter().map(signs_key).collect()
     }
@@ -968,13 +980,7 @@ mod tests {
         let combos = grid();
         let want = oracle::sweep(&close, &combos, 0.0009);
         let cache = Counting::default();
-        let control = SweepControl {
-            cache: &cache,
-            tile_bars: Some(256),
-            parallel: Some(true),
-            ..SweepControl::default()
-        };
-        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        tiled_through(&cache, &close, &combos, &want);
         // Every combo's sign bytes were offered whole (one byte a bar: its single-use lines
         // would take sixteen), and the moves of the per-bar metrics; no line, no first-level
         // WMA.
@@ -988,7 +994,7 @@ mod tests {
             n % 2 == 0
         });
         let hits = cache.hits();
-        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        tiled_through(&cache, &close, &combos, &want);
         assert!(cache.hits() >= hits + combos.len() / 2);
         assert_eq!(cache.held(), expected, "the missing ones kept again");
         // Tiled sweeps on a tiny budget (one combo per group) give the same answer.
@@ -1015,13 +1021,7 @@ mod tests {
         assert!(!keeps_signs(&combos));
         let want = oracle::sweep(&close, &combos, 0.0009);
         let cache = Counting::default();
-        let control = SweepControl {
-            cache: &cache,
-            tile_bars: Some(256),
-            parallel: Some(true),
-            ..SweepControl::default()
-        };
-        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        tiled_through(&cache, &close, &combos, &want);
         let held = cache.held();
         assert_eq!(held.len(), distinct_lines(&combos) + 1, "{held:?}");
         assert!(held.iter().all(|k| !matches!(k, ArrayKey::Signs(_))));
@@ -1030,7 +1030,7 @@ mod tests {
             distinct_lines(&combos) * close.len() * 8
         );
         let hits = cache.hits();
-        assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
+        tiled_through(&cache, &close, &combos, &want);
         assert!(cache.hits() >= hits + distinct_lines(&combos));
     }
 
