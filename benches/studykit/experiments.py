@@ -411,7 +411,7 @@ def durable_against_dd(ctx: Ctx, table: pa.Table, size: int, label: str, data: s
         )
 
     runs = interleaved(
-        ctx.n(2, 4),
+        ctx.n(2, 8),
         {label: lambda: (put(durable, "bulk", table), None)[1], "dd + fsync": lambda: (dd(), None)[1]},
     )
     dd_file.unlink()
