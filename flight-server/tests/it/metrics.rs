@@ -162,3 +162,19 @@ async fn a_loop_of_calls_without_pause_keeps_its_arrays_by_its_third_call() {
         "the fourth call read nothing from the cache"
     );
 }
+
+#[tokio::test]
+async fn a_walk_forward_reads_its_folds_arrays_cut_from_the_whole_series() {
+    let (_server, addr, mut c) = with_metrics().await;
+    let hits = |page: &str| counter(page, "sweepflight_cache_hits_total");
+    let before = hits(&scrape(addr, "/metrics").await);
+    // 3,000 bars, folds of 1,000 + 500 bars: four. The prime sweeps the whole series once,
+    // keeping each combo's sign bytes; every fold's sweeps (three combos in sample, the chosen
+    // one on the test rows) read them cut to their rows instead of computing them.
+    let body = json!({"dataset": "s", "lengths": [10, 20, 40],
+        "folds": {"train": 1000, "test": 500}, "select": {"by": "pnl"}});
+    let got = table(&mut c, "walk_forward", &body).await.unwrap();
+    assert_eq!(got.num_rows(), 4);
+    let after = hits(&scrape(addr, "/metrics").await);
+    assert!(after >= before + 4 * (3 + 1), "{before} -> {after}");
+}
