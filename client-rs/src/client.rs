@@ -138,7 +138,7 @@ impl Client {
     }
 
     /// The booked trades of the combos `request` chooses (all of them, or what its `where`,
-    /// `order_by` and `top` keep, as [`Client::sweep`] would): [`series`], `combo`, `trade`,
+    /// `order_by` and `top` keep, as [`Client::sweep`] would): \[`series`\], `combo`, `trade`,
     /// `side`, `entry_row`, `exit_row`, `entry_price`, `exit_price`, `pnl`.
     ///
     /// # Errors
@@ -148,7 +148,7 @@ impl Client {
     }
 
     /// The mark-to-market equity of the combos `request` chooses, one row per evaluated bar:
-    /// [`series`], `combo`, `row`, `position`, `equity`.
+    /// \[`series`\], `combo`, `row`, `position`, `equity`.
     ///
     /// # Errors
     /// As [`Client::trades`]; RESOURCE_EXHAUSTED if the curves do not fit the server's budget.
@@ -158,7 +158,7 @@ impl Client {
 
     /// Walk-forward in one call: per series and fold, the best combo in-sample (by the
     /// request's `select`, after `where`) and its run on the test rows. One row per series and
-    /// fold: [`series`], `fold`, the train and test rows, `combo` and its parameters,
+    /// fold: \[`series`\], `fold`, the train and test rows, `combo` and its parameters,
     /// `train_score`, the test run's `pnl` .. `sqn` (null where no combo passed `where`).
     ///
     /// # Errors

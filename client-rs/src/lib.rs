@@ -6,7 +6,7 @@
 //! universes ([`Client::put_keyed`]), typed sweep requests and results ([`SweepRequest`],
 //! [`SweepResult`]) and the catalog calls. [`Client::session`] opens the `session` extension
 //! for many small sweeps in a row, a message each instead of a gRPC call each. With the `polars` feature,
-//! [`Client::put_polars`] uploads a Polars `DataFrame` without copying its columns. It sits on
+//! `Client::put_polars` uploads a Polars `DataFrame` without copying its columns. It sits on
 //! `arrow_flight::FlightClient`; anything it does, a plain Flight client can do too.
 //!
 //! Large uploads: the Flight encoder and tonic put each message of a few MiB in new buffers.

@@ -168,9 +168,9 @@ impl Server {
     /// Serves until `shutdown` resolves, then lets calls in flight finish for up to the
     /// configured grace period and returns. A Unix socket file is removed on the way out.
     ///
-    /// The steps: [`state`] (the engine and what the wire adds), [`spawn_background`] (idle
-    /// trim, metrics endpoint), [`router`] (tonic, TLS, the layers, the Flight and health
-    /// services), [`incoming`] (accepted connections within the caps), then serving until the
+    /// The steps: `state` (the engine and what the wire adds), `spawn_background` (idle
+    /// trim, metrics endpoint), `router` (tonic, TLS, the layers, the Flight and health
+    /// services), `incoming` (accepted connections within the caps), then serving until the
     /// shutdown future and the grace period.
     ///
     /// # Errors

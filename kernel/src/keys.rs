@@ -31,7 +31,7 @@ pub enum ArrayKey {
     /// canonical node key (the plan's: function, operands, windows, constants), so equal
     /// calls of any two formulas, combos or calls are one array.
     Node(u128),
-    /// One hma_sar combo's state bytes (see [`crate::signal`]): its HMA line's windows
+    /// One hma_sar combo's state bytes (see `crate::signal`): its HMA line's windows
     /// `[half, full, sqrt]`, then its HMA3 line's `[p3, p2, p]`. One byte a bar where its two
     /// lines take sixteen, and all a repeated sweep of the combo reads: kept by the cache
     /// through [`ArrayCache::get_bytes`], never as a line.

@@ -134,13 +134,9 @@ fn untiled_bytes(bars: usize, combos: &[Combo], workers: usize, shared_cap: usiz
 
 /// Bytes a sweep of `combos` over `bars` bars offers a cache that keeps arrays: each combo's
 /// sign bytes or its distinct lines (two per combo, fewer where combos share them), whichever
-/// take less ([`keeps_signs`]).
+/// take less (`keeps_signs`).
 pub fn line_bytes(bars: usize, combos: &[Combo]) -> usize {
-    distinct_line_bytes(bars, combos).min(combos.len() * bars)
-}
-
-fn distinct_line_bytes(bars: usize, combos: &[Combo]) -> usize {
-    line_uses(combos).len() * bars * size_of::<f64>()
+    (line_uses(combos).len() * bars * size_of::<f64>()).min(combos.len() * bars)
 }
 
 /// Whether a sweep of `combos` keeps (and looks up first) each combo's sign bytes rather than

@@ -96,7 +96,7 @@ pub fn result_schema(keyed: bool) -> SchemaRef {
     strategy_schema(&Strategy::default(), keyed)
 }
 
-/// The result schema of `strategy`: [`series`], `combo`, the strategy's parameter columns
+/// The result schema of `strategy`: \[`series`\], `combo`, the strategy's parameter columns
 /// (int64 windows, float64 numbers), then `pnl`, `trades`, `wins`, `win_rate`,
 /// `max_drawdown`, then the v1.2 metrics ([`V12_METRIC_COLUMNS`]). For hma_sar it is
 /// [`result_schema`].
@@ -112,7 +112,7 @@ pub fn strategy_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
 /// of B blocks of the evaluated rows (strategies.md, "Blocks").
 pub const BLOCK_PNL_COLUMN: &str = "block_pnl";
 
-/// [`strategy_schema`], with the `block_pnl` column (fixed_size_list<float64>[B]) before
+/// [`strategy_schema`], with the `block_pnl` column (`fixed_size_list<float64>[B]`) before
 /// `total_return` when `blocks` is given.
 pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
     let base = strategy_schema(strategy, keyed);
@@ -131,7 +131,7 @@ pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> Sch
     Arc::new(Schema::new(fields))
 }
 
-/// The `trades` action's reply: [`series`], `combo`, `trade`, `side` (int8), `entry_row`,
+/// The `trades` action's reply: \[`series`\], `combo`, `trade`, `side` (int8), `entry_row`,
 /// `exit_row` (rows of the series), `entry_price`, `exit_price`, `pnl` (net, percentage
 /// points), then `exit_reason` (utf8, v1.3), ordered by series, combo, trade.
 pub fn trades_schema(keyed: bool) -> SchemaRef {
@@ -167,7 +167,7 @@ pub fn trades_schema_timed(keyed: bool, time: Option<&DataType>) -> SchemaRef {
 /// The trades reply's column of why each trade closed (v1.3).
 pub const EXIT_REASON_COLUMN: &str = "exit_reason";
 
-/// The `equity` action's reply: [`series`], `combo`, `row` (of the series), `position` (int8,
+/// The `equity` action's reply: \[`series`\], `combo`, `row` (of the series), `position` (int8,
 /// after the bar), `equity` (`Q` of strategies.md): one row per evaluated bar per combo.
 pub fn equity_schema(keyed: bool) -> SchemaRef {
     equity_schema_timed(keyed, None)
@@ -189,7 +189,7 @@ pub fn equity_schema_timed(keyed: bool, time: Option<&DataType>) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// The `walk_forward` action's reply: [`series`], `fold`, `train_start`, `train_end`,
+/// The `walk_forward` action's reply: \[`series`\], `fold`, `train_start`, `train_end`,
 /// `test_start`, `test_end` (int64, rows of the series), then the chosen `combo` and the
 /// strategy's parameter columns, `train_score` (float64: the selection column's in-sample
 /// value), then the test run's `pnl` through `sqn` (v1's metrics as in a sweep, then the v1.2

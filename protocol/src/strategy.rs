@@ -426,7 +426,7 @@ pub struct Execution {
     /// Bars before `rows.start` the indicators warm up on.
     pub warmup: u64,
     /// `"warmup": "auto"` (v1.3): the server sets `warmup` to the strategy's largest lookback
-    /// over the call's combos ([`crate::SweepRequest::resolve_warmup`]).
+    /// over the call's combos (when the request is read: `auto_warmup` in `sweep.rs`).
     pub warmup_auto: bool,
     /// Periods per year the per-bar Sharpe and Sortino ratios are annualised with (> 0;
     /// `None`: 1, per-bar figures).

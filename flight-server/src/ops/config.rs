@@ -62,10 +62,10 @@ pub struct ServerConfig {
     /// Serve Prometheus metrics over HTTP at `/metrics` on this address.
     pub metrics_listen: Option<SocketAddr>,
     /// Opt-in socket tuning: register connections for read readiness only (see
-    /// [`crate::transport::conn`]); measured to help on one VM, off by default.
+    /// `crate::transport::conn`); measured to help on one VM, off by default.
     pub read_wake: bool,
     /// Rewrite gRPC-core clients' percent-encoded `:authority` on Unix sockets (see
-    /// [`crate::transport::uds`]); on by default, off only to test clients that set their own.
+    /// `crate::transport::uds`); on by default, off only to test clients that set their own.
     pub unix_authority_fix: bool,
     /// Most jobs queued, running or holding a result at once; past it `submit` answers
     /// RESOURCE_EXHAUSTED.

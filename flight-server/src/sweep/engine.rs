@@ -58,7 +58,7 @@ impl Engine {
     /// that run the server's work in-process: `config`'s threads, budget, cache and limits.
     ///
     /// # Errors
-    /// As [`Engine::new`].
+    /// As `Engine::new`.
     pub fn in_memory(config: ServerConfig) -> Result<Self> {
         let config = ServerConfig {
             data_dir: None,

@@ -509,7 +509,7 @@ pub fn ipc_stream_bodies(
 }
 
 /// Encodes result batches as the record-batch messages of one open stream whose schema was
-/// already sent (the unkeyed [`result_schema`]): a `session` reply. Keeps its flatbuffer builder and scratch
+/// already sent (the unkeyed `result_schema`): a `session` reply. Keeps its flatbuffer builder and scratch
 /// buffers between messages, so a reply costs no schema encoding and few allocations.
 #[derive(Debug)]
 pub struct SessionEncoder {

@@ -30,7 +30,7 @@ use super::stops::{Hit, StopBars, TradeStops};
 use super::{Execution, ExitReason, Fill, Fractions, Side};
 use crate::lines::Bars;
 
-/// Fewest combos for which a sweep builds [`Exits`]: below it the combos' own walks cost less
+/// Fewest combos for which a sweep builds `Exits`: below it the combos' own walks cost less
 /// than the pass (about as much as a few combos' loops).
 pub const EXITS_MIN_COMBOS: usize = 16;
 
@@ -96,7 +96,7 @@ pub(crate) struct Exits {
 const EXIT_BYTES: usize = size_of::<Exit>() + size_of::<f64>() + size_of::<ExitReason>();
 
 /// Bytes of the table a sweep over `bars` bars builds for `combos` combos with `exec` (none
-/// where [`Exits::of`] builds none).
+/// where `Exits::of` builds none).
 pub fn exits_bytes(bars: usize, combos: usize, exec: &Execution, formula_stops: bool) -> usize {
     if builds(bars, combos, exec, formula_stops) {
         let sides = if exec.side == Side::Both { 2 } else { 1 };

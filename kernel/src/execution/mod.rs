@@ -9,10 +9,10 @@
 //! v1.2 options (fills and stops on closes, no trail, no slippage) the loop is v1.2's, lazily
 //! checking stops over the closes between events; with the defaults (both sides, no stops,
 //! the whole range) it is the paper's stop-and-reverse, operation for operation. The other
-//! options run the general loop ([`Engine::advance`]): each bar from the last event to the
+//! options run the general loop (`Engine::advance`): each bar from the last event to the
 //! next one gets its pending fill and its stop check in the spec's order. Where the sweep found
-//! every trade's first stop beforehand ([`exits`]), or there are no stops, the general loop
-//! takes shorter steps ([`Engine::quick`]): one comparison per event for the stops, and each
+//! every trade's first stop beforehand (`exits`), or there are no stops, the general loop
+//! takes shorter steps (`Engine::quick`): one comparison per event for the stops, and each
 //! decision filled at once. Either way the trades and their arithmetic are those of
 //! [`crate::oracle`]'s bar-by-bar loop, which is written from the spec on its own.
 //!

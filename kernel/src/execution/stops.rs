@@ -43,7 +43,7 @@ pub(super) struct Hit {
     pub reason: ExitReason,
 }
 
-/// Bytes of the stop blocks ([`Extrema`]) a sweep over `bars` bars builds with `exec` (with
+/// Bytes of the stop blocks (`Extrema`) a sweep over `bars` bars builds with `exec` (with
 /// `formula_stops` if a stop is a formula): none with v1.2's options alone. A sweep that builds
 /// the table of first stops instead ([`super::exits_bytes`]) takes less.
 pub fn extrema_bytes(bars: usize, exec: &Execution, formula_stops: bool) -> usize {

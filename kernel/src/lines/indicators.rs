@@ -135,7 +135,7 @@ pub fn ema(x: &[f64], n: usize) -> Vec<f64> {
 /// Windows per pass of [`ema_multi`]: one AVX-512 register of lanes (two AVX2 ones).
 const EMA_LANES: usize = 8;
 
-/// [`ema`] of each of `windows`, bit for bit: the windows go [`EMA_LANES`] at a time through
+/// [`ema`] of each of `windows`, bit for bit: the windows go `EMA_LANES` at a time through
 /// one pass over `x`, each lane its own recurrence with its own `alpha` and `beta` (the same two
 /// products and one add per bar). One EMA is a chain of dependent multiply-adds, bound by their
 /// latency; the lanes' chains are independent, so a pass runs them side by side in one vector
