@@ -40,6 +40,7 @@ mod ledger;
 pub mod lines;
 pub mod oracle;
 pub mod paper;
+mod par;
 pub mod plan;
 pub mod record;
 mod signal;

@@ -31,8 +31,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::{MaybeUninit, take};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::certified::{self, Bounded, CertifiedBars, Side};
 use crate::execution::Execution;
 use crate::ledger::{Books, Moves};
@@ -439,15 +437,7 @@ impl Run<'_> {
         items: &[T],
         f: impl Fn(&mut Scratch, &T) -> Result<R> + Sync,
     ) -> Result<Vec<R>> {
-        if self.parallel {
-            items
-                .par_iter()
-                .map_init(Scratch::default, |s, item| f(s, item))
-                .collect()
-        } else {
-            let mut s = Scratch::default();
-            items.iter().map(|item| f(&mut s, item)).collect()
-        }
+        crate::par::map(self.parallel, items, f)
     }
 
     /// Combo `c`'s sign bytes, if the sweep keeps signs and the cache has them.

@@ -231,19 +231,7 @@ pub fn sweep_program(
                 control.report(1, len);
                 Ok((i, result))
             };
-            let done: Vec<(usize, ComboResult)> = if parallel {
-                members
-                    .par_iter()
-                    .map_init(Scratch::default, run)
-                    .collect::<Result<_>>()?
-            } else {
-                let mut scratch = Scratch::default();
-                members
-                    .iter()
-                    .map(|m| run(&mut scratch, m))
-                    .collect::<Result<_>>()?
-            };
-            for (i, r) in done {
+            for (i, r) in crate::par::map(parallel, &members, run)? {
                 results[i] = r;
             }
         }

@@ -202,19 +202,7 @@ pub(super) fn sweep(
             control.report(1, close.len());
             Ok((i, result))
         };
-        let done: Vec<(usize, ComboResult)> = if parallel {
-            group
-                .par_iter()
-                .map_init(Scratch::default, run)
-                .collect::<Result<_>>()?
-        } else {
-            let mut scratch = Scratch::default();
-            group
-                .iter()
-                .map(|i| run(&mut scratch, i))
-                .collect::<Result<_>>()?
-        };
-        for (i, r) in done {
+        for (i, r) in crate::par::map(parallel, group, run)? {
             results[i] = r;
         }
     }
