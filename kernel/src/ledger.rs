@@ -362,8 +362,11 @@ pub(crate) struct Books<'a> {
 impl<'a> Books<'a> {
     /// Combo `combo`'s ledger under `exec`.
     pub(crate) fn ledger(&self, exec: &crate::Execution, combo: usize) -> Ledger<'a> {
-        Ledger::over(exec.fee, self.bars.close, self.moves, exec.start)
-            .recording(self.records, combo)
+        let mut ledger = Ledger::over(exec.fee, self.bars.close, self.moves, exec.start)
+            .recording(self.records, combo);
+        // v1.2's options keep their order of summation, and with it their results' bits.
+        ledger.holds_last = !exec.is_v12();
+        ledger
     }
 }
 
@@ -380,6 +383,11 @@ pub struct Ledger<'a> {
     /// The exit bar of the last trade and its increment there: a trade opened on that bar and
     /// force-closed on it (the last bar of the range) books into the same increment.
     last_exit: (usize, f64),
+    /// The last exit's increment is held out of the sums until a booking on a later bar (or
+    /// the end): v1.3's fills put the next trade's entry mark on that bar nearly every trade
+    /// (a reversal at the next open), and the two then add once instead of taking a square
+    /// back. Off for v1.2's options, whose sums keep their order.
+    holds_last: bool,
     /// What the sweep asked to keep besides the result ([`Records`]); boxed, so a ledger that
     /// keeps nothing stays small enough to live in registers.
     detail: Option<Box<Detail<'a>>>,
@@ -416,6 +424,7 @@ impl<'a> Ledger<'a> {
             close,
             moves,
             last_exit: (usize::MAX, 0.0),
+            holds_last: false,
             detail: None,
         }
     }
@@ -435,8 +444,9 @@ impl<'a> Ledger<'a> {
 
     /// The result, once every trade is booked; what the ledger kept goes to its records.
     pub(crate) fn done(self) -> ComboResult {
+        let result = self.result();
         if let Some(d) = self.detail {
-            let block_pnl = d.marks.finish(self.result.pnl);
+            let block_pnl = d.marks.finish(result.pnl);
             d.records.put(
                 d.combo,
                 Record {
@@ -445,7 +455,7 @@ impl<'a> Ledger<'a> {
                 },
             );
         }
-        self.result
+        result
     }
 
     /// Books a trade of `pos` (+1 or -1) from `entry` to `exit`: `ret = pos * (exit / entry -
@@ -479,7 +489,11 @@ impl<'a> Ledger<'a> {
 
     /// The result so far.
     pub fn result(&self) -> ComboResult {
-        self.result
+        let mut result = self.result;
+        if self.holds_last {
+            result.stats.add_increment(self.last_exit.1, 0.0, 0.0, 0);
+        }
+        result
     }
 }
 
@@ -566,6 +580,17 @@ impl Ledger<'_> {
     /// it. Two bookings on one bar are one increment: the first one's square is taken back.
     #[inline(always)]
     fn increment(&mut self, row: usize, mut d: f64, sq: f64, neg_sq: f64, negs: u32) {
+        if self.holds_last {
+            let (at, held) = self.last_exit;
+            if row == at {
+                self.last_exit.1 = held + d;
+                self.add_increment(0.0, sq, neg_sq, negs);
+            } else {
+                self.last_exit = (row, d);
+                self.add_increment(held, sq, neg_sq, negs);
+            }
+            return;
+        }
         let s = &mut self.result.stats;
         if row == self.last_exit.0 {
             let first = self.last_exit.1;
@@ -575,6 +600,21 @@ impl Ledger<'_> {
             d += first;
         }
         self.last_exit = (row, d);
+        self.add_increment(d, sq, neg_sq, negs);
+    }
+
+    /// Adds the increment `d` to the sums, with `sq`, `neg_sq` and `negs` of other bars.
+    #[inline(always)]
+    fn add_increment(&mut self, d: f64, sq: f64, neg_sq: f64, negs: u32) {
+        self.result.stats.add_increment(d, sq, neg_sq, negs);
+    }
+}
+
+impl TradeStats {
+    /// Adds the increment `d`, with `sq`, `neg_sq` and `negs` of other bars.
+    #[inline(always)]
+    fn add_increment(&mut self, d: f64, sq: f64, neg_sq: f64, negs: u32) {
+        let s = self;
         let down = d.min(0.0);
         s.d_sq += sq + d * d;
         s.d_neg_sq += neg_sq + down * down;

@@ -308,8 +308,10 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) ->
     let mut table = vec![Exit::NEVER; n];
     let mut prices = vec![f64::NAN; n];
     let mut reasons = vec![ExitReason::StopLoss; n];
-    // Per bar k: the first trail hit of the chain of next higher highs from k (from k + 1).
-    let mut chain = vec![NEVER_BAR; if factor.is_some() { n } else { 0 }];
+    // Per bar k: the first trail hit of the chain of next higher highs from k (from k + 1),
+    // and the chain's bar whose high is the best price before that hit (the trail's peak
+    // there, which the exit's price needs: read here, not searched for in the stack).
+    let mut chain = vec![(NEVER_BAR, 0u32); if factor.is_some() { n } else { 0 }];
     let (mut lows_from, mut highs_from) = (Records::default(), Records::default());
     for a in (0..n).rev() {
         let (lo_a, hi_a) = (lo(a), hi(a));
@@ -319,11 +321,13 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) ->
             let next = highs_from.second();
             let level = m * hi_a;
             let seg = lows_from.first(|l| l <= level).map(|j| j as u32);
+            // Bars a + 1 .. g - 1 have highs at most a's: up to a hit before g, a's high is
+            // the best price.
             chain[a] = match (seg, next) {
-                (Some(s), Some(g)) if s <= g => s,
-                (Some(s), None) => s,
+                (Some(s), Some(g)) if s <= g => (s, a as u32),
+                (Some(s), None) => (s, a as u32),
                 (_, Some(g)) => chain[g as usize],
-                (None, None) => NEVER_BAR,
+                (None, None) => (NEVER_BAR, a as u32),
             };
         }
         lows_from.push(lo_a, a, |l| l >= lo_a);
@@ -346,17 +350,35 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) ->
         let t = TradeStops::new(long, entry, fractions);
         let start = sign * entry;
         let mut first = u32::MAX;
+        // The first bar whose high is above the entry (the best price is the entry before
+        // it), and the trail's first hit with the bar whose high is the best price before it.
+        let mut rise = None;
+        let mut trail = (NEVER_BAR, None);
         if let Some(m) = factor {
             let level = m * start;
-            // The best price stays the entry up to the first high above it.
-            let rise = highs_from.first(|h| h > start);
-            let hit = match (lows_from.first(|l| l <= level), rise) {
-                (Some(j), Some(r)) if j <= r => j as u32,
-                (Some(j), None) => j as u32,
-                (_, Some(r)) => chain[r],
-                (None, None) => NEVER_BAR,
-            };
-            first = first.min(hit);
+            // Most often bar `a`'s own high is above the entry (an open below the high): then
+            // the trail's first hit is bar `a` itself or its chain's, no search needed.
+            if hi_a > start {
+                rise = Some(a);
+                trail = if lo_a <= level {
+                    (a as u32, None)
+                } else {
+                    let (hit, best) = chain[a];
+                    (hit, Some(best))
+                };
+            } else {
+                rise = highs_from.first(|h| h > start);
+                trail = match (lows_from.first(|l| l <= level), rise) {
+                    (Some(j), Some(r)) if j <= r => (j as u32, None),
+                    (Some(j), None) => (j as u32, None),
+                    (_, Some(r)) => {
+                        let (hit, best) = chain[r];
+                        (hit, Some(best))
+                    }
+                    (None, None) => (NEVER_BAR, None),
+                };
+            }
+            first = trail.0;
         }
         let (loss, profit) = (sign * t.loss, sign * t.profit);
         if !loss.is_nan()
@@ -373,13 +395,21 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) ->
             continue;
         }
         let j = first as usize;
-        // The best price before bar j: the entry, or the highest high of bars a..j, which is
-        // the last record before j (records go deeper as their bars get later).
-        let before = highs_from.0.partition_point(|&(_, k)| k as usize >= j);
-        let best = highs_from
-            .0
-            .get(before)
-            .map_or(start, |&(h, _)| start.max(h));
+        // The best price before bar j: the entry, or the highest high of bars a..j. Known
+        // without a search where the trail hits first (its chain's bar), where no high before
+        // j is above the entry, or without a trail (which alone reads it); else the last
+        // record before j (records go deeper as their bars get later).
+        let best = if factor.is_none() || rise.is_none_or(|r| j <= r) {
+            start
+        } else if let (true, Some(b)) = (first == trail.0, trail.1) {
+            start.max(hi(b as usize))
+        } else {
+            let before = highs_from.0.partition_point(|&(_, k)| k as usize >= j);
+            highs_from
+                .0
+                .get(before)
+                .map_or(start, |&(h, _)| start.max(h))
+        };
         table[e] = match t.at(&p, j, sign * best) {
             Err(stop) => {
                 let Hit { price, bar, reason } = t.hit(exec, j, stop);

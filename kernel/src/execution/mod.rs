@@ -422,6 +422,10 @@ pub(crate) struct Engine<'a, B: Book, const PLAIN: bool> {
     exit: Exit,
     /// The prices stops are checked against.
     prices: StopBars<'a>,
+    /// Where a decision on bar `i` fills: `fills[i + fill_lag]` (the closes and 0, or the
+    /// opens and 1), read without matching on the fill for every trade.
+    fills: &'a [f64],
+    fill_lag: usize,
 }
 
 impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
@@ -455,6 +459,11 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
             exits: None,
             exit: Exit::WALK,
             prices: StopBars::of(bars, exec),
+            fills: match exec.fill {
+                Fill::Close => bars.close,
+                Fill::NextOpen => bars.open.unwrap_or_default(),
+            },
+            fill_lag: usize::from(exec.fill == Fill::NextOpen),
         };
         engine.quick = engine.can_be_quick();
         engine
@@ -671,14 +680,8 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
     /// next-open order on the last bar, dropped).
     #[inline(always)]
     fn fill_of(&self, i: usize) -> Option<(usize, f64)> {
-        match self.exec.fill {
-            Fill::Close => Some((i, self.close[i])),
-            Fill::NextOpen => self
-                .bars
-                .open
-                .and_then(|o| o.get(i + 1))
-                .map(|&open| (i + 1, open)),
-        }
+        let k = i + self.fill_lag;
+        self.fills.get(k).map(|&price| (k, price))
     }
 
     /// Books the open trade's first stop from the table if it hits at or before bar `to`
