@@ -264,6 +264,21 @@ impl Records {
         k.checked_sub(1).map(|v| s[v].1 as usize)
     }
 
+    /// [`Records::first`] if it is at or before bar `last`, else `None`: the few records up
+    /// to `last` are read from the top, one by one, before a search of the whole stack.
+    #[inline(always)]
+    fn first_by(&self, last: usize, hits: impl Fn(f64) -> bool) -> Option<usize> {
+        for &(p, k) in self.0.iter().rev().take(8) {
+            if k as usize > last {
+                return None;
+            }
+            if hits(p) {
+                return Some(k as usize);
+            }
+        }
+        self.first(hits).filter(|&j| j <= last)
+    }
+
     /// The bar just below the top: the first record after the current bar.
     fn second(&self) -> Option<u32> {
         self.0.len().checked_sub(2).map(|v| self.0[v].1)
@@ -320,13 +335,16 @@ fn side(bars: &Bars<'_>, exec: &Execution, fr: [Fraction<'_>; 3], long: bool) ->
             // `highs_from` below `a` is the next higher high; `lows_from` still starts at a + 1.
             let next = highs_from.second();
             let level = m * hi_a;
-            let seg = lows_from.first(|l| l <= level).map(|j| j as u32);
+            // A hit after g is g's chain's (only the lows up to g are looked at: often a few).
+            let seg = match next {
+                Some(g) => lows_from.first_by(g as usize, |l| l <= level),
+                None => lows_from.first(|l| l <= level),
+            };
             // Bars a + 1 .. g - 1 have highs at most a's: up to a hit before g, a's high is
             // the best price.
             chain[a] = match (seg, next) {
-                (Some(s), Some(g)) if s <= g => (s, a as u32),
-                (Some(s), None) => (s, a as u32),
-                (_, Some(g)) => chain[g as usize],
+                (Some(s), _) => (s as u32, a as u32),
+                (None, Some(g)) => chain[g as usize],
                 (None, None) => (NEVER_BAR, a as u32),
             };
         }
