@@ -15,9 +15,9 @@
 //! best price since entry, which is the entry until the first high above it, then the highs of
 //! the chain of each bar's next higher high: each bar `k` knows the first bar up to its next
 //! higher high where the low reaches its high's trail, and so the first trail hit of the chain
-//! from `k` (from the chain's next bar, found earlier in the backward pass). The exit price and
-//! reason at the hit bar come from [`TradeStops::at`], the loop's own test, with the best price
-//! found the same way.
+//! from `k` (from the chain's next bar, found earlier in the backward pass), with the chain's
+//! bar whose high is the best price before that hit. The exit price and reason at the hit bar
+//! come from [`TradeStops::at`], the loop's own test, with that best price.
 //!
 //! A stop-loss or take-profit that is a formula depends on the entry's bar too (its value at
 //! the deciding bar): the combos that share a formula's values share a table
