@@ -577,17 +577,18 @@ impl Book for Ledger<'_> {
 
 impl Ledger<'_> {
     /// Adds the increment `d` at bar `row`, with `sq`, `neg_sq` and `negs` of the bars before
-    /// it. Two bookings on one bar are one increment: the first one's square is taken back.
+    /// it. Two bookings on one bar are one increment: the first one's square is taken back, or,
+    /// holding the last exit's increment (`holds_last`), not added yet.
     #[inline(always)]
     fn increment(&mut self, row: usize, mut d: f64, sq: f64, neg_sq: f64, negs: u32) {
         if self.holds_last {
             let (at, held) = self.last_exit;
             if row == at {
                 self.last_exit.1 = held + d;
-                self.add_increment(0.0, sq, neg_sq, negs);
+                self.result.stats.add_increment(0.0, sq, neg_sq, negs);
             } else {
                 self.last_exit = (row, d);
-                self.add_increment(held, sq, neg_sq, negs);
+                self.result.stats.add_increment(held, sq, neg_sq, negs);
             }
             return;
         }
@@ -600,12 +601,6 @@ impl Ledger<'_> {
             d += first;
         }
         self.last_exit = (row, d);
-        self.add_increment(d, sq, neg_sq, negs);
-    }
-
-    /// Adds the increment `d` to the sums, with `sq`, `neg_sq` and `negs` of other bars.
-    #[inline(always)]
-    fn add_increment(&mut self, d: f64, sq: f64, neg_sq: f64, negs: u32) {
         self.result.stats.add_increment(d, sq, neg_sq, negs);
     }
 }

@@ -391,11 +391,7 @@ impl Firsts {
     /// The rules over `rows`: with AVX2 where the CPU has it (four rows a compare, not the
     /// portable target's two: the pass is compute-bound, ~25 instructions a row, and was 44% of
     /// a server's time over OHLCV puts), else [`Firsts::rules`] as compiled.
-    fn over(
-        close: &[f64],
-        columns: [Option<&[f64]>; 4],
-        rows: std::ops::Range<usize>,
-    ) -> Self {
+    fn over(close: &[f64], columns: [Option<&[f64]>; 4], rows: std::ops::Range<usize>) -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             #[target_feature(enable = "avx2")]
