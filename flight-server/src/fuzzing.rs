@@ -50,6 +50,7 @@ fn run_on_bars(request: &SweepRequest) {
         low: Some(&low),
         close: &close,
         volume: Some(&close),
+        ..Default::default()
     };
     let combos = request.grid.len().min(16);
     let Ok((combos, _)) = crate::compute::params_in(&request.strategy, &request.grid, 0..combos)
@@ -97,7 +98,7 @@ pub fn formulas(data: &[u8]) {
         }
     }
     let body = serde_json::json!({"dataset": "d", "strategy": {"long": text}, "params": [[5]]});
-    let _ = crate::sweep::explain::explain(body.to_string().as_bytes(), 1_000, 1 << 30);
+    let _ = crate::sweep::explain::explain(body.to_string().as_bytes(), 1_000, 1 << 30, &|_| None);
 }
 
 /// An upload: `data` is cut into Flight messages (see [`frame`]) that go through the same

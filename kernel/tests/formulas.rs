@@ -83,6 +83,7 @@ fn every_function_equals_its_oracle_bit_for_bit() {
             low: Some(&low),
             close: walk,
             volume: Some(&volume),
+            ..Bars::default()
         };
         let other: Vec<f64> = x.iter().rev().copied().collect();
         let mut r = Rng(3);
@@ -512,7 +513,7 @@ proptest! {
         let kinds = series_kinds(if which % 2 == 0 { 2600 } else { 400 }, seed);
         let close = &kinds[which.min(3)].1;
         let (open, high, low, volume) = bars_of(close, seed ^ 9);
-        let bars = Bars { open: Some(&open), high: Some(&high), low: Some(&low), close, volume: Some(&volume) };
+        let bars = Bars { open: Some(&open), high: Some(&high), low: Some(&low), close, volume: Some(&volume), ..Bars::default() };
         let mut combos: Vec<Vec<f64>> = Vec::new();
         for _ in 0..6 {
             combos.push(program.params.iter().map(|p| match p.kind {
@@ -577,11 +578,39 @@ fn canonical_text_follows_the_spec() {
     }
 }
 
+/// The edit distance of the hints (expressions.md v1.4): insertions, deletions,
+/// substitutions and swaps of two neighbours, one edit each; no hint past two edits.
+#[test]
+fn edit_distance_counts_swaps_as_one_and_hints_stop_at_two() {
+    use sweepflight_kernel::expr::registry::{closest, edit_distance};
+    for (a, b, d) in [
+        ("art", "atr", 1),
+        ("clsoe", "close", 1),
+        ("", "abc", 3),
+        ("abc", "abc", 0),
+        ("ca", "abc", 3),
+        ("kitten", "sitting", 3),
+        ("vwap", "vawp", 1),
+    ] {
+        assert_eq!(edit_distance(a, b), d, "{a} {b}");
+        assert_eq!(edit_distance(b, a), d, "{b} {a}");
+    }
+    assert_eq!(closest("xyzw", ["sma", "ema"]), None);
+    // Ties by the candidates' order.
+    assert_eq!(closest("ma", ["sma", "ema"]), Some("sma"));
+    assert_eq!(closest("ma", ["ema", "sma"]), Some("ema"));
+    let e = parse::parse("zzzz(close) > 1").unwrap_err();
+    assert!(!e.message.contains("did you mean"), "{}", e.message);
+}
+
 #[test]
 fn parse_errors_name_the_offset_and_what_was_expected() {
     for (text, offset, needle) in [
         ("close >", 7, "expected a number, a name, a call or `(`"),
         ("smaa(close, 5) > 1", 0, "did you mean `sma`"),
+        // A swap of two neighbours is one edit (`atr`, not `abs`, which is two substitutions).
+        ("art(14) > 1", 0, "did you mean `atr`"),
+        ("rsl(close, 14) > 1", 0, "did you mean `rsi`"),
         ("sma(close) > 1", 0, "sma takes sma(x, n), got 1 argument"),
         (
             "hma(close, 1, 2) > 1",
@@ -862,6 +891,7 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
             low: Some(&low),
             close: &close,
             volume: Some(&volume),
+            ..Bars::default()
         };
         let exec = Execution::default();
         let run = |values: &[f64], cache: &dyn ArrayCache| -> Vec<String> {
@@ -976,6 +1006,7 @@ fn random_formulas_are_mostly_valid_programs() {
         low: Some(&low),
         close,
         volume: Some(&volume),
+        ..Bars::default()
     };
     let (mut valid, mut trading) = (0, 0);
     for _ in 0..400 {
@@ -1065,6 +1096,7 @@ fn closes_only(close: &[f64]) -> Bars<'_> {
         low: None,
         close,
         volume: None,
+        ..Bars::default()
     }
 }
 
@@ -1244,4 +1276,98 @@ fn formulas_and_the_paper_kernel_share_their_hma_and_hma3_lines() {
             "{name}: the paper kernel computed a line the formulas kept"
         );
     }
+}
+
+/// A strategy's own column (`inputs`, v1.4) is a series like a bar column: a sweep reading it
+/// equals the same formulas reading a bar column that holds the same values, on every kind of
+/// series (NaN-prefixed and gappy included), over a slice of the bars too; and its arrays are
+/// keyed by the column's name, not its position in one call's `inputs`.
+#[test]
+fn an_input_column_is_read_like_a_bar_column_and_keyed_by_its_name() {
+    use std::sync::Arc;
+    for (name, x) in series_kinds(900, 17) {
+        let walk = &series_kinds(900, 17)[0].1;
+        let own = [
+            Arc::<[f64]>::from(vec![0.5; walk.len()]),
+            Arc::from(x.clone()),
+        ];
+        let with_input = Bars {
+            inputs: &own,
+            ..Bars::closes(walk)
+        };
+        let as_volume = Bars {
+            volume: Some(&x),
+            ..Bars::closes(walk)
+        };
+        let fields = |col: &str| {
+            [
+                (
+                    Field::Long,
+                    format!("cross_above(sma({col}, n), sma({col}, 20)) and close > k"),
+                ),
+                (Field::Short, format!("{col} < ema({col}, n) - k")),
+                (Field::ExitLong, format!("{col} > max({col}, 5)")),
+            ]
+        };
+        let program = |col: &str, inputs: &[String]| {
+            let owned = fields(col);
+            let texts: Vec<(Field, &str)> = owned.iter().map(|(f, t)| (*f, t.as_str())).collect();
+            Program::with_inputs(&[], &texts, inputs).unwrap()
+        };
+        let mine = program("pred", &["spare".into(), "pred".into()]);
+        let theirs = program("volume", &[]);
+        assert_eq!(mine.params, theirs.params, "{name}");
+        assert_eq!(mine.inputs_read(), ["pred"]);
+        assert!(mine.columns().iter().all(|c| c.bar_index().is_some()));
+        let values: Vec<f64> = [3.0, 5.0, 8.0]
+            .iter()
+            .flat_map(|&n| [0.0, 0.5].map(|k| [n, k]))
+            .flatten()
+            .collect();
+        let exec = Execution::default();
+        let run = |bars: &Bars<'_>, p: &Program| {
+            sweep_program(
+                bars,
+                p,
+                &values,
+                values.len() / 2,
+                &exec,
+                &SweepControl::default(),
+            )
+            .unwrap()
+        };
+        let text = |r: Vec<sweepflight_kernel::ComboResult>| {
+            r.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>()
+        };
+        let got = run(&with_input, &mine);
+        // Not vacuous: the input's values decide trades.
+        assert!(got.iter().map(|r| r.trades).sum::<u64>() > 0, "{name}");
+        assert_eq!(text(got), text(run(&as_volume, &theirs)), "{name}");
+        let run = |bars: &Bars<'_>, p: &Program| text(run(bars, p));
+        // A slice of the bars reads the same rows of the input.
+        let (a, b) = (with_input.slice(100, 700), as_volume.slice(100, 700));
+        assert_eq!(run(&a, &mine), run(&b, &theirs), "{name} sliced");
+    }
+    // Fingerprints name the column: `sma(pred, 5)` is one array whether `pred` is listed
+    // first or second, and another than `sma(vwap, 5)`.
+    let fingerprints = |inputs: &[&str], col: &str| {
+        let inputs: Vec<String> = inputs.iter().map(|s| (*s).to_owned()).collect();
+        let text = format!("sma({col}, 5) > 1");
+        let p = Program::with_inputs(&[], &[(Field::Long, text.as_str())], &inputs).unwrap();
+        let mut plan = Plan::new();
+        plan.bind(&p, &[]);
+        plan.array_fingerprints()
+    };
+    assert_eq!(
+        fingerprints(&["pred", "vwap"], "pred"),
+        fingerprints(&["vwap", "pred"], "pred")
+    );
+    assert_ne!(
+        fingerprints(&["pred", "vwap"], "pred"),
+        fingerprints(&["pred", "vwap"], "vwap")
+    );
+    // Canonical text keeps the name.
+    let p =
+        Program::with_inputs(&[], &[(Field::Long, "pred>sma(pred,3)")], &["pred".into()]).unwrap();
+    assert_eq!(p.canonical()[0].1, "pred > sma(pred, 3)");
 }

@@ -14,6 +14,7 @@
 //! them are the caller's fault (INVALID_ARGUMENT on the wire).
 
 mod actions;
+mod columns;
 mod error;
 mod job;
 mod name;
@@ -29,6 +30,7 @@ pub use actions::{
     ACTIONS, CANCEL, CANCEL_FLIGHT_INFO, DROP, ECHO, EQUITY, EXPLAIN, STATS, STATUS, STRATEGIES,
     SUBMIT, SWEEP, TRADES, WALK_FORWARD,
 };
+pub use columns::{BAR_NAMES, PANDAS_INDEX, column_hint, recognise, time_index};
 pub use error::{Error, Result};
 pub use job::{JobBody, JobRef, JobState, JobStatus, MAX_JOB_ID_LEN};
 pub use name::{MAX_NAME_LEN, validate_name};

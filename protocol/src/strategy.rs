@@ -52,21 +52,43 @@ pub struct Formulas {
     pub constraint: Option<String>,
     /// The body's stop formulas (`stop_loss`, `take_profit`, `trailing_stop` given as text).
     pub stops: Vec<(Field, String)>,
+    /// The strategy object's `inputs` (v1.4): dataset columns its formulas read as series.
+    pub inputs: Vec<String>,
     /// The parameters in order of first appearance, with their kinds.
     pub params: Vec<(String, ParamKind)>,
     /// The formulas as the kernel binds them.
     pub program: Arc<Program>,
 }
 
+/// A strategy object's `inputs`: a list of column names (each checked by the binder).
+fn decode_inputs(v: &serde_json::Value) -> crate::Result<Vec<String>> {
+    let bad = || {
+        crate::Error::new(format!(
+            "`strategy.inputs` must be a list of column names ([\"pred\", \"vwap\"]), got {v}"
+        ))
+    };
+    v.as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|n| n.as_str().map(str::to_owned).ok_or_else(bad))
+        .collect()
+}
+
 impl PartialEq for Formulas {
     fn eq(&self, other: &Self) -> bool {
-        (self.builtin, &self.fields, &self.constraint, &self.stops)
-            == (
-                other.builtin,
-                &other.fields,
-                &other.constraint,
-                &other.stops,
-            )
+        (
+            self.builtin,
+            &self.fields,
+            &self.constraint,
+            &self.stops,
+            &self.inputs,
+        ) == (
+            other.builtin,
+            &other.fields,
+            &other.constraint,
+            &other.stops,
+            &other.inputs,
+        )
     }
 }
 
@@ -113,15 +135,20 @@ impl Strategy {
         constraint: Option<&str>,
         stops: &[(Field, String)],
     ) -> crate::Result<Self> {
+        let mut inputs: Vec<String> = Vec::new();
         let (builtin, fields): (Option<Self>, Vec<(String, String)>) = match strategy {
             None => (Some(Self::default()), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
             Some(serde_json::Value::Object(map)) => {
                 let mut fields = Vec::new();
                 for (key, text) in map {
+                    if key == "inputs" {
+                        inputs = decode_inputs(text)?;
+                        continue;
+                    }
                     if !Field::STRATEGY.iter().any(|f| f.name() == key) {
                         return Err(crate::Error::new(format!(
-                            "`strategy` has unknown field {key:?}; it takes long, short, exit_long, exit_short"
+                            "`strategy` has unknown field {key:?}; it takes long, short, exit_long, exit_short and inputs"
                         )));
                     }
                     let text = text.as_str().ok_or_else(|| {
@@ -161,9 +188,11 @@ impl Strategy {
         if let Some(c) = constraint {
             all.push((Field::Constraint, c));
         }
-        let program = Program::new(&all).map_err(|e| crate::Error::new(e.to_string()))?;
+        let program = Program::with_inputs(&[], &all, &inputs)
+            .map_err(|e| crate::Error::new(e.to_string()))?;
         if constraint.is_some() {
-            let without = Program::new(&texts).map_err(|e| crate::Error::new(e.to_string()))?;
+            let without = Program::with_inputs(&[], &texts, &inputs)
+                .map_err(|e| crate::Error::new(e.to_string()))?;
             if let Some(extra) = program.params.get(without.params.len()) {
                 return Err(crate::Error::new(format!(
                     "`constraint` names `{}`, which no formula of the strategy uses",
@@ -181,6 +210,7 @@ impl Strategy {
             fields,
             constraint: constraint.map(str::to_owned),
             stops: stops.to_vec(),
+            inputs,
             params,
             program: Arc::new(program),
         })))
@@ -202,12 +232,17 @@ impl Strategy {
     /// The body's `strategy` value of this strategy (a name, or the object of formulas).
     pub fn wire(&self) -> serde_json::Value {
         match self {
-            Self::Formulas(f) if f.builtin.is_none() => serde_json::Value::Object(
-                f.fields
+            Self::Formulas(f) if f.builtin.is_none() => {
+                let mut map: serde_json::Map<String, serde_json::Value> = f
+                    .fields
                     .iter()
                     .map(|(k, t)| (k.clone(), serde_json::Value::String(t.clone())))
-                    .collect(),
-            ),
+                    .collect();
+                if !f.inputs.is_empty() {
+                    map.insert("inputs".into(), serde_json::Value::from(f.inputs.clone()));
+                }
+                serde_json::Value::Object(map)
+            }
             s => serde_json::Value::String(s.name().to_owned()),
         }
     }
@@ -437,6 +472,9 @@ pub struct Execution {
     /// Blocks of the evaluated rows for the `block_pnl` column (2 to [`MAX_BLOCKS`]; `None`:
     /// no column).
     pub blocks: Option<u8>,
+    /// `"ignore_time": true` (v1.4): the dataset's time is read as absent for the call, so bars
+    /// whose time is out of order are swept in row order (refused without it).
+    pub ignore_time: bool,
 }
 
 /// Most blocks a body may ask for (strategies.md, "Blocks").

@@ -617,6 +617,7 @@ impl ExchangeCommand {
             && wire.warmup.is_none()
             && wire.periods_per_year.is_none()
             && wire.blocks.is_none()
+            && wire.ignore_time.is_none()
             && wire.filters.is_none()
             && wire.order_by.is_none()
             && wire.descending.is_none()
@@ -735,7 +736,9 @@ struct Wire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lengths: Option<Vec<Number>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    params: Option<Vec<Vec<Number>>>,
+    // Values, not numbers: a value a client cannot write as a JSON number (a NaN) travels as
+    // `null` and is refused by name, never replaced.
+    params: Option<Vec<Vec<serde_json::Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     strategy: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -766,6 +769,8 @@ struct Wire {
     periods_per_year: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     blocks: Option<Number>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ignore_time: Option<serde_json::Value>,
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
     filters: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -800,10 +805,14 @@ impl Wire {
     ) -> Self {
         let (filters, order_by, descending, top) = selection.encode();
         let numbers = |v: &[u32]| v.iter().map(|&x| Number::from(x)).collect::<Vec<_>>();
-        // Integers as JSON integers, numbers as JSON numbers, per the strategy's parameters.
+        // Integers as JSON integers, numbers as JSON numbers, per the strategy's parameters. A
+        // value of an int parameter that is not a whole number (5.9, or -3 within i64) goes as
+        // it is, so the server refuses it by name: a cast here would truncate it silently.
         let value = |k: usize, v: f64| match strategy.params()[k].1 {
-            ParamKind::Int => Number::from(v as u64),
-            ParamKind::Number => Number::from_f64(v).expect("checked finite"),
+            ParamKind::Int if v.fract() == 0.0 && v.abs() < 9.0e15 => {
+                serde_json::Value::from(v as i64)
+            }
+            _ => Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number),
         };
         let tuple = |t: &[f64]| t.iter().enumerate().map(|(k, &v)| value(k, v)).collect();
         let mut wire = Self {
@@ -831,6 +840,9 @@ impl Wire {
                 execution.periods_per_year.map(serde_json::Value::from)
             },
             blocks: execution.blocks.map(Number::from),
+            ignore_time: execution
+                .ignore_time
+                .then_some(serde_json::Value::Bool(true)),
             filters,
             order_by,
             descending,
@@ -839,7 +851,13 @@ impl Wire {
         };
         match grid {
             Grid::Lengths(l) => wire.lengths = Some(numbers(l)),
-            Grid::Params(p) => wire.params = Some(p.iter().map(|t| numbers(t)).collect()),
+            Grid::Params(p) => {
+                wire.params = Some(
+                    p.iter()
+                        .map(|t| t.iter().map(|&x| serde_json::Value::from(x)).collect())
+                        .collect(),
+                );
+            }
             Grid::Tuples(t) => wire.params = Some(t.iter().map(|t| tuple(t)).collect()),
             Grid::Product(lists) => {
                 wire.grid = Some(
@@ -847,7 +865,7 @@ impl Wire {
                         .iter()
                         .enumerate()
                         .map(|(k, list)| {
-                            let values = list.iter().map(|&v| value(k, v).into()).collect();
+                            let values = list.iter().map(|&v| value(k, v)).collect();
                             (
                                 strategy.params()[k].0.to_owned(),
                                 serde_json::Value::Array(values),
@@ -862,7 +880,7 @@ impl Wire {
                     .iter()
                     .enumerate()
                     .map(|(k, &(lo, hi))| {
-                        let pair = vec![value(k, lo).into(), value(k, hi).into()];
+                        let pair = vec![value(k, lo), value(k, hi)];
                         (
                             strategy.params()[k].0.to_owned(),
                             serde_json::Value::Array(pair),
@@ -1077,7 +1095,7 @@ fn check_series(series: Vec<String>) -> Result<Vec<String>> {
     Ok(series)
 }
 
-fn tuple(i: usize, t: &[Number]) -> Result<[u32; 6]> {
+fn tuple(i: usize, t: &[serde_json::Value]) -> Result<[u32; 6]> {
     if t.len() != 6 {
         return Err(Error::new(format!(
             "params[{i}] has {} values; each tuple is [half, full, sqrt, p3, p2, p]",
@@ -1087,7 +1105,16 @@ fn tuple(i: usize, t: &[Number]) -> Result<[u32; 6]> {
     const FIELDS: [&str; 6] = ["half", "full", "sqrt", "p3", "p2", "p"];
     let mut out = [0u32; 6];
     for (j, w) in t.iter().enumerate() {
-        out[j] = window(w, || format!("params[{i}][{j}] ({})", FIELDS[j]))?;
+        let what = || format!("params[{i}][{j}] ({})", FIELDS[j]);
+        out[j] = match w {
+            serde_json::Value::Number(n) => window(n, what)?,
+            other => {
+                return Err(Error::new(format!(
+                    "{} must be an integer in 1..={MAX_WINDOW}, got {other}",
+                    what()
+                )));
+            }
+        };
     }
     Ok(out)
 }
@@ -1213,6 +1240,16 @@ fn execution(wire: &Wire) -> Result<Execution> {
             false,
         ),
     };
+    let ignore_time = match &wire.ignore_time {
+        None => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(Error::new(format!(
+                "`ignore_time` must be true or false (true sweeps bars out of time order in row \
+                 order, the time read as absent), got {v}"
+            )));
+        }
+    };
     Ok(Execution {
         side,
         stop_loss,
@@ -1226,6 +1263,7 @@ fn execution(wire: &Wire) -> Result<Execution> {
         periods_per_year: None,
         periods_per_year_auto: false,
         blocks: None,
+        ignore_time,
     })
 }
 
@@ -1268,23 +1306,24 @@ fn param_value(
 }
 
 /// An explicit tuple of a v1.2 strategy.
-fn strategy_tuple(strategy: &Strategy, i: usize, t: &[Number]) -> Result<Vec<f64>> {
+fn strategy_tuple(strategy: &Strategy, i: usize, t: &[serde_json::Value]) -> Result<Vec<f64>> {
     let names: Vec<&str> = strategy.params().iter().map(|p| p.0).collect();
     if t.len() != names.len() {
-        return Err(Error::new(format!(
+        let msg = format!(
             "params[{i}] has {} values; each {strategy} tuple is [{}]",
             t.len(),
             names.join(", ")
-        )));
+        );
+        // A tuple too short leaves its next parameter without a value.
+        return Err(match names.get(t.len()) {
+            Some(name) => Error::unvalued(msg, name),
+            None => Error::new(msg),
+        });
     }
     let values = t
         .iter()
         .enumerate()
-        .map(|(k, v)| {
-            param_value(strategy, k, &serde_json::Value::Number(v.clone()), &|| {
-                format!("params[{i}][{k}]")
-            })
-        })
+        .map(|(k, v)| param_value(strategy, k, v, &|| format!("params[{i}][{k}]")))
         .collect::<Result<Vec<_>>>()?;
     strategy
         .check_combo(&values)
@@ -1308,9 +1347,9 @@ fn product(strategy: &Strategy, grid: &serde_json::Map<String, serde_json::Value
         .iter()
         .enumerate()
         .map(|(k, (name, _))| {
-            let list = grid
-                .get(*name)
-                .ok_or_else(|| Error::new(format!("`grid` needs a list for `{name}`")))?;
+            let list = grid.get(*name).ok_or_else(|| {
+                Error::unvalued(format!("`grid` needs a list for `{name}`"), name)
+            })?;
             let items = list
                 .as_array()
                 .filter(|a| !a.is_empty())
@@ -1368,7 +1407,12 @@ fn sample(strategy: &Strategy, v: &serde_json::Value) -> Result<Grid> {
                 .get(*name)
                 .and_then(serde_json::Value::as_array)
                 .filter(|a| a.len() == 2)
-                .ok_or_else(|| bad(&format!("needs a range [lo, hi] for `{name}`")))?;
+                .ok_or_else(|| {
+                    Error::unvalued(
+                        format!("`sample` needs a range [lo, hi] for `{name}`"),
+                        name,
+                    )
+                })?;
             let what = |end: &'static str| move || format!("sample.ranges.{name} {end}");
             let lo = param_value(strategy, k, &pair[0], &what("lo"))?;
             let hi = param_value(strategy, k, &pair[1], &what("hi"))?;
@@ -1711,7 +1755,7 @@ mod tests {
             ),
             (
                 r#"{"dataset": "p", "strategy": "donchian", "params": [["5"]]}"#,
-                "bad sweep body",
+                "params[0][0] (n) must be a number, got \"5\"",
             ),
             (
                 r#"{"dataset": "p", "strategy": "rsi_revert", "params": [[14, 70, 30]]}"#,
@@ -1921,5 +1965,101 @@ mod tests {
         ] {
             assert!(cmd(bad).is_err(), "{bad}");
         }
+    }
+
+    /// v1.4's trust rules at the wire: a window that is not a whole number is sent as it is
+    /// and refused by name (never cut to an integer); `ignore_time` is a boolean; `inputs` are
+    /// columns, never parameters; a parameter without values is named for the server's hint.
+    #[test]
+    fn values_travel_as_given_and_v14_fields_decode() {
+        let strategy = |text: &str| {
+            Strategy::decode(Some(&serde_json::from_str(text).unwrap()), None).unwrap()
+        };
+        let sma = strategy(r#"{"long": "close > sma(close, n)"}"#);
+        for (v, said) in [(5.9, "got 5.9"), (-3.0, "got -3"), (0.0, "got 0")] {
+            let r = SweepRequest::strategy("p", sma.clone(), Grid::Product(vec![vec![v]]));
+            let body = String::from_utf8(r.encode()).unwrap();
+            let e = SweepRequest::decode(body.as_bytes()).unwrap_err();
+            assert!(
+                e.0.contains("(n) must be an integer") && e.0.contains(said),
+                "{body}: {e}"
+            );
+        }
+        // A NaN is not a JSON number: it travels as null and is refused, never replaced.
+        let k = strategy(r#"{"long": "close > k"}"#);
+        for grid in [
+            Grid::Product(vec![vec![f64::NAN]]),
+            Grid::Tuples(vec![vec![f64::INFINITY]]),
+        ] {
+            let body = SweepRequest::strategy("p", k.clone(), grid).encode();
+            let e = SweepRequest::decode(&body).unwrap_err();
+            assert!(e.0.contains("must be a number, got null"), "{e}");
+        }
+        // Whole numbers go as integers and come back equal.
+        let r = SweepRequest::strategy("p", sma, Grid::Product(vec![vec![5.0, 20.0]]));
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+
+        // ignore_time: a boolean, kept through encode.
+        let with = |extra: &str| {
+            SweepRequest::decode(format!(r#"{{"dataset": "p", "lengths": [6]{extra}}}"#).as_bytes())
+        };
+        let r = with(r#", "ignore_time": true"#).unwrap();
+        assert!(r.execution.ignore_time);
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+        assert!(
+            !with(r#", "ignore_time": false"#)
+                .unwrap()
+                .execution
+                .ignore_time
+        );
+        for bad in [
+            r#", "ignore_time": 1"#,
+            r#", "ignore_time": "yes""#,
+            r#", "ignore_time": [true]"#,
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.0.contains("`ignore_time` must be true or false"),
+                "{bad}: {e}"
+            );
+        }
+
+        // inputs: columns of the formulas, not parameters; kept through encode.
+        let body = r#"{"dataset": "p", "strategy": {"long": "pred > k and close > vwap", "inputs": ["pred", "vwap"]}, "grid": {"k": [0.5]}}"#;
+        let r = SweepRequest::decode(body.as_bytes()).unwrap();
+        assert_eq!(r.strategy.params(), [("k", ParamKind::Number)]);
+        let (program, _) = r.strategy.program();
+        assert_eq!(program.inputs_read(), ["pred", "vwap"]);
+        assert_eq!(SweepRequest::decode(&r.encode()).unwrap(), r);
+        for (inputs, said) in [
+            (r#""pred""#, "must be a list of column names"),
+            (r#"[1]"#, "must be a list of column names"),
+            (r#"["close"]"#, "is a bar column already"),
+            (r#"["sma"]"#, "is a function's name"),
+            (r#"["pred", "pred"]"#, "is listed twice"),
+            (r#"["Pred"]"#, "is not a name a formula can use"),
+            (r#"["2x"]"#, "is not a name a formula can use"),
+            (r#"["class"]"#, "is not a name a formula can use"),
+        ] {
+            let body = format!(
+                r#"{{"dataset": "p", "strategy": {{"long": "close > 1", "inputs": {inputs}}}, "params": [[]]}}"#
+            );
+            let e = SweepRequest::decode(body.as_bytes()).unwrap_err();
+            assert!(e.0.contains(said), "{inputs}: {e}");
+        }
+        // An input is a series: not a window, not in a constraint.
+        let e = SweepRequest::decode(br#"{"dataset": "p", "strategy": {"long": "close > sma(close, pred)", "inputs": ["pred"]}, "params": [[]]}"#).unwrap_err();
+        assert!(e.0.contains("window"), "{e}");
+
+        // A parameter without values is named, for the server's hint.
+        let e = SweepRequest::decode(
+            br#"{"dataset": "p", "strategy": {"long": "clsoe > 1"}, "grid": {}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.unvalued_param(), Some("clsoe"));
+        let e = SweepRequest::decode(br#"{"dataset": "p", "strategy": {"long": "close > sma(close, n) + vwap"}, "params": [[5]]}"#).unwrap_err();
+        assert_eq!(e.unvalued_param(), Some("vwap"));
+        let e = SweepRequest::decode(br#"{"dataset": "p", "strategy": {"long": "close > vwap"}, "sample": {"n": 2, "seed": 1, "ranges": {}}}"#).unwrap_err();
+        assert_eq!(e.unvalued_param(), Some("vwap"));
     }
 }

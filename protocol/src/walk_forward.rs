@@ -310,10 +310,12 @@ impl WalkForwardRequest {
         map.insert("top".into(), Value::Number(Number::from(1u8)));
         let body = serde_json::to_vec(&map).expect("a JSON object serialises");
         let sweep = SweepRequest::decode(&body).map_err(|e| {
-            Error::new(e.0.replace("`order_by`", "`select.by`").replace(
-                "unknown result column",
-                "`select.by`: unknown result column",
-            ))
+            e.map_message(|m| {
+                m.replace("`order_by`", "`select.by`").replace(
+                    "unknown result column",
+                    "`select.by`: unknown result column",
+                )
+            })
         })?;
         Ok(Self { sweep, folds })
     }

@@ -797,7 +797,7 @@ fn ohlcv_csv_and_execution_options_from_the_command_line() {
     assert!(out.status.success());
     let warned = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
-        warned.contains("column high is unusable: row 8: high 1"),
+        warned.contains("column high is unusable: row 8 (2020-01-09): high 1"),
         "{warned}"
     );
     let (code, err) = code(cli(
@@ -824,4 +824,163 @@ fn chrono_day(i: u32) -> String {
     let (month, day) = (1 + (i / 28) % 12, 1 + i % 28);
     let year = 2020 + i / (28 * 12);
     format!("{year}-{month:02}-{day:02}")
+}
+
+/// v1.4's trust rules from the shell: a window that is not a whole number is refused (never
+/// cut), a pandas CSV's unnamed index keeps its dates, bars out of order are refused unless
+/// `--ignore-time`, a typo names the column, `--inputs` reads a column of one's own, and the
+/// table is rounded for a terminal while CSV keeps every digit.
+#[test]
+fn trust_rules_from_the_command_line() {
+    let s = Served::start();
+    let dir = tempfile::tempdir().unwrap();
+    // What pandas' `to_csv` writes for a frame with a DatetimeIndex: an empty first header.
+    let rows: Vec<(String, f64, f64)> = (0..300u32)
+        .map(|i| {
+            let c = 100.0 + (f64::from(i) * 0.2).sin() * 4.0 + f64::from(i) * 0.013;
+            (chrono_day(i), c, (f64::from(i + 3) * 0.2).sin())
+        })
+        .collect();
+    let write = |name: &str, order: &[usize]| {
+        let mut text = String::from(",Close,pred\n");
+        for &i in order {
+            let (d, c, p) = &rows[i];
+            text.push_str(&format!("{d},{c},{p}\n"));
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let sorted: Vec<usize> = (0..rows.len()).collect();
+    let csv = write("pandas.csv", &sorted);
+    let out = cli(s.uri(), &["put", "pd", csv.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let put = ok(out);
+    assert!(put.contains("bar columns: close, time"), "{put}");
+    assert!(stderr.contains("its dates go as `time`"), "{stderr}");
+
+    let sweep = |args: &[&str]| {
+        let mut all = vec!["sweep", "pd"];
+        all.extend_from_slice(args);
+        cli(s.uri(), &all)
+    };
+    for (args, said) in [
+        (
+            vec!["--long", "close > sma(close, n)", "--grid", "n=5.9,7.5,10"],
+            "`n` must be an integer in 1..=67108864, got 5.9",
+        ),
+        (
+            vec!["--long", "close > sma(close, n)", "--grid", "n=-3"],
+            "got -3",
+        ),
+        (
+            vec!["--strategy", "sma_cross", "--grid", "fast=5.5", "slow=20"],
+            "`fast` must be an integer in 1..=2147483647, got 5.5",
+        ),
+        (vec!["--long", "clsoe > 100", "--grid", "clsoe=1"], ""),
+    ] {
+        let (c, err) = code(sweep(&args));
+        if said.is_empty() {
+            // Given values, a name far from none of the columns but not listed is a parameter:
+            // it runs (the hint is for one without values, below).
+            assert_eq!(c, 0, "{args:?}: {err}");
+            continue;
+        }
+        assert_eq!(c, 4, "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+    // A name without values that looks like a column says which, from --grid or --params.
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "[[]]").unwrap();
+    let (c, err) = code(sweep(&[
+        "--long",
+        "close > perd",
+        "--params",
+        empty.to_str().unwrap(),
+    ]));
+    assert_eq!(c, 4, "{err}");
+    assert!(
+        err.contains("did you mean the column pred? list it in the strategy's \"inputs\""),
+        "{err}"
+    );
+    let (c, err) = code(sweep(&["--long", "clsoe > sma(close, n)", "--grid", "n=5"]));
+    assert_eq!(c, 4, "{err}");
+    assert!(
+        err.contains("--grid needs values for `clsoe`; did you mean the column close?"),
+        "{err}"
+    );
+    // --inputs reads the column; the table is rounded, CSV is not.
+    let table = ok(sweep(&[
+        "--long",
+        "pred > k",
+        "--short",
+        "pred < 0 - k",
+        "--inputs",
+        "pred",
+        "--grid",
+        "k=0,0.5",
+    ]));
+    assert!(table.contains("| k "), "{table}");
+    let long_decimals = table
+        .split(|c: char| c.is_whitespace() || c == '|')
+        .filter(|w| w.contains('.') && !w.contains('e'))
+        .any(|w| w.split('.').nth(1).is_some_and(|d| d.len() > 4));
+    assert!(!long_decimals, "{table}");
+    let csv_out = ok(sweep(&[
+        "--long",
+        "pred > k",
+        "--short",
+        "pred < 0 - k",
+        "--inputs",
+        "pred",
+        "--grid",
+        "k=0,0.5",
+        "--output",
+        "csv",
+    ]));
+    assert!(
+        csv_out.lines().skip(1).any(|l| l
+            .split(',')
+            .any(|v| v.split('.').nth(1).is_some_and(|d| d.len() > 6))),
+        "{csv_out}"
+    );
+    let (c, err) = code(sweep(&[
+        "--strategy",
+        "sma_cross",
+        "--grid",
+        "fast=5",
+        "slow=20",
+        "--inputs",
+        "pred",
+    ]));
+    assert_eq!(c, 4, "{err}");
+    assert!(
+        err.contains("--inputs names columns for your own formulas"),
+        "{err}"
+    );
+
+    // Bars out of order: refused (exit 8, FAILED_PRECONDITION) naming the row, run with
+    // --ignore-time.
+    let mut shuffled = sorted.clone();
+    shuffled.swap(100, 101);
+    let csv = write("shuffled.csv", &shuffled);
+    ok(cli(s.uri(), &["put", "sh", csv.to_str().unwrap()]));
+    let args = [
+        "sweep",
+        "sh",
+        "--strategy",
+        "sma_cross",
+        "--grid",
+        "fast=5",
+        "slow=20",
+    ];
+    let (c, err) = code(cli(s.uri(), &args));
+    assert_eq!(c, 8, "{err}");
+    assert!(
+        err.contains("row 101") && err.contains("sort the bars by time"),
+        "{err}"
+    );
+    let mut ignoring = args.to_vec();
+    ignoring.push("--ignore-time");
+    ok(cli(s.uri(), &ignoring));
 }

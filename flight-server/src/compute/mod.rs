@@ -156,6 +156,10 @@ pub(crate) struct Input {
     rows: Range<usize>,
     start: usize,
     cache: Option<InputKey>,
+    /// `"ignore_time": true`: the time column is read as absent for this call.
+    ignore_time: bool,
+    /// The strategy's `inputs` (v1.4) over every row of the dataset (or upload), in its order.
+    columns: Arc<[Arc<[f64]>]>,
 }
 
 /// The computed range of `rows` with `warmup` bars before it, and where `rows` starts in it.
@@ -193,6 +197,8 @@ impl Input {
             rows,
             start,
             cache,
+            ignore_time: false,
+            columns: Arc::new([]),
         })
     }
 
@@ -215,6 +221,8 @@ impl Input {
             rows: range.start + within.start..range.start + within.end,
             start,
             cache: None,
+            ignore_time: false,
+            columns: Arc::new([]),
         })
     }
 
@@ -271,7 +279,9 @@ impl Input {
             high: columns.slice("high", range.clone()),
             low: columns.slice("low", range.clone()),
             close: self.closes(),
-            volume: columns.slice("volume", range),
+            volume: columns.slice("volume", range.clone()),
+            inputs: &self.columns,
+            inputs_from: range.start,
         }
     }
 
@@ -280,13 +290,36 @@ impl Input {
     /// # Errors
     /// INVALID_ARGUMENT naming the column, with its unusable reason.
     pub(crate) fn require(&self, columns: &[&str], what: &str) -> Result<()> {
+        if self.ignore_time && columns.contains(&"time") {
+            return Err(Error::invalid(format!(
+                "{what} needs the dataset's time, which `\"ignore_time\": true` reads as absent"
+            )));
+        }
         self.bar_columns().0.require(columns, what)
     }
 
-    /// The series' time column, if usable, and the series' rows in it.
+    /// The series' time column, if usable (and not ignored), and the series' rows in it.
     pub(crate) fn time(&self) -> Option<(&crate::datasets::bars::TimeColumn, Range<usize>)> {
+        if self.ignore_time {
+            return None;
+        }
         let time = self.bar_columns().0.time.as_ref()?;
         Some((time, self.whole.clone()))
+    }
+}
+
+/// Refuses bars whose time is out of order (protocol v1.4: never swept silently).
+///
+/// # Errors
+/// [`Error::FailedPrecondition`] naming the series and the first bad row, and the fixes.
+pub(crate) fn check_time_order(bars: &BarColumns, what: &str) -> Result<()> {
+    match &bars.out_of_order {
+        None => Ok(()),
+        Some(row) => Err(Error::FailedPrecondition(format!(
+            "{what} has bars out of time order ({row}); sort the bars by time (or drop the time \
+             column) and put them again, or send `\"ignore_time\": true` to sweep them in row \
+             order with no time"
+        ))),
     }
 }
 
@@ -684,6 +717,17 @@ impl Job {
             Source::Stored(_, d) => d.universe(),
             Source::Upload(u) => u.universe.as_ref(),
         };
+        let bars = match &source {
+            Source::Stored(_, d) => &d.data.bars,
+            Source::Upload(u) => &u.bars,
+        };
+        if !spec.execution.ignore_time {
+            let what = match &source {
+                Source::Stored(name, _) => format!("dataset `{name}`"),
+                Source::Upload(_) => "the upload".to_owned(),
+            };
+            check_time_order(bars, &what)?;
+        }
         let series = universe.map_or(1, |u| spec.series.map_or(u.names.len(), <[String]>::len));
         let runs = limits.runs(
             (spec.selection, spec.strategy, spec.grid),
@@ -693,7 +737,7 @@ impl Job {
         limits.check(spec.selection, keep, series, runs)?;
         let (combos, positions) = params_in(spec.strategy, spec.grid, range)?;
         let warmup = spec.execution.warmup;
-        let (inputs, names) = match universe {
+        let (mut inputs, names) = match universe {
             None => {
                 if spec.series.is_some() {
                     let what = match &source {
@@ -720,6 +764,24 @@ impl Job {
                 (inputs, Some(names))
             }
         };
+        // The strategy's own columns, read once for every series of the call.
+        let own: Arc<[Arc<[f64]>]> = match spec.strategy {
+            Strategy::Formulas(f) if !f.program.inputs.is_empty() => {
+                let (schema, batches, what) = match &source {
+                    Source::Stored(name, d) => {
+                        (&d.data.schema, &d.data.batches, format!("dataset `{name}`"))
+                    }
+                    Source::Upload(u) => (&u.schema, &u.batches, "the upload".to_owned()),
+                };
+                crate::datasets::bars::input_columns(schema, batches, &f.program.inputs, &what)?
+                    .into()
+            }
+            _ => Arc::new([]),
+        };
+        for input in &mut inputs {
+            input.ignore_time = spec.execution.ignore_time;
+            input.columns = Arc::clone(&own);
+        }
         let exec = execution(spec.fee, spec.execution);
         let mut reads: Vec<&str> = exec.columns().to_vec();
         // The built-ins read closes only; formulas whatever they name.

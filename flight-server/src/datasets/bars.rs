@@ -23,34 +23,10 @@ use arrow_schema::{DataType, Schema, SchemaRef, TimeUnit};
 
 use super::{RowOf, Universe};
 use crate::{Error, Result};
+pub(crate) use sweepflight_protocol::{recognise, time_index};
 
 /// The price columns besides `close`, in the contract's order.
 const PRICES: [&str; 3] = ["open", "high", "low"];
-
-/// Names a `time` column may have (ignoring case), after the exact `time`.
-const TIME_NAMES: [&str; 4] = ["time", "date", "datetime", "timestamp"];
-
-/// The index of the column recognised as `name`: the exact lower-case name, else the first
-/// whose name matches it ignoring case (`Close` from yfinance is `close`).
-pub(crate) fn recognise(schema: &Schema, name: &str) -> Option<usize> {
-    schema.index_of(name).ok().or_else(|| {
-        schema
-            .fields()
-            .iter()
-            .position(|f| f.name().eq_ignore_ascii_case(name))
-    })
-}
-
-/// The index of the `time` column: `time`, else the first named time, date, datetime or
-/// timestamp ignoring case.
-fn time_index(schema: &Schema) -> Option<usize> {
-    schema.index_of("time").ok().or_else(|| {
-        schema
-            .fields()
-            .iter()
-            .position(|f| TIME_NAMES.iter().any(|n| f.name().eq_ignore_ascii_case(n)))
-    })
-}
 
 /// A usable time column: its values in the stored type, contiguous, and what one unit is.
 #[derive(Debug, Clone)]
@@ -90,6 +66,11 @@ pub struct BarColumns {
     pub time: Option<TimeColumn>,
     /// Each recognised column that breaks its rules, and why (its first bad row).
     pub unusable: BTreeMap<String, String>,
+    /// Where the time column is unusable because a row's time is not after the row's before it
+    /// in its series (bars shuffled, appended twice, concatenated out of order): that row, as
+    /// [`BarColumns::unusable`] words it. Every call that sweeps refuses such a dataset unless
+    /// it says `ignore_time` (protocol v1.4).
+    pub out_of_order: Option<String>,
 }
 
 impl BarColumns {
@@ -173,6 +154,13 @@ pub(crate) fn bar_columns(
     let fail = |out: &mut BarColumns, name: &str, reason: String| {
         out.unusable.insert(name.to_owned(), reason);
     };
+    // The time column first: its values name the rows of every other column's message.
+    let time = match time_index(schema) {
+        Some(index) => Some(whole(index, batches)?),
+        None => None,
+    };
+    let label = Label::new(universe, time.as_ref());
+    let at = |row: usize, why: &str| label.at(row, why);
     // Each price column under its own rules, then its relation to the close, then the open's
     // to the high and the low: every rule's first failing row found in one pass over the rows
     // (`Firsts`), and read here in that order.
@@ -226,7 +214,7 @@ pub(crate) fn bar_columns(
             _ => None,
         };
         match bad {
-            Some((row, why)) => fail(&mut out, name, at(universe, row, &why)),
+            Some((row, why)) => fail(&mut out, name, at(row, &why)),
             None if volume => out.volume = Some(values),
             None => {
                 prices.insert(name, values);
@@ -242,7 +230,7 @@ pub(crate) fn bar_columns(
         };
         let sign = if name == "high" { "<" } else { ">" };
         let why = format!("{name} {} {sign} close {}", v[row], close[row]);
-        fail(&mut out, name, at(universe, row, &why));
+        fail(&mut out, name, at(row, &why));
         prices.remove(name);
     }
     if let Some(open) = prices.get("open").map(Float64Array::values) {
@@ -262,7 +250,7 @@ pub(crate) fn bar_columns(
                 (_, Some(l)) => format!("open {} < low {}", open[i], l[i]),
                 _ => unreachable!("a row is bad against the high or the low"),
             };
-            fail(&mut out, "open", at(universe, i, &why));
+            fail(&mut out, "open", at(i, &why));
             prices.remove("open");
         }
     }
@@ -274,16 +262,98 @@ pub(crate) fn bar_columns(
             _ => out.low = a,
         }
     }
-    if let Some(index) = time_index(schema) {
-        let array = whole(index, batches)?;
-        match time_check(&array, universe) {
+    if let Some(array) = &time {
+        match time_check(array, &label) {
             Ok(seconds) => {
-                out.time = Some(TimeColumn { array, seconds });
+                out.time = Some(TimeColumn {
+                    array: Arc::clone(array),
+                    seconds,
+                });
             }
-            Err(reason) => fail(&mut out, "time", reason),
+            Err(TimeFault { reason, order }) => {
+                // The put's warning says what follows: not only `time` is lost, every sweep is
+                // refused until the bars come in order.
+                let said = if order {
+                    out.out_of_order = Some(reason.clone());
+                    format!(
+                        "{reason}: the bars are out of time order, and every sweep refuses them \
+                         until they are put sorted by time (or is sent \"ignore_time\": true)"
+                    )
+                } else {
+                    reason
+                };
+                fail(&mut out, "time", said);
+            }
         }
     }
     Ok(out)
+}
+
+/// The strategy's own columns (protocol v1.4, `inputs`) of a dataset: each the column of
+/// exactly that name, of an integer or floating-point type, widened to float64 over all stored
+/// rows, a null read as NaN. Read per call (a copy of each column the call names).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming an input the dataset lacks (with its columns) or one that
+/// is not numeric; [`Error::Internal`] for a cast that fails.
+pub(crate) fn input_columns(
+    schema: &Schema,
+    batches: &[RecordBatch],
+    names: &[String],
+    what: &str,
+) -> Result<Vec<Arc<[f64]>>> {
+    input_indices(schema, names, what)?
+        .into_iter()
+        .map(|index| {
+            let mut values: Vec<f64> =
+                Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+            for b in batches {
+                let cast = arrow_cast::cast(b.column(index), &DataType::Float64)
+                    .map_err(|e| Error::internal("widen an input column", e))?;
+                let cast = cast.as_primitive::<arrow_array::types::Float64Type>();
+                match cast.nulls().filter(|n| n.null_count() > 0) {
+                    None => values.extend_from_slice(cast.values()),
+                    Some(n) => values.extend(
+                        cast.values()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &v)| if n.is_null(i) { f64::NAN } else { v }),
+                    ),
+                }
+            }
+            Ok(Arc::from(values))
+        })
+        .collect()
+}
+
+/// The schema positions of the columns `names` (a strategy's `inputs`), each checked to be
+/// there and numeric.
+///
+/// # Errors
+/// As [`input_columns`].
+pub(crate) fn input_indices(schema: &Schema, names: &[String], what: &str) -> Result<Vec<usize>> {
+    names
+        .iter()
+        .map(|name| {
+            let Ok(index) = schema.index_of(name) else {
+                let columns: Vec<&str> =
+                    schema.fields().iter().map(|f| f.name().as_str()).collect();
+                return Err(Error::invalid(format!(
+                    "`inputs` names `{name}`, which {what} does not have (its columns: {})",
+                    columns.join(", ")
+                )));
+            };
+            let t = schema.field(index).data_type();
+            if !(t.is_integer() || t.is_floating()) {
+                return Err(Error::invalid(format!(
+                    "`inputs` names `{name}`, a column of type {t}: an input is a column of an \
+                     integer or floating-point type (booleans, decimals and strings are not \
+                     numbers here)"
+                )));
+            }
+            Ok(index)
+        })
+        .collect()
 }
 
 /// Column `index` of `batches` as one array; when there are several batches, each batch's
@@ -475,11 +545,56 @@ impl Firsts {
     }
 }
 
-/// "row 17: ..." of a dataset row, "series AAPL row 17: ..." within a universe.
-fn at(universe: Option<&Universe>, row: usize, why: &str) -> String {
-    match locate(universe, row) {
-        RowOf::Upload(r) => format!("row {r}: {why}"),
-        RowOf::Series { name, row, .. } => format!("series {name} row {row}: {why}"),
+/// Names the rows of an upload in messages: by series and row within a universe, and by the
+/// row's time (as a date or timestamp, not its raw number) where the upload has a time column
+/// a person can read.
+struct Label<'a> {
+    universe: Option<&'a Universe>,
+    time: Option<(&'a ArrayRef, arrow_cast::display::ArrayFormatter<'a>)>,
+}
+
+impl<'a> Label<'a> {
+    fn new(universe: Option<&'a Universe>, time: Option<&'a ArrayRef>) -> Self {
+        let time = time
+            .filter(|a| {
+                matches!(
+                    a.data_type(),
+                    DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
+                )
+            })
+            .and_then(|a| {
+                let options = arrow_cast::display::FormatOptions::default();
+                let f = arrow_cast::display::ArrayFormatter::try_new(a.as_ref(), &options).ok()?;
+                Some((a, f))
+            });
+        Self { universe, time }
+    }
+
+    /// Row `row`'s time as text, if the upload has a readable one there (not a null).
+    fn time(&self, row: usize) -> Option<String> {
+        let (array, f) = self.time.as_ref()?;
+        array.is_valid(row).then(|| f.value(row).to_string())
+    }
+
+    /// "row 17 (2020-01-03): ..." of a dataset row, "series AAPL row 17 (...): ..." within a
+    /// universe.
+    fn at(&self, row: usize, why: &str) -> String {
+        let when = self
+            .time(row)
+            .map_or_else(String::new, |t| format!(" ({t})"));
+        Self::place(self.universe, row, &when, why)
+    }
+
+    /// [`Label::at`] without the row's time (a message that says it already).
+    fn at_plain(&self, row: usize, why: &str) -> String {
+        Self::place(self.universe, row, "", why)
+    }
+
+    fn place(universe: Option<&Universe>, row: usize, when: &str, why: &str) -> String {
+        match locate(universe, row) {
+            RowOf::Upload(r) => format!("row {r}{when}: {why}"),
+            RowOf::Series { name, row, .. } => format!("series {name} row {row}{when}: {why}"),
+        }
     }
 }
 
@@ -498,12 +613,20 @@ fn locate(universe: Option<&Universe>, row: usize) -> RowOf<'_> {
     }
 }
 
+/// Why a time column is unusable: the message, and whether it is a row out of order.
+struct TimeFault {
+    reason: String,
+    order: bool,
+}
+
 /// Checks a time column: a timestamp, date32/date64 or int64, non-null, strictly increasing
-/// within each series. Its seconds per unit, or why it is unusable.
-fn time_check(
-    array: &ArrayRef,
-    universe: Option<&Universe>,
-) -> std::result::Result<Option<f64>, String> {
+/// within each series. Its seconds per unit, or why it is unusable (the first bad row decides
+/// when there are several faults).
+fn time_check(array: &ArrayRef, label: &Label<'_>) -> std::result::Result<Option<f64>, TimeFault> {
+    let fault = |reason: String| TimeFault {
+        reason,
+        order: false,
+    };
     let seconds = match array.data_type() {
         DataType::Timestamp(unit, _) => Some(match unit {
             TimeUnit::Second => 1.0,
@@ -515,9 +638,9 @@ fn time_check(
         DataType::Date64 => Some(1e-3),
         DataType::Int64 => None,
         t => {
-            return Err(format!(
+            return Err(fault(format!(
                 "type {t} is not a time (a timestamp, date32, date64 or int64)"
-            ));
+            )));
         }
     };
     let values: Vec<i64> = match array.data_type() {
@@ -530,32 +653,35 @@ fn time_check(
         DataType::Int64 => array.as_primitive::<Int64Type>().values().to_vec(),
         DataType::Date64 => array.as_primitive::<Date64Type>().values().to_vec(),
         _ => arrow_cast::cast(array, &DataType::Int64)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| fault(e.to_string()))?
             .as_primitive::<Int64Type>()
             .values()
             .to_vec(),
     };
     // Rows where a series starts: the first row of each has no predecessor to follow.
-    let mut starts = universe
+    let mut starts = label
+        .universe
         .map_or(&[0usize][..], |u| &u.offsets[..u.len()])
         .iter()
         .peekable();
     for i in 0..values.len() {
         if array.is_null(i) {
-            return Err(at(universe, i, "time is null"));
+            return Err(fault(label.at(i, "time is null")));
         }
         while starts.next_if(|&&s| s < i).is_some() {}
         let first = starts.peek().is_some_and(|&&s| s == i);
         if i > 0 && !first && values[i] <= values[i - 1] {
-            return Err(at(
-                universe,
-                i,
-                &format!(
-                    "time {} is not after the previous row's {}",
-                    values[i],
-                    values[i - 1]
-                ),
-            ));
+            // Said as dates where the type has them, not as raw numbers.
+            let time = |r: usize| label.time(r).unwrap_or_else(|| values[r].to_string());
+            let what = format!(
+                "time {} is not after the previous row's {}",
+                time(i),
+                time(i - 1)
+            );
+            return Err(TimeFault {
+                reason: label.at_plain(i, &what),
+                order: true,
+            });
         }
     }
     Ok(seconds)

@@ -63,10 +63,12 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
             let config = &state.engine.config;
             let (max_grid, memory) = (config.max_grid_combos, config.sweep_memory_bytes);
             let body = body.clone();
+            let state = Arc::clone(state);
             // Binding a large grid takes seconds: off the async runtime, whose workers serve
             // every connection.
             let reply = tokio::task::spawn_blocking(move || {
-                crate::sweep::explain::explain(&body, max_grid, memory)
+                let dataset = |name: &str| state.engine.store.get(name).ok();
+                crate::sweep::explain::explain(&body, max_grid, memory, &dataset)
             })
             .await
             .map_err(|e| Error::internal("explain", e))??;
@@ -80,7 +82,7 @@ pub(super) async fn run(state: &Arc<State>, action: Action) -> Result<Vec<arrow_
 /// `sweep`, or with `detail` the `trades` or `equity` action: one IPC stream over the bodies.
 #[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
 async fn sweep(state: &State, body: &[u8], detail: Option<Detail>) -> Result<Vec<Bytes>> {
-    let request = SweepRequest::decode(body)?;
+    let request = SweepRequest::decode(body).map_err(|e| state.hinted(e, body))?;
     let span = tracing::Span::current();
     span.record("dataset", request.dataset.as_str());
     span.record("combos", request.len());
@@ -93,7 +95,7 @@ async fn sweep(state: &State, body: &[u8], detail: Option<Detail>) -> Result<Vec
 
 #[tracing::instrument(level = "debug", skip_all, fields(dataset, combos))]
 async fn walk_forward(state: &State, body: &[u8]) -> Result<Vec<Bytes>> {
-    let request = WalkForwardRequest::decode(body)?;
+    let request = WalkForwardRequest::decode(body).map_err(|e| state.hinted(e, body))?;
     let span = tracing::Span::current();
     span.record("dataset", request.sweep.dataset.as_str());
     span.record("combos", request.sweep.len());

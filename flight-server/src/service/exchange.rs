@@ -110,10 +110,15 @@ fn session(
             // A walk-forward body is a sweep body plus its folds and selection.
             let (request, walk) = match reply {
                 SessionReply::WalkForward => {
-                    let walk = WalkForwardRequest::decode(&msg.app_metadata)?;
+                    let walk = WalkForwardRequest::decode(&msg.app_metadata)
+                        .map_err(|e| state.hinted(e, &msg.app_metadata))?;
                     (walk.sweep.clone(), Some(walk))
                 }
-                _ => (SweepRequest::decode(&msg.app_metadata)?, None),
+                _ => (
+                    SweepRequest::decode(&msg.app_metadata)
+                        .map_err(|e| state.hinted(e, &msg.app_metadata))?,
+                    None,
+                ),
             };
             if request.compression.is_some() {
                 return Err(Error::invalid(

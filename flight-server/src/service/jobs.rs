@@ -25,7 +25,8 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 /// Starts the job a `submit` body describes ([`crate::sweep::jobs::submit`]).
 pub(super) fn submit(state: &State, body: &[u8]) -> Result<Arc<Job>> {
-    crate::sweep::jobs::submit(&state.engine, JobBody::decode(body)?)
+    let job = JobBody::decode(body).map_err(|e| state.hinted(e, body))?;
+    crate::sweep::jobs::submit(&state.engine, job)
 }
 
 /// The job a `{"job": ID}` body names.

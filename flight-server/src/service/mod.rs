@@ -51,6 +51,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// A refused sweep body's error, with a hint where a parameter without values looks like a
+    /// column of the body's dataset ([`crate::sweep::hints`]).
+    pub(crate) fn hinted(&self, e: sweepflight_protocol::Error, body: &[u8]) -> crate::Error {
+        crate::sweep::hints::with_hint(e, body, &|name| self.engine.store.get(name).ok())
+    }
+
     /// Resolves once shutdown has begun (never, if the server outlives the sender).
     pub(crate) fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut rx = self.shutdown.clone();

@@ -10,7 +10,10 @@ use sweepflight_kernel::expr::Column;
 use sweepflight_kernel::plan::Plan;
 use sweepflight_protocol::SweepRequest;
 
-use crate::compute::params_in;
+use std::sync::Arc;
+
+use crate::compute::{check_time_order, params_in};
+use crate::datasets::Dataset;
 use crate::{Error, Result};
 
 /// Combos bound per step, so a large grid is never expanded whole.
@@ -21,8 +24,26 @@ const STEP: usize = 65_536;
 /// # Errors
 /// INVALID_ARGUMENT for a body, strategy, formula or combo the sweep would refuse, naming it;
 /// RESOURCE_EXHAUSTED when the fingerprints of its distinct arrays pass `memory` bytes.
-pub(crate) fn explain(body: &[u8], max_grid: usize, memory: u64) -> Result<Value> {
-    let request = SweepRequest::decode(body)?;
+pub(crate) fn explain(
+    body: &[u8],
+    max_grid: usize,
+    memory: u64,
+    dataset: &dyn Fn(&str) -> Option<Arc<Dataset>>,
+) -> Result<Value> {
+    let request =
+        SweepRequest::decode(body).map_err(|e| crate::sweep::hints::with_hint(e, body, dataset))?;
+    // Nothing is run, and the dataset need not exist yet; where it does, a call the sweep
+    // would refuse for its bars is refused here too.
+    if let Some(d) = dataset(&request.dataset)
+        && !request.execution.ignore_time
+    {
+        check_time_order(&d.data.bars, &format!("dataset `{}`", request.dataset))?;
+    }
+    let (program, _) = request.strategy.program();
+    if let Some(d) = dataset(&request.dataset) {
+        let what = format!("dataset `{}`", request.dataset);
+        crate::datasets::bars::input_indices(d.schema(), &program.inputs, &what)?;
+    }
     // Combos a constraint skips are not counted (expressions.md, "Constraint").
     let runs = request
         .grid
@@ -33,7 +54,6 @@ pub(crate) fn explain(body: &[u8], max_grid: usize, memory: u64) -> Result<Value
             request.len()
         )));
     }
-    let (program, _) = request.strategy.program();
     let width = program.params.len();
     // Each step's combos are bound into a plan of their own; the call's distinct arrays are
     // counted by fingerprint (16 bytes each, not a node's definition), within the memory a
@@ -82,6 +102,7 @@ pub(crate) fn explain(body: &[u8], max_grid: usize, memory: u64) -> Result<Value
         "combos": combos,
         "lookback": lookback,
         "arrays": arrays.len(),
-        "columns": columns.iter().map(|c| c.name()).collect::<Vec<_>>(),
+        // The bar columns, then the inputs the formulas read (in `inputs` order).
+        "columns": columns.iter().map(|c| c.name()).chain(program.inputs_read()).collect::<Vec<_>>(),
     }))
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod engine;
 pub(crate) mod explain;
+pub(crate) mod hints;
 pub(crate) mod jobs;
 pub(crate) mod results;
 pub(crate) mod walk_forward;

@@ -107,6 +107,7 @@ fn bars(o: &Ohlc) -> Bars<'_> {
         low: Some(&o.low),
         close: &o.close,
         volume: Some(&o.volume),
+        ..Bars::default()
     }
 }
 
@@ -343,6 +344,9 @@ enum Expect {
     Unusable(&'static str, &'static str),
     /// The call refused with this code and text.
     Refused(Code, &'static str),
+    /// Stored with `time` unusable for a row out of order (the reason contains the text);
+    /// every sweep refused with FAILED_PRECONDITION naming it (protocol v1.4).
+    OutOfOrder(&'static str),
 }
 
 /// One row of the table: what it is, the columns besides `close`, the sweep's options, and
@@ -486,7 +490,7 @@ async fn bad_bars_are_stored_unusable_and_bad_options_refused() {
                 )) as ArrayRef,
             )],
             json!({"periods_per_year": "auto"}),
-            Expect::Unusable("time", "row 4: time 0 is not after"),
+            Expect::OutOfOrder("row 4: time 1970-01-01T00:00:00 is not after"),
         ),
         (
             "time of text",
@@ -685,6 +689,13 @@ async fn bad_bars_are_stored_unusable_and_bad_options_refused() {
                 assert!(e.to_string().contains(reason), "{what}: {e}");
                 assert!(e.to_string().contains("unusable"), "{what}: {e}");
             }
+            Expect::OutOfOrder(reason) => {
+                let said = stored["unusable"]["time"].as_str().unwrap_or_default();
+                assert!(said.contains(reason), "{what}: {stored}");
+                let e = result.unwrap_err();
+                assert_eq!(code(&e), Code::FailedPrecondition, "{what}: {e}");
+                assert!(e.to_string().contains(reason), "{what}: {e}");
+            }
             Expect::Refused(Code::Ok, _) => {
                 assert!(result.is_ok(), "{what}: {result:?}");
             }
@@ -735,7 +746,7 @@ async fn a_data_dir_written_before_bars_loads_with_its_bars() {
     );
     assert_eq!(
         metas[1].1["unusable"],
-        json!({"high": "row 17: high 99 < close 99.5"})
+        json!({"high": "row 17 (2020-01-18): high 99 < close 99.5"})
     );
     // The universe sweeps on highs and lows, annualised from its hourly times.
     let fx = sweep(
@@ -756,7 +767,7 @@ async fn a_data_dir_written_before_bars_loads_with_its_bars() {
     )
     .await
     .unwrap_err();
-    assert!(e.to_string().contains("row 17: high"), "{e}");
+    assert!(e.to_string().contains("row 17 (2020-01-18): high"), "{e}");
 }
 
 /// A stop formula on the wire: a built-in name with `"stop_loss": "m * atr(14) / close"`
@@ -862,7 +873,10 @@ async fn bars_put_in_many_messages_read_back_as_sent() {
     columns[2] = Arc::new(Float64Array::from(high));
     parts[1] = RecordBatch::try_new(parts[1].schema(), columns).unwrap();
     let stored = put(&mut c, "many", parts.clone()).await.unwrap();
-    assert_eq!(stored["unusable"]["high"], json!("row 1010: null"));
+    assert_eq!(
+        stored["unusable"]["high"],
+        json!("row 1010 (2024-10-14): null")
+    );
     assert_eq!(
         stored["columns"],
         json!(["open", "low", "close", "volume", "time"])

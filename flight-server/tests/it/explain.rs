@@ -194,7 +194,7 @@ async fn explain_refuses_bad_formulas_and_bodies_with_their_reason() {
         (
             json!({"dataset": "d", "strategy": {"long": "close > k"}, "params": [["x"]]}),
             Code::InvalidArgument,
-            "expected a JSON number",
+            "params[0][0] (k) must be a number, got \"x\"",
         ),
         (
             json!({"dataset": "d", "strategy": {"long": "close > sma(close, n)"}, "params": [[5, 6]]}),

@@ -22,5 +22,6 @@ mod jobs;
 mod metrics;
 mod overload;
 mod protocol;
+mod trust;
 mod universe;
 mod walk_forward;

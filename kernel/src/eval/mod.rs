@@ -48,6 +48,14 @@ pub fn check_columns(program: &Program, bars: &Bars<'_>) -> Result<()> {
             )));
         }
     }
+    if bars.inputs.len() < program.inputs.len() {
+        return Err(Error::Strategy(format!(
+            "the strategy reads {} inputs ({}); the bars hold {}",
+            program.inputs.len(),
+            program.inputs.join(", "),
+            bars.inputs.len()
+        )));
+    }
     Ok(())
 }
 
@@ -59,6 +67,7 @@ pub(crate) fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
         Column::Low => bars.low,
         Column::Close => Some(bars.close),
         Column::Volume => bars.volume,
+        Column::Input(k) => bars.input(usize::from(k)),
     }
 }
 

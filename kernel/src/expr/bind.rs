@@ -163,7 +163,13 @@ pub struct Program {
     pub formulas: Vec<Bound>,
     /// The parameters in order of first appearance.
     pub params: Vec<Param>,
+    /// The strategy's own columns (`inputs`, protocol v1.4), in its order: a formula reads
+    /// `inputs[k]` as [`Column::Input`]`(k)`.
+    pub inputs: Vec<String>,
 }
+
+/// Most columns a strategy's `inputs` may list.
+pub const MAX_INPUTS: usize = 64;
 
 fn located(field: Field, e: ParseError) -> Error {
     Error::Formula {
@@ -190,6 +196,21 @@ impl Program {
     /// # Errors
     /// As [`Program::new`].
     pub fn with_leading(leading: &[Param], formulas: &[(Field, &str)]) -> Result<Self> {
+        Self::with_inputs(leading, formulas, &[])
+    }
+
+    /// [`Program::with_leading`] whose formulas may also read the dataset columns `inputs`
+    /// (protocol v1.4): a name listed there is a column, never a parameter.
+    ///
+    /// # Errors
+    /// As [`Program::new`]; [`Error::Strategy`] for an input that is not a NAME of the
+    /// grammar, is a bar column or a function name, or is listed twice.
+    pub fn with_inputs(
+        leading: &[Param],
+        formulas: &[(Field, &str)],
+        inputs: &[String],
+    ) -> Result<Self> {
+        check_inputs(inputs)?;
         let mut sorted: Vec<(Field, &str)> = formulas.to_vec();
         sorted.sort_by_key(|(f, _)| *f);
         if !sorted
@@ -215,11 +236,12 @@ impl Program {
                     ),
                 });
             }
-            out.push(check(field, formula, &mut params)?);
+            out.push(check(field, formula, &mut params, inputs)?);
         }
         Ok(Self {
             formulas: out,
             params,
+            inputs: inputs.to_vec(),
         })
     }
 
@@ -228,25 +250,42 @@ impl Program {
         self.formulas.iter().find(|b| b.field == field)
     }
 
-    /// The dataset columns the formulas read, in the order open, high, low, close, volume.
+    /// The bar columns the formulas read, in the order open, high, low, close, volume (the
+    /// inputs they read: [`Program::inputs_read`]).
     pub fn columns(&self) -> Vec<Column> {
         let mut read = [false; 5];
+        let mut mark = |c: Column| {
+            if let Some(k) = c.bar_index() {
+                read[k] = true;
+            }
+        };
         for b in &self.formulas {
             for node in &b.formula.nodes {
                 match node {
-                    Node::Column(c) => read[*c as usize] = true,
-                    Node::Call { func, .. } => {
-                        for c in function(*func).reads {
-                            read[*c as usize] = true;
-                        }
-                    }
+                    Node::Column(c) => mark(*c),
+                    Node::Call { func, .. } => function(*func).reads.iter().for_each(|c| mark(*c)),
                     _ => {}
                 }
             }
         }
         Column::ALL
             .into_iter()
-            .filter(|c| read[*c as usize])
+            .filter(|c| c.bar_index().is_some_and(|k| read[k]))
+            .collect()
+    }
+
+    /// The names of the inputs the formulas read, in `inputs` order.
+    pub fn inputs_read(&self) -> Vec<&str> {
+        let read = |k: usize| {
+            self.formulas.iter().any(|b| {
+                b.formula
+                    .nodes
+                    .contains(&Node::Column(Column::Input(k as u8)))
+            })
+        };
+        (0..self.inputs.len())
+            .filter(|&k| read(k))
+            .map(|k| self.inputs[k].as_str())
             .collect()
     }
 
@@ -254,12 +293,55 @@ impl Program {
     pub fn canonical(&self) -> Vec<(Field, String)> {
         self.formulas
             .iter()
-            .map(|b| (b.field, super::canon::text(&b.formula)))
+            .map(|b| (b.field, super::canon::text_with(&b.formula, &self.inputs)))
             .collect()
     }
 }
 
-fn check(field: Field, formula: Formula, params: &mut Vec<Param>) -> Result<Bound> {
+/// Checks a strategy's `inputs` (expressions.md, "Your own columns"): each a NAME of the
+/// grammar, not a bar column nor a function name, listed once.
+fn check_inputs(inputs: &[String]) -> Result<()> {
+    if inputs.len() > MAX_INPUTS {
+        return Err(Error::Strategy(format!(
+            "`inputs` lists {} columns; at most {MAX_INPUTS} (limit)",
+            inputs.len()
+        )));
+    }
+    for (k, name) in inputs.iter().enumerate() {
+        let bad = |why: &str| Err(Error::Strategy(format!("`inputs[{k}]` {name:?} {why}")));
+        if !parse::is_name(name) {
+            return bad(
+                "is not a name a formula can use (lower case letters, digits and `_`, not \
+                 starting with a digit, not a Python keyword, at most 64 bytes)",
+            );
+        }
+        if Column::from_name(name).is_some() {
+            return bad("is a bar column already; formulas read it without `inputs`");
+        }
+        if super::registry::is_function(name) {
+            return bad("is a function's name; a column cannot take it");
+        }
+        if inputs[..k].contains(name) {
+            return bad("is listed twice");
+        }
+    }
+    Ok(())
+}
+
+fn check(
+    field: Field,
+    mut formula: Formula,
+    params: &mut Vec<Param>,
+    inputs: &[String],
+) -> Result<Bound> {
+    // An input's name is a column wherever it appears (never a parameter).
+    for node in &mut formula.nodes {
+        if let Node::Param(name) = node
+            && let Some(k) = inputs.iter().position(|i| **i == **name)
+        {
+            *node = Node::Column(Column::Input(k as u8));
+        }
+    }
     let here = |id: u32, message: String| Error::Formula {
         field: field.name().to_owned(),
         offset: formula.offset(id),

@@ -62,8 +62,13 @@ pub fn number(v: f64) -> String {
     }
 }
 
-/// The canonical text of `formula`.
+/// The canonical text of `formula` (a formula of a program without inputs).
 pub fn text(formula: &Formula) -> String {
+    text_with(formula, &[])
+}
+
+/// The canonical text of `formula`, whose input columns are named by `inputs`.
+pub fn text_with(formula: &Formula, inputs: &[String]) -> String {
     let mut out: Vec<String> = Vec::with_capacity(formula.nodes.len());
     let wrap = |out: &Vec<String>, id: u32, paren: bool| {
         let t = &out[id as usize];
@@ -73,6 +78,9 @@ pub fn text(formula: &Formula) -> String {
         let s = |id: u32| strength(formula.node(id));
         let t = match node {
             Node::Number { value, .. } => number(*value),
+            Node::Column(super::tree::Column::Input(k)) => inputs
+                .get(usize::from(*k))
+                .map_or_else(|| format!("input{k}"), Clone::clone),
             Node::Column(c) => c.name().to_owned(),
             Node::Param(p) => p.to_string(),
             Node::Call { func, args } => format!(

@@ -251,6 +251,19 @@ struct Parser<'a> {
     prefix: usize,
 }
 
+/// True for a NAME of the grammar: `[a-z_][a-z0-9_]*`, at most [`MAX_NAME`] bytes, not a
+/// Python keyword (`and`, `or` and `not` included).
+pub fn is_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_NAME
+        && (b[0].is_ascii_lowercase() || b[0] == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && !PYTHON_KEYWORDS.contains(&name)
+        && !matches!(name, "and" | "or" | "not")
+}
+
 /// Parses `text` into a formula.
 ///
 /// # Errors

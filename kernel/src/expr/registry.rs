@@ -397,14 +397,11 @@ pub fn lookup(name: &str, arity: usize) -> Result<u16, String> {
         .filter(|(_, f)| f.name == name)
         .peekable();
     if named.peek().is_none() {
-        let closest = FUNCTIONS
-            .iter()
-            .map(|f| (distance(name, f.name), f.name))
-            .min()
-            .map(|(_, n)| n)
-            .expect("the registry is not empty");
+        // The closest within two edits, ties by the table's order (expressions.md v1.4).
+        let hint =
+            closest(name, names()).map_or_else(String::new, |n| format!("did you mean `{n}`? "));
         return Err(format!(
-            "unknown function `{name}`; did you mean `{closest}`? (known: {})",
+            "unknown function `{name}`; {hint}(known: {})",
             names().join(", ")
         ));
     }
@@ -437,18 +434,49 @@ pub fn names() -> Vec<&'static str> {
     out
 }
 
-/// Levenshtein distance (names are short ASCII).
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
+/// True if a function is called `name`.
+pub fn is_function(name: &str) -> bool {
+    FUNCTIONS.iter().any(|f| f.name == name)
+}
+
+/// Of `candidates`, the first at the smallest [`edit_distance`] from `name` if that is at most
+/// two (expressions.md v1.4: the hint for a mistyped function or column).
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = edit_distance(name, c);
+        if d <= 2 && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, c));
         }
     }
-    row[b.len()]
+    best.map(|(_, c)| c)
+}
+
+/// Edits between `a` and `b`: insertions, deletions, substitutions and swaps of two
+/// neighbouring characters, each one edit (the optimal string alignment distance: `art` is
+/// one edit from `atr`).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // d[i][j]: edits between a[..i] and b[..j].
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }

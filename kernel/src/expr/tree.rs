@@ -19,13 +19,16 @@ pub enum Column {
     Close,
     /// The bar's volume.
     Volume,
+    /// One of the strategy's own columns (protocol v1.4, `inputs`): its index in
+    /// [`crate::expr::Program::inputs`], whose names say which dataset column it is.
+    Input(u8),
 }
 
 impl Column {
     /// Every column, in the order `explain` lists them.
     pub const ALL: [Self; 5] = [Self::Open, Self::High, Self::Low, Self::Close, Self::Volume];
 
-    /// The name formulas and datasets use.
+    /// The name formulas and datasets use; an input's is its program's (`"input"` here).
     pub fn name(self) -> &'static str {
         match self {
             Self::Open => "open",
@@ -33,7 +36,13 @@ impl Column {
             Self::Low => "low",
             Self::Close => "close",
             Self::Volume => "volume",
+            Self::Input(_) => "input",
         }
+    }
+
+    /// The position among the five bar columns (`None` for an input).
+    pub fn bar_index(self) -> Option<usize> {
+        Self::ALL.iter().position(|c| *c == self)
     }
 
     /// The column of a name.

@@ -43,6 +43,12 @@ pub struct Bars<'a> {
     pub close: &'a [f64],
     /// Volumes.
     pub volume: Option<&'a [f64]>,
+    /// The strategy's own columns (protocol v1.4, `inputs`), in its `inputs` order (a null
+    /// read as NaN); bar 0 is row `inputs_from` of each ([`Bars::input`]), so a slice of the
+    /// bars needs no new list.
+    pub inputs: &'a [std::sync::Arc<[f64]>],
+    /// The row of each input that is bar 0.
+    pub inputs_from: usize,
 }
 
 impl<'a> Bars<'a> {
@@ -62,7 +68,16 @@ impl<'a> Bars<'a> {
             low: Some(low),
             close,
             volume: None,
+            ..Self::default()
         }
+    }
+
+    /// Input `k` over the bars, if the bars have it.
+    pub fn input(&self, k: usize) -> Option<&'a [f64]> {
+        let from = self.inputs_from;
+        self.inputs
+            .get(k)
+            .and_then(|c| c.get(from..from + self.close.len()))
     }
 
     /// The number of bars.
@@ -94,6 +109,8 @@ impl<'a> Bars<'a> {
             low: cut(self.low),
             close: &self.close[from..to],
             volume: cut(self.volume),
+            inputs: self.inputs,
+            inputs_from: self.inputs_from + from,
         }
     }
 }

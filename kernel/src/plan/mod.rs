@@ -93,7 +93,7 @@ impl Def {
     }
 
     /// Feeds the def to `h` with each operand node replaced by its entry in `nodes`.
-    fn hash_with(&self, nodes: &[u128], h: &mut impl Hasher) {
+    fn hash_with(&self, nodes: &[u128], inputs: &[String], h: &mut impl Hasher) {
         let operand = |o: &Operand, h: &mut dyn Hasher| match o {
             Operand::Node(n) => {
                 h.write_u8(0);
@@ -106,6 +106,12 @@ impl Def {
         };
         std::mem::discriminant(self).hash(h);
         match self {
+            // An input by its name (the dataset column), so equal columns of two calls match
+            // whatever their positions in `inputs`.
+            Self::Column(Column::Input(k)) => {
+                h.write_u8(0xff);
+                inputs[usize::from(*k)].hash(h);
+            }
             Self::Column(c) => c.hash(h),
             Self::Always(b) => b.hash(h),
             Self::Call { func, args } => {
@@ -189,6 +195,9 @@ pub struct Plan {
     reached: Vec<(u32, u32)>,
     /// Combos bound so far.
     combos: u32,
+    /// The names of the inputs its column nodes read ([`Program::inputs`]): a node's
+    /// fingerprint names its column, never its position in one call's list.
+    inputs: Vec<String>,
 }
 
 /// A bound value during the walk of one formula.
@@ -235,7 +244,7 @@ impl Plan {
             let half = |salt: u64| {
                 let mut h = DefaultHasher::new();
                 salt.hash(&mut h);
-                def.hash_with(&out, &mut h);
+                def.hash_with(&out, &self.inputs, &mut h);
                 h.finish()
             };
             out.push((u128::from(half(1)) << 64) | u128::from(half(2)));
@@ -277,6 +286,16 @@ impl Plan {
     /// interning every node it reaches.
     pub fn bind(&mut self, program: &Program, values: &[f64]) -> ComboPlan {
         self.combos += 1;
+        if self.inputs != program.inputs {
+            // One plan binds one program (a call's); its inputs are fixed once.
+            assert!(
+                self.inputs.is_empty() || program.inputs.is_empty(),
+                "a plan binds programs of one strategy's inputs"
+            );
+            if self.inputs.is_empty() {
+                self.inputs.clone_from(&program.inputs);
+            }
+        }
         let mut conditions = [Cond::Always(false); 4];
         let mut stops = [None; 3];
         let mut longest_window = 0;

@@ -7,6 +7,16 @@ use sweepflight_protocol::{Grid, Selection, Strategy};
 
 use crate::input::InputError;
 
+/// A parameter the command line gave no values (`--grid` without it, a `--params` row too
+/// short): an input error the command words with the dataset's columns
+/// ([`sweepflight_protocol::column_hint`]), since a typo of a column becomes a parameter.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct Unvalued {
+    pub(crate) message: String,
+    pub(crate) param: String,
+}
+
 /// `6,8,10`, `6..20`, `6..200:80`, or any comma-separated mix.
 pub(crate) fn parse_lengths(spec: &str) -> anyhow::Result<Vec<u32>> {
     let mut out = Vec::new();
@@ -92,12 +102,24 @@ pub(crate) fn parse_grid(strategy: &Strategy, specs: &[String]) -> anyhow::Resul
             }
         }
         ensure!(!out.is_empty(), bad("no values"));
+        // Each value checked as the server would, so a window of 5.9 is refused here by name,
+        // never rounded or cut to an integer on its way.
+        for &v in &out {
+            strategy
+                .check_value(k, v)
+                .map_err(|e| bad(&format!("`{name}` {e}")))?;
+        }
         lists[k] = Some(out);
     }
     let lists = lists
         .into_iter()
         .zip(&names)
-        .map(|(l, n)| l.ok_or_else(|| InputError(format!("--grid needs values for `{n}`"))))
+        .map(|(l, n)| {
+            l.ok_or_else(|| Unvalued {
+                message: format!("--grid needs values for `{n}`"),
+                param: (*n).to_owned(),
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Grid::Product(lists))
 }
@@ -168,10 +190,18 @@ pub(crate) fn read_params(path: &Path, strategy: &Strategy) -> anyhow::Result<Gr
     };
     let arity = strategy.params().len();
     if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != arity) {
-        bail!(InputError(format!(
+        let message = format!(
             "params row {i} has {} values; a {strategy} row has {arity}",
             r.len()
-        )));
+        );
+        // A row too short leaves its next parameter without a value.
+        match strategy.params().get(r.len()) {
+            Some((param, _)) => bail!(Unvalued {
+                message,
+                param: (*param).to_owned(),
+            }),
+            None => bail!(InputError(message)),
+        }
     }
     if !strategy.is_hma_sar() {
         return Ok(Grid::Tuples(rows));

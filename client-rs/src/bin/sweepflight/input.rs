@@ -42,6 +42,7 @@ pub(crate) fn read(path: &Path, close: &str) -> anyhow::Result<(Batches, Option<
             let (schema, _) = format
                 .infer_schema(&file, Some(10_000))
                 .map_err(|e| InputError(e.to_string()))?;
+            let schema = pandas_index_named(schema);
             let file = File::open(path)?;
             let reader = arrow_csv::ReaderBuilder::new(Arc::new(schema))
                 .with_format(format)
@@ -78,6 +79,43 @@ pub(crate) fn read(path: &Path, close: &str) -> anyhow::Result<(Batches, Option<
         })
     });
     Ok((Box::pin(futures::stream::iter(batches)), rows))
+}
+
+/// A CSV written by pandas' `to_csv` has its index first under an empty header: when that
+/// column holds dates or timestamps (and nothing else is named as a time), it goes as `time`,
+/// so the bars keep their dates (the server would not recognise an unnamed column).
+fn pandas_index_named(schema: Schema) -> Schema {
+    let is_time = |t: &arrow_schema::DataType| {
+        matches!(
+            t,
+            arrow_schema::DataType::Date32
+                | arrow_schema::DataType::Date64
+                | arrow_schema::DataType::Timestamp(..)
+        )
+    };
+    let named_time = schema.fields().iter().any(|f| {
+        ["time", "date", "datetime", "timestamp"]
+            .iter()
+            .any(|n| f.name().eq_ignore_ascii_case(n))
+    });
+    match schema.fields().first() {
+        Some(first)
+            if first.name().trim().is_empty() && is_time(first.data_type()) && !named_time =>
+        {
+            eprintln!("note: the file's first column has no header; its dates go as `time`");
+            let fields: Vec<_> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let f = f.as_ref().clone();
+                    if i == 0 { f.with_name("time") } else { f }
+                })
+                .collect();
+            Schema::new(fields)
+        }
+        _ => schema,
+    }
 }
 
 /// The schema with `close` as the name of the close column, or None if it already is.

@@ -234,6 +234,14 @@ struct SweepArgs {
     /// The condition to close a short position.
     #[arg(long)]
     exit_short: Option<String>,
+    /// Other columns of the dataset your formulas read as series (a model's predictions, a
+    /// vendor's VWAP): `--inputs pred,vwap`.
+    #[arg(long, value_delimiter = ',')]
+    inputs: Vec<String>,
+    /// Sweep bars whose time is out of order in row order, the time read as absent (without
+    /// it such a dataset is refused: sort the bars by time before the put instead).
+    #[arg(long)]
+    ignore_time: bool,
     /// Skip the grid's combos for which this condition on the parameters is false
     /// (`"fast < slow"`); the others keep their grid positions.
     #[arg(long)]
@@ -318,6 +326,33 @@ struct SweepArgs {
 }
 
 impl SweepArgs {
+    /// [`SweepArgs::request`], a parameter without values said with the closest column of
+    /// the dataset where one is near (the server says the same for a body it is sent).
+    async fn request_on(self, client: &mut Client) -> anyhow::Result<SweepRequest> {
+        let (name, inputs) = (self.name.clone(), self.inputs.clone());
+        match self.request() {
+            Err(e) if e.downcast_ref::<grid::Unvalued>().is_some() => {
+                let u = e.downcast::<grid::Unvalued>().expect("checked");
+                let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+                let hint = match client.info(&name).await {
+                    Ok(info) => sweepflight_protocol::column_hint(
+                        &u.param,
+                        &info.schema,
+                        info.key.as_deref(),
+                        &inputs,
+                    ),
+                    Err(_) => None,
+                };
+                Err(input::InputError(match hint {
+                    Some(h) => format!("{}; {h}", u.message),
+                    None => u.message,
+                })
+                .into())
+            }
+            other => other,
+        }
+    }
+
     /// The request these flags describe.
     fn request(self) -> anyhow::Result<SweepRequest> {
         let formulas: serde_json::Map<String, serde_json::Value> = [
@@ -332,6 +367,21 @@ impl SweepArgs {
                 .map(|t| (k.to_owned(), serde_json::Value::String(t)))
         })
         .collect();
+        let mut formulas = formulas;
+        if !self.inputs.is_empty() {
+            if formulas.is_empty() {
+                return Err(input::InputError(
+                    "--inputs names columns for your own formulas (--long, --short); a built-in \
+                     strategy reads none"
+                        .into(),
+                )
+                .into());
+            }
+            formulas.insert(
+                "inputs".into(),
+                serde_json::Value::from(self.inputs.clone()),
+            );
+        }
         let stops: Vec<(Field, String)> = Field::STOPS
             .into_iter()
             .zip([&self.stop_loss, &self.take_profit, &self.trailing_stop])
@@ -376,6 +426,7 @@ impl SweepArgs {
                 },
                 periods_per_year_auto: self.periods_per_year == Some(Periods::Auto),
                 blocks: self.blocks,
+                ignore_time: self.ignore_time,
             });
         request.selection =
             grid::parse_selection(&self.filters, self.order_by, self.ascending, self.top)?;
@@ -450,7 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             chunk,
             output,
         } => {
-            let request = args.request()?;
+            let request = args.request_on(&mut client).await?;
             let bar = progress(Some(request.len() as u64), "combos");
             let result = client
                 .sweep_chunked(&request, chunk, |done| bar.set_position(done as u64))
@@ -459,7 +510,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             output::write(&[result.batch], output)?;
         }
         Command::Explain { args } => {
-            let plan = client.explain(&args.request()?).await?;
+            let request = args.request_on(&mut client).await?;
+            let plan = client.explain(&request).await?;
             println!("{}", serde_json::to_string_pretty(&plan)?);
         }
         Command::Trades {
@@ -467,7 +519,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             equity,
             output,
         } => {
-            let request = args.request()?;
+            let request = args.request_on(&mut client).await?;
             let table = if equity {
                 client.equity(&request).await?
             } else {
@@ -480,7 +532,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             folds,
             output,
         } => {
-            let request = folds.request(args.request()?)?;
+            let request = folds.request(args.request_on(&mut client).await?)?;
             output::write(&[client.walk_forward(&request).await?], output)?;
         }
         Command::Submit {
@@ -488,7 +540,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             action,
             folds,
         } => {
-            let request = args.request()?;
+            let request = args.request_on(&mut client).await?;
             let body = match action {
                 JobAction::Sweep => JobBody::Sweep(request),
                 JobAction::Trades => JobBody::Trades(request),

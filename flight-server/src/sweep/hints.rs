@@ -1,0 +1,38 @@
+//! Hints for a parameter that looks like a mistyped column (expressions.md v1.4, "Parameters
+//! that look like typos"). A name a formula does not know is a parameter, so `clsoe` or a
+//! column not listed in `inputs` reaches the server as a parameter without values; the
+//! protocol crate refuses that without the dataset, and this adds what only the dataset can
+//! say ([`sweepflight_protocol::column_hint`]).
+
+use std::sync::Arc;
+
+use crate::Error;
+use crate::datasets::Dataset;
+
+/// `e`, a refused sweep body `body`, with a hint when it names a parameter without values that
+/// is within two edits of a column of the body's dataset (if that dataset exists).
+pub(crate) fn with_hint(
+    e: sweepflight_protocol::Error,
+    body: &[u8],
+    dataset: &dyn Fn(&str) -> Option<Arc<Dataset>>,
+) -> Error {
+    let hint = e.unvalued_param().and_then(|name| {
+        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let d = dataset(value.get("dataset")?.as_str()?)?;
+        let inputs: Vec<&str> = value
+            .pointer("/strategy/inputs")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        sweepflight_protocol::column_hint(
+            name,
+            d.schema(),
+            d.universe().map(|u| u.key.as_str()),
+            &inputs,
+        )
+    });
+    match hint {
+        Some(h) => Error::InvalidArgument(format!("{}; {h}", e.0)),
+        None => e.into(),
+    }
+}
