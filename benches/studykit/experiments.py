@@ -1179,7 +1179,7 @@ BOLLINGER = {
 
 
 def bollinger_trades(x: list[float], n: int, k: float, fee: float = 0.0009) -> tuple[int, float]:
-    """The Bollinger-and-RSI strategy with exits, plainly from the contract (expressions.md's
+    """The Bollinger-and-RSI strategy with exits, plainly from the contract (docs/language.md's
     sma, std and rsi; strategies.md's loop with exits): (trades, pnl)."""
     nan = float("nan")
     size = len(x)

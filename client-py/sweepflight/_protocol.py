@@ -156,7 +156,7 @@ WALK_FORWARD_FOLD_COLUMNS = ("fold", "train_start", "train_end", "test_start", "
 
 
 def session_command(
-    keyed: bool = False, strategy: str | dict[str, str] = DEFAULT_STRATEGY, action: str = "sweep"
+    keyed: bool = False, strategy: str | dict[str, Any] = DEFAULT_STRATEGY, action: str = "sweep"
 ) -> bytes:
     """The DoExchange command that opens a ``session`` for ``strategy`` (keyed datasets if
     ``keyed``) answering each message with ``action`` (``sweep``, ``trades``, ``equity`` or

@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import json
 import math
+import numbers
 import signal
 import sys
 import threading
@@ -106,7 +107,10 @@ class SweepOptions(TypedDict, total=False):
     - ``blocks``: B (2 to 64) adds the ``block_pnl`` column, the equity's change over each of B
       equal blocks of the rows (the input of :func:`sweepflight.stats.pbo`);
     - ``compression``: ``"zstd"`` or ``"lz4"``: the server compresses the reply's Arrow buffers
-      (pays on a slow link; costs CPU on both sides of a fast one).
+      (pays on a slow link; costs CPU on both sides of a fast one);
+    - ``ignore_time``: ``True`` sweeps a dataset whose bars are out of time order in row order,
+      its time read as absent (without it the server refuses such a dataset: sort the bars by
+      time before the put instead).
     """
 
     strategy: str | Mapping[str, Any] | Strategy
@@ -131,6 +135,7 @@ class SweepOptions(TypedDict, total=False):
     top: int
     blocks: int
     compression: Literal["zstd", "lz4"]
+    ignore_time: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +189,7 @@ class SweepRequest:
     series: tuple[str, ...] | None = None
     rows: tuple[int, int] | None = None
     #: ``None``: hma_sar; a mapping: formulas of your own.
-    strategy: str | dict[str, str] | None = None
+    strategy: str | dict[str, Any] | None = None
     constraint: str | None = None
     grid: dict[str, tuple[float, ...]] | None = None
     sample: dict[str, Any] | None = None
@@ -206,6 +211,8 @@ class SweepRequest:
     top: int | None = None
     blocks: int | None = None
     compression: str | None = None
+    #: ``True``: bars out of time order run in row order, the time read as absent.
+    ignore_time: bool | None = None
 
     @property
     def selects(self) -> bool:
@@ -1202,7 +1209,7 @@ class Session(_DetailCalls):
         self,
         client: Client,
         keyed: bool,
-        strategy: str | dict[str, str],
+        strategy: str | dict[str, Any],
         options: flight.FlightCallOptions,
         action: str = "sweep",
     ) -> None:
@@ -1370,6 +1377,7 @@ def _request(
         top=_int(options["top"], "top") if options.get("top") is not None else None,
         blocks=_int(options["blocks"], "blocks") if options.get("blocks") is not None else None,
         compression=_compression(options.get("compression")),
+        ignore_time=_flag(options.get("ignore_time"), "ignore_time"),
     )
 
 
@@ -1383,6 +1391,14 @@ def _float(v: Any, what: str) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InvalidRequest(f"{what}= takes a number, got {v!r}")
     return float(v)
+
+
+def _flag(v: Any, what: str) -> bool | None:
+    if v is None or v is False:
+        return None
+    if v is True or type(v).__name__ == "bool_":
+        return True if bool(v) else None
+    raise InvalidRequest(f"{what}= takes True or False, got {v!r}")
 
 
 def _choice(v: Any, what: str, names: tuple[str, ...]) -> str | None:
@@ -1447,10 +1463,12 @@ def _value(v: Any, what: str, kind: type) -> float:
     number (sent as given; the server checks ranges)."""
     if kind is int:
         return _int(v, what)
-    if isinstance(v, bool):
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
         raise InvalidRequest(f"{what} must hold numbers, got {v!r}")
     try:
-        return int(v) if type(v) is int else float(v)
+        # numpy's integers are Integral: they go as JSON integers, as a window needs (a float
+        # 5.0 is not an integer on the wire).
+        return int(v) if isinstance(v, numbers.Integral) else float(v)
     except (TypeError, ValueError):
         raise InvalidRequest(f"{what} must hold numbers, got {v!r}") from None
 

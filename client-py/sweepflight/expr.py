@@ -1,5 +1,5 @@
 """Strategies of your own, written in Python: expressions over the bars that print as the
-strategy language's canonical text (expressions.md), accepted wherever a strategy is.
+strategy language's canonical text (docs/language.md), accepted wherever a strategy is.
 
     from sweepflight import close, param, sma, std, rsi, Strategy
 
@@ -24,11 +24,11 @@ the formula's field and byte offset.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # Binding strength of each node kind: or 1, and 2, not 3, comparisons 4, + - 5, * / 6, unary
-# minus 7, atoms 8 (expressions.md's grammar).
+# minus 7, atoms 8 (docs/language.md's grammar).
 _STRENGTH = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "neg": 7, "atom": 8}
 
 
@@ -161,6 +161,16 @@ def param(name: str) -> Expr:
     """A parameter, bound per combo by ``params``, ``grid`` or ``sample``."""
     if not name.isidentifier() or name != name.lower():
         raise ValueError(f"a parameter name is lower case letters, digits and _, got {name!r}")
+    return Expr(name)
+
+
+def column(name: str) -> Expr:
+    """Another column of the dataset (a model's predictions, a vendor's VWAP) read as a series:
+    list it in the strategy's ``inputs=`` too (``Strategy(long=column("pred") > 0,
+    inputs=["pred"])``). Without ``inputs`` the server reads the name as a parameter and
+    asks for its values, saying the column was probably meant."""
+    if not name.isidentifier() or name != name.lower() or not name.isascii():
+        raise ValueError(f"a column a formula reads is named in lower case letters, digits and _, got {name!r}")
     return Expr(name)
 
 
@@ -312,32 +322,51 @@ class Strategy:
         short: Expr | str | None = None,
         exit_long: Expr | str | None = None,
         exit_short: Expr | str | None = None,
+        inputs: Sequence[str] = (),
     ) -> None:
         given = {"long": long, "short": short, "exit_long": exit_long, "exit_short": exit_short}
         self.formulas: dict[str, str] = {k: str(v) for k, v in given.items() if v is not None}
         if "long" not in self.formulas and "short" not in self.formulas:
             raise ValueError("a strategy needs long= or short= (or both)")
+        #: Other dataset columns the formulas read as series (protocol v1.4).
+        self.inputs: tuple[str, ...] = _inputs(inputs)
 
     def __repr__(self) -> str:
-        return f"Strategy({', '.join(f'{k}={v!r}' for k, v in self.formulas.items())})"
+        given = [f"{k}={v!r}" for k, v in self.formulas.items()]
+        if self.inputs:
+            given.append(f"inputs={list(self.inputs)!r}")
+        return f"Strategy({', '.join(given)})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Strategy) and other.formulas == self.formulas
+        return isinstance(other, Strategy) and (other.formulas, other.inputs) == (self.formulas, self.inputs)
 
     def __hash__(self) -> int:
-        return hash(tuple(self.formulas.items()))
+        return hash((tuple(self.formulas.items()), self.inputs))
 
 
-def wire_strategy(strategy: Any) -> str | dict[str, str] | None:
+def _inputs(inputs: Any) -> tuple[str, ...]:
+    if isinstance(inputs, str) or not all(isinstance(n, str) for n in inputs):
+        raise ValueError(f"inputs= takes a list of column names, e.g. ['pred'], got {inputs!r}")
+    return tuple(inputs)
+
+
+def wire_strategy(strategy: Any) -> str | dict[str, Any] | None:
     """A call's ``strategy=`` as the body carries it: a built-in's name, or the object of
-    formulas (from a :class:`Strategy` or a mapping of field to text or expression)."""
+    formulas (from a :class:`Strategy` or a mapping of field to text or expression, with
+    ``inputs`` a list of column names)."""
     if strategy is None or isinstance(strategy, str):
         return strategy
     if isinstance(strategy, Strategy):
-        return dict(strategy.formulas)
+        out: dict[str, Any] = dict(strategy.formulas)
+        if strategy.inputs:
+            out["inputs"] = list(strategy.inputs)
+        return out
     if isinstance(strategy, Mapping):
-        unknown = sorted(set(strategy) - set(FIELDS))
+        unknown = sorted(set(strategy) - {*FIELDS, "inputs"})
         if unknown:
-            raise ValueError(f"a strategy's fields are {', '.join(FIELDS)}; got {unknown[0]!r}")
-        return {str(k): str(v) for k, v in strategy.items()}
+            raise ValueError(f"a strategy's fields are {', '.join(FIELDS)} and inputs; got {unknown[0]!r}")
+        out = {str(k): str(v) for k, v in strategy.items() if k != "inputs"}
+        if "inputs" in strategy:
+            out["inputs"] = list(_inputs(strategy["inputs"]))
+        return out
     raise TypeError(f"strategy= takes a built-in name, a Strategy or a mapping of formulas, got {strategy!r}")

@@ -60,7 +60,7 @@ def test_a_yfinance_frame_is_put_as_it_comes(sf: sweepflight.Client) -> None:
 def test_a_bad_column_is_stored_with_a_warning_and_refused_where_needed(sf: sweepflight.Client) -> None:
     frame = pl.from_pandas(yfinance_frame(4).reset_index())
     frame = frame.with_columns(pl.when(pl.int_range(pl.len()) == 17).then(0.5).otherwise(pl.col("High")).alias("High"))
-    with pytest.warns(sweepflight.UnusableColumns, match="high: row 17: high 0.5 < close"):
+    with pytest.warns(sweepflight.UnusableColumns, match=r"high: row 17 \(2019-01-25T00:00:00\): high 0.5 < close"):
         summary = sf.put("bad", frame)
     assert "high" not in summary.columns
     # A sweep that does not need the high runs; one that does is refused with the reason.

@@ -46,6 +46,32 @@ def test_relative_links_resolve(doc: pathlib.Path) -> None:
     assert not broken, f"{doc.name}: broken links {broken}"
 
 
+def repo_markdown_names() -> set[str]:
+    """The names of the Markdown files the repository holds (tracked or not, outside build and
+    environment folders)."""
+    skip = {"target", ".venv", "node_modules", ".git"}
+    return {p.name for p in ROOT.rglob("*.md") if not skip & set(p.relative_to(ROOT).parts)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_name_no_file_outside_the_repo(doc: pathlib.Path) -> None:
+    """A user of the repository has only the repository: every relative link stays inside it,
+    and every Markdown file a page names (``language.md``, ``kernel.md``) is one it holds."""
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    outside = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file = target.partition("#")[0]
+        if file and not (doc.parent / file).resolve().is_relative_to(ROOT):
+            outside.append(target)
+    known = repo_markdown_names()
+    named = sorted({m for m in re.findall(r"\b[\w.-]+\.md\b", text) if m.rsplit("/", 1)[-1] not in known})
+    assert not outside, f"{doc.name}: links outside the repository {outside}"
+    assert not named, f"{doc.name}: names files the repository does not hold {named}"
+    assert "spec/" not in text, f"{doc.name}: names the contract's spec folder"
+
+
 def check_readme(ns: dict[str, Any]) -> None:
     assert ns["df"].height == 80
     assert ns["df"]["trades"][0] == 57_029
@@ -87,6 +113,9 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert ns["walked"].num_rows == 5 and ns["walked"].column_names[:2] == ["fold", "train_start"]
     assert ns["state"]["state"] == "done" and ns["state"]["combos_done"] == 2204
     assert ns["fetched"].num_rows == 2204 and ns["stopped"]["state"] == "cancelled"
+    assert "bars out of time order (row 1: time 2025-06-21 is not after" in ns["refusal"]
+    assert "sort the bars by time" in ns["refusal"]
+    assert ns["in_rows"].num_rows == 1
 
 
 def check_strategies(ns: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 //! The built-in strategies, the one table of them in the kernel: each built-in's wire name, its
-//! parameters (names, kinds, order) and its `long` and `short` formula text (expressions.md,
+//! parameters (names, kinds, order) and its `long` and `short` formula text (docs/language.md,
 //! "From conditions to trades"), and the typed combos ([`Strategy`], [`Params`]) the tuned
 //! paths run. The formulas' parameters, in the order of first appearance, are the built-in's
 //! own parameter order (tested); the `strategies` action publishes these forms, and the tests

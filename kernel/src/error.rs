@@ -30,7 +30,7 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// A formula the language refuses (expressions.md): which field, where, and why.
+    /// A formula the language refuses (docs/language.md): which field, where, and why.
     #[error("{field}: {message} (at byte {offset})")]
     Formula {
         /// The body field the formula came from (`long`, `stop_loss`, `constraint`...).

@@ -249,7 +249,7 @@ enum Action {
 }
 
 /// The loop of strategies.md's "Execution, v1.3" over `bars`, written as the spec writes it,
-/// with the exit conditions of a formula strategy (expressions.md): at each bar, after the
+/// with the exit conditions of a formula strategy (docs/language.md): at each bar, after the
 /// stops and before the signal, a long position closes where `exits.0` holds and a short one
 /// where `exits.1` does (an empty slice: never). With the default options it is v1.2's loop.
 pub fn execute_with_exits(
@@ -261,7 +261,7 @@ pub fn execute_with_exits(
     execute_with_stops(bars, signals, exits, [None; 3], exec)
 }
 
-/// [`execute_with_exits`] with stop formulas (expressions.md's execution formulas): where
+/// [`execute_with_exits`] with stop formulas (docs/language.md's execution formulas): where
 /// `stops[k]` is given (stop-loss, take-profit, trailing stop), a trade's fraction is its value
 /// at the bar whose close decided the entry (NaN or <= 0: no such stop for that trade) instead
 /// of the number in `exec`.

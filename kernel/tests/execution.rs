@@ -654,7 +654,7 @@ fn every_option_on_formula_strategies_with_exits_books_the_interpreters_trades()
     }
 }
 
-/// Stop formulas (expressions.md's execution formulas): a trade's fraction is the formula at
+/// Stop formulas (docs/language.md's execution formulas): a trade's fraction is the formula at
 /// the bar whose close decided its entry, NaN or <= 0 meaning no such stop; the fast sweep books
 /// the interpreter's trades for every option, with the formulas' parameters swept.
 #[test]

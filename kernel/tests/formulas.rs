@@ -1,4 +1,4 @@
-//! The strategy language (expressions.md) against its oracles: every function's fast
+//! The strategy language (docs/language.md) against its oracles: every function's fast
 //! computation against the plain one written from the spec, on random, near-tie, integer,
 //! flat, NaN-prefixed and gappy series; every built-in against its formula form on every
 //! result column and option; random formula strategies (fast sweep vs the plain interpreter,
@@ -578,7 +578,7 @@ fn canonical_text_follows_the_spec() {
     }
 }
 
-/// The edit distance of the hints (expressions.md v1.4): insertions, deletions,
+/// The edit distance of the hints (docs/language.md v1.4): insertions, deletions,
 /// substitutions and swaps of two neighbours, one edit each; no hint past two edits.
 #[test]
 fn edit_distance_counts_swaps_as_one_and_hints_stop_at_two() {

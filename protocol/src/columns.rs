@@ -1,6 +1,6 @@
 //! Which stored columns the contract recognises as bars (protocol.md v1.3, "Datasets: OHLCV
 //! bars and time"; v1.4 adds pandas' unnamed index as a time), and the hint for a parameter
-//! that looks like a mistyped column (expressions.md v1.4): one definition for the server,
+//! that looks like a mistyped column (docs/language.md v1.4): one definition for the server,
 //! which checks the bars, and the clients, which word a refusal before it is sent.
 
 use arrow_schema::{DataType, Schema};

@@ -13,7 +13,7 @@ impl Error {
 
     /// An error about parameter `name`, which got no values (a `grid` or `sample` without it,
     /// a `params` tuple too short): a server that knows the dataset adds a hint when the name
-    /// looks like one of its columns (expressions.md v1.4).
+    /// looks like one of its columns (docs/language.md v1.4).
     pub fn unvalued(msg: impl Into<String>, name: &str) -> Self {
         Self(msg.into(), Some(name.to_owned()))
     }

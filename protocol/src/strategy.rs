@@ -40,7 +40,7 @@ impl From<Builtin> for Strategy {
     }
 }
 
-/// A strategy of formulas (expressions.md), with its constraint, as sent and as bound.
+/// A strategy of formulas (docs/language.md), with its constraint, as sent and as bound.
 #[derive(Debug, Clone)]
 pub struct Formulas {
     /// The built-in it is the form of, when the body named one (with a `constraint`).
@@ -125,7 +125,7 @@ impl Strategy {
     }
 
     /// [`Strategy::decode`] with the body's stop formulas (`stop_loss`, `take_profit`,
-    /// `trailing_stop` given as text, expressions.md): they join the program, their parameters
+    /// `trailing_stop` given as text, docs/language.md): they join the program, their parameters
     /// after the strategy's, so a built-in name with one runs as its formula form.
     ///
     /// # Errors
@@ -374,7 +374,7 @@ impl Strategy {
     pub fn summary(&self) -> &'static str {
         match self {
             Self::Builtin(b) => b.builtin().summary,
-            Self::Formulas(_) => "formulas of the client's own (expressions.md)",
+            Self::Formulas(_) => "formulas of the client's own (docs/language.md)",
         }
     }
 }

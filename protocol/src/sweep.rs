@@ -122,7 +122,7 @@ impl Grid {
     }
 
     /// How many combos of `range` a call runs, for the server's limits: a grid's combos that
-    /// break the strategy's `constraint` are skipped and not counted (expressions.md,
+    /// break the strategy's `constraint` are skipped and not counted (docs/language.md,
     /// "Constraint"). Counted only where it matters, a product with a constraint of more than
     /// `cap` combos, and only until the count passes `cap` (it then reads `cap + 1`). Every
     /// position is read to count, so a constrained product of more than [`MAX_POSITIONS`]
@@ -936,7 +936,7 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             "`fee` must be a finite number >= 0, got {fee}"
         )));
     }
-    // Stops given as text are formulas of the strategy's program (expressions.md).
+    // Stops given as text are formulas of the strategy's program (docs/language.md).
     let stops: Vec<(Field, String)> = Field::STOPS
         .into_iter()
         .zip([&wire.stop_loss, &wire.take_profit, &wire.trailing_stop])
@@ -1120,7 +1120,7 @@ fn tuple(i: usize, t: &[serde_json::Value]) -> Result<[u32; 6]> {
 }
 
 /// The execution options of a body.
-/// `"warmup": "auto"` (expressions.md): the largest lookback of the strategy's formulas over
+/// `"warmup": "auto"` (docs/language.md): the largest lookback of the strategy's formulas over
 /// the call's combos, each computed with the combo's values. A product of windows takes each
 /// window's largest value (a lookback only grows with its windows, and does not depend on the
 /// number parameters); the other forms are read combo by combo. Resolved once, when the body

@@ -89,7 +89,7 @@ pub(crate) fn params_in(
                 values.extend(v);
                 kept.push(i - start);
             }
-            // A grid's combos that break the constraint are skipped (expressions.md): not run,
+            // A grid's combos that break the constraint are skipped (docs/language.md): not run,
             // not returned; the others keep their positions.
             Err(("constraint", _)) => {}
             Err((param, message)) => {

@@ -1,4 +1,4 @@
-//! The `explain` action (protocol v1.3, expressions.md "Explain"): the plan of a sweep body as
+//! The `explain` action (protocol v1.3, docs/language.md "Explain"): the plan of a sweep body as
 //! JSON, nothing run. The body is decoded as a sweep body (so every refusal is the sweep's);
 //! every combo it would run (after the constraint) is bound into kernel plans a step at a time,
 //! and the distinct series nodes of them all, counted by fingerprint, are the reply's `arrays`.
@@ -44,7 +44,7 @@ pub(crate) fn explain(
         let what = format!("dataset `{}`", request.dataset);
         crate::datasets::bars::input_indices(d.schema(), &program.inputs, &what)?;
     }
-    // Combos a constraint skips are not counted (expressions.md, "Constraint").
+    // Combos a constraint skips are not counted (docs/language.md, "Constraint").
     let runs = request
         .grid
         .runs(&request.strategy, 0..request.len(), max_grid, max_grid)?;

@@ -1,4 +1,4 @@
-//! Hints for a parameter that looks like a mistyped column (expressions.md v1.4, "Parameters
+//! Hints for a parameter that looks like a mistyped column (docs/language.md v1.4, "Parameters
 //! that look like typos"). A name a formula does not know is a parameter, so `clsoe` or a
 //! column not listed in `inputs` reaches the server as a parameter without values; the
 //! protocol crate refuses that without the dataset, and this adds what only the dataset can

@@ -647,7 +647,7 @@ async fn samples_the_strategy_list_and_strategy_sessions() {
         list[4]["params"][1],
         json!({"name": "lower", "type": "number"})
     );
-    // v1.3: each built-in with its expression form (expressions.md's table).
+    // v1.3: each built-in with its expression form (docs/language.md's table).
     assert_eq!(
         list[1]["formulas"],
         json!({"long": "cross_above(sma(close, fast), sma(close, slow))",
@@ -945,7 +945,7 @@ async fn selection_on_the_server_is_the_full_result_filtered_sorted_and_cut() {
         "{e}"
     );
 
-    // Combos a constraint skips are not counted (expressions.md, "Constraint"): 20 x 20 =
+    // Combos a constraint skips are not counted (docs/language.md, "Constraint"): 20 x 20 =
     // 400 positions, 190 with fast < slow, within --max-combos (200); 21 x 21 keeps 210.
     let constrained = |n: u32| {
         let windows: Vec<u32> = (2..2 + n).collect();

@@ -1,6 +1,6 @@
 //! The plain interpreter: the oracle of formula strategies. One combo at a time, every node of
 //! every formula computed whole by the registry's oracle computations (`crate::lines::plain`),
-//! nothing shared between nodes, formulas or combos; signals bar by bar as expressions.md
+//! nothing shared between nodes, formulas or combos; signals bar by bar as docs/language.md
 //! writes them, then `crate::oracle`'s bar-by-bar execution loop. The fast path
 //! ([`super::sweep_program`]) must give the same trades, bit for bit.
 

@@ -478,7 +478,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         self
     }
 
-    /// This engine with the stops whose fractions are formulas (expressions.md's execution
+    /// This engine with the stops whose fractions are formulas (docs/language.md's execution
     /// formulas): a trade's fraction is the formula's value at the bar whose close decided
     /// its entry, given by [`Engine::stop_values`] before each event.
     pub(crate) fn with_formula_stops(mut self, formulas: [bool; 3]) -> Self {
@@ -716,7 +716,7 @@ impl<'a, B: Book, const PLAIN: bool> Engine<'a, B, PLAIN> {
         self.stops
     }
 
-    /// The exit conditions at bar `i` (expressions.md, "From conditions to trades"): after
+    /// The exit conditions at bar `i` (docs/language.md, "From conditions to trades"): after
     /// the stops, before the signal, a long position closes on `long`, a short one on
     /// `short`. Call it before [`Engine::signal`] for the same bar.
     #[inline]

@@ -298,7 +298,7 @@ impl Program {
     }
 }
 
-/// Checks a strategy's `inputs` (expressions.md, "Your own columns"): each a NAME of the
+/// Checks a strategy's `inputs` (docs/language.md, "Your own columns"): each a NAME of the
 /// grammar, not a bar column nor a function name, listed once.
 fn check_inputs(inputs: &[String]) -> Result<()> {
     if inputs.len() > MAX_INPUTS {

@@ -1,4 +1,4 @@
-//! Canonical text (expressions.md, "Explain"): calls as `f(a, b)`, binary operators with one
+//! Canonical text (docs/language.md, "Explain"): calls as `f(a, b)`, binary operators with one
 //! space each side, `-x`, `not x`, numbers as Python's `repr(float)` with integers written
 //! without `.0`, and parentheses only where the grammar needs them. Parsing the text gives the
 //! same tree.

@@ -1,4 +1,4 @@
-//! The strategy language of protocol v1.3 (expressions.md): formulas over a series' bars as a
+//! The strategy language of protocol v1.3 (docs/language.md): formulas over a series' bars as a
 //! tree ([`tree`]), read by a hand-written parser with byte offsets and limits ([`parse`]),
 //! printed back as canonical text ([`canon`]), checked as a whole strategy with its
 //! parameters numbered and typed ([`bind`]), and the one table of functions everything else

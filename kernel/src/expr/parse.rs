@@ -1,4 +1,4 @@
-//! The parser: expressions.md's grammar into a [`Formula`], by hand.
+//! The parser: docs/language.md's grammar into a [`Formula`], by hand.
 //!
 //! Hand-written (no parsing crate) because the grammar is eleven lines, its errors must name a
 //! byte offset and what was expected, and its limits must hold *before* any recursion they

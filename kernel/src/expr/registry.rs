@@ -63,7 +63,7 @@ pub struct Function {
     pub returns: Returns,
     /// The columns it reads besides its arguments.
     pub reads: &'static [Column],
-    /// The lookback (expressions.md's column) from, per argument, the lookback of a series or
+    /// The lookback (docs/language.md's column) from, per argument, the lookback of a series or
     /// condition argument or the value of a window argument.
     pub lookback: fn(&[usize]) -> usize,
     /// For a short form: the windows of the full form it stands for, and the full form's name
@@ -397,7 +397,7 @@ pub fn lookup(name: &str, arity: usize) -> Result<u16, String> {
         .filter(|(_, f)| f.name == name)
         .peekable();
     if named.peek().is_none() {
-        // The closest within two edits, ties by the table's order (expressions.md v1.4).
+        // The closest within two edits, ties by the table's order (docs/language.md v1.4).
         let hint =
             closest(name, names()).map_or_else(String::new, |n| format!("did you mean `{n}`? "));
         return Err(format!(
@@ -440,7 +440,7 @@ pub fn is_function(name: &str) -> bool {
 }
 
 /// Of `candidates`, the first at the smallest [`edit_distance`] from `name` if that is at most
-/// two (expressions.md v1.4: the hint for a mistyped function or column).
+/// two (docs/language.md v1.4: the hint for a mistyped function or column).
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {

@@ -118,7 +118,7 @@ impl CmpOp {
     }
 
     /// The comparison as the language defines it: false whenever a side is NaN, `!=`
-    /// included (expressions.md, "Kinds and types").
+    /// included (docs/language.md, "Kinds and types").
     #[inline(always)]
     #[expect(
         clippy::double_comparisons,

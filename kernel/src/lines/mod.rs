@@ -1,4 +1,4 @@
-//! The computations of the strategy language's functions (expressions.md's table): arrays in,
+//! The computations of the strategy language's functions (docs/language.md's table): arrays in,
 //! arrays out, each value in the order the spec writes it. Nothing here knows formulas, plans
 //! or sweeps; the function registry (`crate::expr::registry`) points at these.
 //!

@@ -1,4 +1,4 @@
-//! The oracle's computations: every function of expressions.md's table as the spec writes it,
+//! The oracle's computations: every function of docs/language.md's table as the spec writes it,
 //! one bar at a time, with no sharing and no cleverness. Slow on purpose; the fast ones in
 //! [`super::series`] must agree with these bit for bit.
 

@@ -182,7 +182,7 @@ pub struct ComboPlan {
     pub stops: [Option<Operand>; 3],
     /// The longest window any of its formulas uses (0 with none).
     pub longest_window: usize,
-    /// The largest lookback of its formulas (expressions.md's table).
+    /// The largest lookback of its formulas (docs/language.md's table).
     pub lookback: usize,
 }
 
