@@ -84,6 +84,7 @@ from .expr import (
     wma,
 )
 from .plot import plot, plot_equity, plot_trades, plot_walk_forward
+from .server import local
 
 #: The old name of :func:`plot`.
 plot_sweep = plot
@@ -126,6 +127,7 @@ __all__ = [
     "hma",
     "hma3",
     "lag",
+    "local",
     "log",
     "low",
     "lowest",

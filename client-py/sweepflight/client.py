@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import numbers
+import os
 import signal
 import sys
 import threading
@@ -295,13 +296,21 @@ def request_of(result: pl.DataFrame | pa.Table) -> SweepRequest | None:
 
 
 def connect(
-    uri: str = DEFAULT_URI,
+    uri: str | None = None,
     *,
     token: str | None = None,
     tls_root_certs: bytes | str | None = None,
     timeout: float | None = None,
 ) -> Client:
-    """Connects to a sweepflight server; see :class:`Client`."""
+    """Connects to a sweepflight server; see :class:`Client`. Without an address: the one in
+    ``$SWEEPFLIGHT_URI`` if set, else a private in-memory server started for this client
+    (:func:`sweepflight.local`, stopped when the client closes)."""
+    if uri is None:
+        uri = os.environ.get("SWEEPFLIGHT_URI")
+    if uri is None:
+        from .server import local
+
+        return local(timeout=timeout)
     return Client(uri, token=token, tls_root_certs=tls_root_certs, timeout=timeout)
 
 
@@ -509,7 +518,7 @@ class _DetailCalls(_Calls):
                 ``--max-trade-combos`` (default 1,000).
         """
         request, call = self._split(name, lengths, params, options)
-        return _reply(self._detail("trades", request, call), _protocol.trades_schema)
+        return self._labelled(_reply(self._detail("trades", request, call), _protocol.trades_schema), request)
 
     def equity(
         self,
@@ -527,10 +536,21 @@ class _DetailCalls(_Calls):
             ResourceExhausted: the curves do not fit the server's sweep memory.
         """
         request, call = self._split(name, lengths, params, options)
-        return _reply(self._detail("equity", request, call), _protocol.equity_schema)
+        return self._labelled(_reply(self._detail("equity", request, call), _protocol.equity_schema), request)
 
     def _detail(self, action: str, request: SweepRequest, call: Mapping[str, Any]) -> pa.Table:
         raise NotImplementedError
+
+    def _labelled(self, frame: pl.DataFrame, request: SweepRequest) -> pl.DataFrame:
+        """``frame`` with ``combo_labels`` (combo -> its parameters as text, for the plots'
+        legends) where the request says them: a built-in's lengths, tuples or grid. A grid of
+        formulas is numbered by the server (pass the sweep's frame to the plot instead)."""
+        labels: dict[int, str] = {}
+        if "combo" in frame.columns and frame.height:
+            combos = frame["combo"].unique().to_list()
+            labels = _combo_labels(request, self._builtins(), combos)
+        frame.combo_labels = labels  # type: ignore[attr-defined]  # polars frames take attributes
+        return frame
 
 
 class Client(_DetailCalls):
@@ -570,6 +590,8 @@ class Client(_DetailCalls):
         self.timeout = timeout
         self._headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._table: dict[str, _protocol.Kinds] | None = None
+        #: The private server this client started (:func:`sweepflight.local`), stopped with it.
+        self._local: Any = None
         with translated():
             self._flight = flight.FlightClient(uri, **kwargs)
 
@@ -580,8 +602,10 @@ class Client(_DetailCalls):
         self.close()
 
     def close(self) -> None:
-        """Closes the connection."""
+        """Closes the connection (and stops the server :func:`sweepflight.local` started)."""
         self._flight.close()
+        if self._local is not None:
+            self._local.stop()
 
     def _options(self, timeout: float | None) -> flight.FlightCallOptions:
         t = timeout if timeout is not None else self.timeout
@@ -1492,6 +1516,39 @@ def _check(schema: pa.Schema) -> None:
         _protocol.check_result_schema(schema)
     except ValueError as e:
         raise ServerError(f"unexpected result from the server: {e}") from None
+
+
+def _combo_labels(request: SweepRequest, builtins: Mapping[str, _protocol.Kinds], combos: list[int]) -> dict[int, str]:
+    """Each of ``combos`` (positions in ``request``'s combos) as ``name=value`` text, where the
+    request alone says its values: hma_sar's lengths, or a built-in's tuples or grid (whose
+    parameters are in the built-in's order)."""
+
+    def text(v: float) -> str:
+        return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+    strategy = request.strategy
+    if not (strategy is None or isinstance(strategy, str)) or request.stop_formulas:
+        return {}
+    kinds = builtins.get(strategy or _protocol.DEFAULT_STRATEGY)
+    if kinds is None:
+        return {}
+    names = [n for n, _ in kinds]
+    out: dict[int, str] = {}
+    for c in combos:
+        if request.lengths is not None and c < len(request.lengths):
+            out[c] = f"L={request.lengths[c]}"
+        elif request.params is not None and c < len(request.params):
+            out[c] = " ".join(f"{n}={text(v)}" for n, v in zip(names, request.params[c], strict=False))
+        elif request.grid is not None and list(request.grid) == names[: len(request.grid)]:
+            # The product, the first parameter outermost; a constraint keeps positions.
+            lists = list(request.grid.values())
+            rest, values = c, []
+            for values_of in reversed(lists):
+                values.append(values_of[rest % len(values_of)])
+                rest //= len(values_of)
+            if rest == 0:
+                out[c] = " ".join(f"{n}={text(v)}" for n, v in zip(request.grid, reversed(values), strict=True))
+    return out
 
 
 def _reply(table: pa.Table, schema: Callable[[bool], pa.Schema]) -> pl.DataFrame:

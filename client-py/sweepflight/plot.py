@@ -10,6 +10,7 @@ drawdowns, :func:`plot_trades` the trades of :meth:`sweepflight.Client.trades` o
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import polars as pl
@@ -118,11 +119,29 @@ def _heatmap(plt: Any, df: pl.DataFrame, x: str, y: str, metric: str) -> Any:
     return fig
 
 
-def plot_equity(equity: pl.DataFrame, path: str | None = None, title: str | None = None) -> Any:
+def _labels(frame: pl.DataFrame, params: pl.DataFrame | None) -> dict[int, str]:
+    """Combo -> its parameters as text: from ``params`` (a sweep's frame: ``combo`` and the
+    parameter columns before ``pnl``) if given, else what the client attached to ``frame``."""
+    if params is not None and "combo" in params.columns:
+        names = params.columns[params.columns.index("combo") + 1 : params.columns.index("pnl")]
+        names = [n for n in names if n != SERIES_COLUMN]
+        return {
+            row["combo"]: " ".join(f"{n}={row[n]:g}" if isinstance(row[n], float) else f"{n}={row[n]}" for n in names)
+            for row in params.select("combo", *names).unique("combo").iter_rows(named=True)
+        }
+    found = getattr(frame, "combo_labels", None)
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def plot_equity(
+    equity: pl.DataFrame, path: str | None = None, title: str | None = None, params: pl.DataFrame | None = None
+) -> Any:
     """The equity curves of an :meth:`sweepflight.Client.equity` frame (one line per combo, and
     series on a keyed dataset) or of :meth:`sweepflight.Client.walk_forward_equity` (one
-    stitched line per series) over the rows, and below them each curve's drawdown from its
-    running peak; returns the figure (saved to ``path`` if given)."""
+    stitched line per series), by date where the dataset has a time column (else by row), and
+    below them each curve's drawdown from its running peak; returns the figure (saved to
+    ``path`` if given). Each combo's legend says its parameters where the call said them (a
+    built-in's grid, tuples or lengths) or ``params``, the sweep's frame, gives them."""
     plt = _pyplot(path)
     if equity.height == 0:
         raise ValueError("nothing to plot: the equity frame is empty")
@@ -136,16 +155,22 @@ def plot_equity(equity: pl.DataFrame, path: str | None = None, title: str | None
     # One line per combo (and series); a stitched walk-forward has no combo: one per series.
     keys = [k for k in (SERIES_COLUMN, "combo") if k in equity.columns]
     parts = equity.group_by(keys, maintain_order=True) if keys else [((), equity)]
+    dated = "time" in equity.columns and equity["time"].null_count() == 0
+    x_of = "time" if dated else "row"
+    labels = _labels(equity, params)
     for key, part in parts:
-        label = " ".join(f"{k} {v}" for k, v in zip(keys, key, strict=True)) or "walk-forward, out of sample"
+        words = []
+        for k, v in zip(keys, key, strict=True):
+            words.append(str(v) if k == SERIES_COLUMN else labels.get(v, f"combo {v}"))
+        label = " ".join(words) or "walk-forward, out of sample"
         q = part["equity"]
-        (line,) = top.plot(part["row"], q, linewidth=1, label=label)
+        (line,) = top.plot(part[x_of], q, linewidth=1, label=label)
         drawdown = q - q.cum_max()
-        bottom.fill_between(part["row"], drawdown, 0, alpha=0.3, step="post", color=line.get_color())
+        bottom.fill_between(part[x_of], drawdown, 0, alpha=0.3, step="post", color=line.get_color())
     top.axhline(0, color="grey", linewidth=0.6)
     top.set_ylabel("equity (percentage points)")
     bottom.set_ylabel("drawdown (pp)")
-    bottom.set_xlabel("row (bars)")
+    bottom.set_xlabel("date" if dated else "row (bars)")
     top.legend(fontsize="small", loc="upper left")
     top.set_title(title or "Equity (booked trades plus the open trade's mark)")
     return _finish(fig, path)
@@ -168,33 +193,41 @@ def plot_trades(prices: Any, trades: pl.DataFrame, path: str | None = None, titl
     bars (polars, pandas or pyarrow, with open, high, low and close columns in any case, as put),
     then drawn as candles. Long entries are green triangles up, short entries red down, each
     exit marked by its reason (``exit_reason``: signal, exit formula, stop-loss, trailing stop,
-    take-profit, end), each trade's span shaded by its side."""
+    take-profit, end), each trade's span shaded by its side. Drawn by date where the bars have
+    a time (a date column, or a pandas DatetimeIndex), else by row."""
     plt = _pyplot(path)
     bars = _bars(prices)
+    times = _times(prices)
     fig, ax = plt.subplots(figsize=(10, 4.8))
+    n = len(bars["close"]) if bars is not None else len(prices)
+    xs: list[Any] = times if times is not None and len(times) == n else list(range(n))
+
+    def at(rows: Any) -> list[Any]:
+        return [xs[r] for r in rows]
+
     if bars is not None:
-        rows = range(len(bars["close"]))
         colours = ["tab:green" if c >= o else "tab:red" for o, c in zip(bars["open"], bars["close"], strict=True)]
-        ax.vlines(rows, bars["low"], bars["high"], colors=colours, linewidth=0.6)
+        ax.vlines(xs, bars["low"], bars["high"], colors=colours, linewidth=0.6)
         body_low = [min(o, c) for o, c in zip(bars["open"], bars["close"], strict=True)]
         body = [abs(c - o) for o, c in zip(bars["open"], bars["close"], strict=True)]
-        ax.bar(rows, body, bottom=body_low, width=0.7, color=colours, linewidth=0, label="bars")
+        ax.bar(xs, body, bottom=body_low, width=_bar_width(xs), color=colours, linewidth=0, label="bars")
     else:
         closes = pl.Series(prices).to_numpy() if not hasattr(prices, "shape") else prices
-        ax.plot(range(len(closes)), closes, color="grey", linewidth=0.8, label="close")
+        ax.plot(xs, closes, color="grey", linewidth=0.8, label="close")
     for side, colour, marker, name in ((1, "tab:green", "^", "long entry"), (-1, "tab:red", "v", "short entry")):
         mine = trades.filter(pl.col("side") == side)
         if mine.height:
-            ax.scatter(mine["entry_row"], mine["entry_price"], marker=marker, color=colour, s=30, label=name, zorder=4)
+            entries = at(mine["entry_row"])
+            ax.scatter(entries, mine["entry_price"], marker=marker, color=colour, s=30, label=name, zorder=4)
             for row in mine.iter_rows(named=True):
-                ax.axvspan(row["entry_row"], row["exit_row"], color=colour, alpha=0.08, linewidth=0)
+                ax.axvspan(xs[row["entry_row"]], xs[row["exit_row"]], color=colour, alpha=0.08, linewidth=0)
     if trades.height:
         reasons = trades["exit_reason"] if "exit_reason" in trades.columns else pl.Series(["signal"] * trades.height)
         for reason, (marker, colour) in EXIT_MARKS.items():
             mine = trades.filter(reasons == reason)
             if mine.height:
                 ax.scatter(
-                    mine["exit_row"],
+                    at(mine["exit_row"]),
                     mine["exit_price"],
                     marker=marker,
                     color=colour,
@@ -202,11 +235,40 @@ def plot_trades(prices: Any, trades: pl.DataFrame, path: str | None = None, titl
                     label=f"exit: {reason.replace('_', ' ')}",
                     zorder=5,
                 )
-    ax.set_xlabel("row (bars)")
+    ax.set_xlabel("date" if xs is times else "row (bars)")
     ax.set_ylabel("price")
     ax.legend(fontsize="small", loc="upper left")
     ax.set_title(title or f"{trades.height:,} trades")
     return _finish(fig, path)
+
+
+#: Names a time column of bars may have (ignoring case), as the server recognises them.
+_TIME_NAMES = ("time", "date", "datetime", "timestamp", "__index_level_0__")
+
+
+def _times(prices: Any) -> list[Any] | None:
+    """The bars' times: a pandas DatetimeIndex, or a column named as the server recognises a
+    time (ignoring case) of a date or datetime type; None without one."""
+    index = getattr(prices, "index", None)
+    if index is not None and type(index).__name__ == "DatetimeIndex":
+        return list(index.to_pydatetime())
+    try:
+        frame = pl.DataFrame(prices) if not isinstance(prices, pl.DataFrame) else prices
+    except (TypeError, ValueError):
+        return None
+    for c in frame.columns:
+        if c.lower() in _TIME_NAMES and (frame[c].dtype == pl.Date or isinstance(frame[c].dtype, pl.Datetime)):
+            return frame[c].to_list()
+    return None
+
+
+def _bar_width(xs: list[Any]) -> Any:
+    """A candle's width: 0.7 of a row, or of the median time between bars (in days, the unit
+    of matplotlib's date axis)."""
+    if len(xs) < 2 or isinstance(xs[0], int):
+        return 0.7
+    gaps = sorted((b - a).total_seconds() for a, b in itertools.pairwise(xs))
+    return 0.7 * gaps[len(gaps) // 2] / 86_400
 
 
 def _bars(prices: Any) -> dict[str, Any] | None:

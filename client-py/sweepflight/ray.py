@@ -31,8 +31,6 @@ import contextlib
 import dataclasses
 import os
 import queue
-import shutil
-import sysconfig
 import threading
 import time
 import zlib
@@ -64,6 +62,7 @@ from .client import (
     connect,
 )
 from .errors import Cancelled, InvalidRequest, NotFound, ServerError, SweepflightError, Unavailable
+from .server import server_binary
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -92,38 +91,15 @@ def _ray() -> Any:
     return ray
 
 
-def server_binary(explicit: str | None = None) -> str:
-    """The server binary the actors start: ``explicit``, ``$SWEEPFLIGHT_SERVER_BIN``,
-    ``sweepflight-server`` on PATH, or beside this Python's scripts (where ``pip install
-    ./flight-server`` puts it, whether or not the environment is activated)."""
-    beside = os.path.join(sysconfig.get_path("scripts"), "sweepflight-server")
-    found = (
-        explicit
-        or os.environ.get("SWEEPFLIGHT_SERVER_BIN")
-        or shutil.which("sweepflight-server")
-        or (beside if os.path.exists(beside) else None)
-    )
-    if not found:
-        raise FileNotFoundError(
-            "no sweepflight-server: pip install ./flight-server on every node, or set SWEEPFLIGHT_SERVER_BIN"
-        )
-    return found
-
-
 def _actor_class(ray: Any) -> Any:
     """The Ray actor that owns one server process (defined lazily: Ray is optional)."""
 
     @ray.remote(max_restarts=-1, max_task_retries=0)
     class SweepflightServer:
         def __init__(self, binary: str, args: list[str], threads: int | None) -> None:
-            import signal
             import subprocess
 
-            def die_with_parent() -> None:
-                # The server gets SIGKILL when this actor's process dies, however it dies.
-                import ctypes
-
-                ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            from sweepflight.server import die_with_parent
 
             cmd = [binary, "--listen", "0.0.0.0:0", "--in-memory", *args]
             if threads:

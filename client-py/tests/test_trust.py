@@ -6,7 +6,9 @@ window that is not a whole number (refused, never cut)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,3 +115,30 @@ def test_numpy_integers_are_windows_and_fractions_are_refused(sf: sweepflight.Cl
     for bad, said in ((5.9, "got 5.9"), (-3, "got -3"), (np.float64(7.5), "got 7.5")):
         with pytest.raises(sweepflight.InvalidRequest, match=said):
             sf.sweep("bt", strategy=mine, grid={"n": [bad]})
+
+
+def test_plots_read_dates_and_name_each_combo_by_its_parameters(sf: sweepflight.Client, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from sweepflight.plot import plot_equity, plot_trades
+
+    grid = {"fast": [5, 10], "slow": [20, 50]}
+    curves = sf.equity("bt", strategy="sma_cross", grid=grid, order_by="sharpe", top=2)
+    fig = plot_equity(curves, path=str(tmp_path / "equity.png"))
+    top, bottom = fig.axes
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    assert len(labels) == 2 and all(re.fullmatch(r"fast=\d+ slow=\d+", x) for x in labels), labels
+    assert bottom.get_xlabel() == "date"
+    # By date: the x range is the dataset's years, not row numbers.
+    low, high = top.get_xlim()
+    assert 17_000 < low < high < 20_000, (low, high)  # days since 1970: 2018 to 2021
+    # A strategy of formulas: the sweep's frame names the combos.
+    n = param("n")
+    mine = Strategy(long=close > sma(close, n), short=close < sma(close, n))
+    swept = sf.sweep("bt", strategy=mine, grid={"n": [10, 30]})
+    fig = plot_equity(sf.equity("bt", strategy=mine, grid={"n": [10, 30]}), params=swept)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["n=10", "n=30"]
+    # Trades on candles by date, from the frame as it was put (its DatetimeIndex).
+    trades = sf.trades("bt", strategy="sma_cross", params=[(10, 20)], fill="next_open")
+    fig = plot_trades(bt_frame(), trades, path=str(tmp_path / "trades.png"))
+    assert fig.axes[0].get_xlabel() == "date"
+    assert (tmp_path / "trades.png").stat().st_size > 10_000
