@@ -42,6 +42,7 @@ pub mod oracle;
 pub mod paper;
 mod par;
 pub mod plan;
+pub mod portfolio;
 pub mod record;
 mod signal;
 pub mod strategy;

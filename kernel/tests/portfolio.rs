@@ -1,0 +1,335 @@
+//! Portfolio selection and accounting (protocol v1.4) on hand-computed cases: each step of the
+//! contract's "Fills and accounting" written out for a few series and rows (sells before buys,
+//! a buy filled in part, fees and slippage, a gap at the fill, an ended series, the `keep`
+//! buffer, longs with shorts), the periods of the decision words across year ends, and the
+//! metrics.
+
+use sweepflight_kernel::portfolio::{
+    ComboArrays, Keep, NO_BAR, OnCalendar, PortfolioFill, Rules, civil, day_key, days_from_civil,
+    every, month_key, period_starts, run, week_key,
+};
+
+fn rules(longs: usize, shorts: usize, fill: PortfolioFill) -> Rules {
+    Rules {
+        longs,
+        shorts,
+        keep: None,
+        fill,
+        fee: 0.0,
+        slippage: 0.0,
+    }
+}
+
+fn arrays(rank: &[f64]) -> ComboArrays<'_> {
+    ComboArrays {
+        rank,
+        filter: None,
+        weight: None,
+        fits: true,
+    }
+}
+
+const ALL: Keep = Keep {
+    trades: true,
+    rows: true,
+};
+
+#[test]
+fn a_rotation_between_two_series_at_the_close() {
+    // s0 leads at row 0, s1 from row 1 on. Prices are powers of two: every value exact.
+    let rows: Vec<u32> = vec![0, 1, 2];
+    let (c0, c1) = ([8.0, 8.0, 16.0], [4.0, 2.0, 3.0]);
+    let series = [
+        OnCalendar {
+            row_of: &rows,
+            open: None,
+            close: &c0,
+        },
+        OnCalendar {
+            row_of: &rows,
+            open: None,
+            close: &c1,
+        },
+    ];
+    let (r0, r1) = ([1.0, 0.0, 0.0], [0.0, 1.0, 1.0]);
+    let a = [arrays(&r0), arrays(&r1)];
+    let out = run(
+        &series,
+        &a,
+        &rules(1, 0, PortfolioFill::Close),
+        &every(0, 3, 1),
+        (0, 3),
+        1.0,
+        None,
+        ALL,
+    );
+    // Row 0: buy 1/8 = 0.125 of s0 with all the cash. Row 1: sell it (1.0), buy 1.0 / 2 = 0.5
+    // of s1. Row 2: the target is what is held: no trade.
+    let trades: Vec<(usize, usize, f64, f64)> = out
+        .trades
+        .iter()
+        .map(|t| (t.row, t.series, t.shares, t.price))
+        .collect();
+    assert_eq!(
+        trades,
+        [(0, 0, 0.125, 8.0), (1, 0, -0.125, 8.0), (1, 1, 0.5, 2.0)]
+    );
+    let equity: Vec<f64> = out.rows.iter().map(|r| r.equity).collect();
+    assert_eq!(equity, [1.0, 1.0, 1.5]);
+    assert_eq!(out.rows[2].cash, 0.0);
+    assert_eq!(out.rows[2].holdings, 1);
+    let m = &out.metrics;
+    assert_eq!(m.total_return, 50.0);
+    assert_eq!(m.max_drawdown, 0.0);
+    assert_eq!(m.turnover, 3.0);
+    assert_eq!(m.rebalances, 3);
+    assert_eq!(m.avg_holdings, 1.0);
+    assert_eq!(m.fees, 0.0);
+    // Returns 0, 0, 0.5: none below 0, so no Sortino; the Sharpe of their mean and std.
+    assert_eq!(m.sortino, None);
+    let mean = (0.0 + 0.0 + 0.5) / 3.0;
+    let std =
+        (((0.0 - mean) * (0.0 - mean) + (0.0 - mean) * (0.0 - mean) + (0.5 - mean) * (0.5 - mean))
+            / 2.0f64)
+            .sqrt();
+    assert_eq!(m.sharpe, Some(mean / std * 1.0));
+    assert_eq!(m.volatility, Some(std * 1.0 * 100.0));
+    assert_eq!(
+        m.annual_return,
+        Some((1.5f64.powf(1.0 / 3.0) - 1.0) * 100.0)
+    );
+}
+
+#[test]
+fn next_open_fills_pay_fees_and_slippage_and_a_short_buy_is_filled_in_part() {
+    // One series, long, filled at the next open with a fee and slippage.
+    let rows: Vec<u32> = vec![0, 1, 2, 3];
+    let open = [10.0, 10.0, 11.0, 12.0];
+    let close = [10.0, 10.5, 11.5, 12.5];
+    let series = [OnCalendar {
+        row_of: &rows,
+        open: Some(&open),
+        close: &close,
+    }];
+    let rank = [1.0; 4];
+    let a = [arrays(&rank)];
+    let r = Rules {
+        fee: 0.002,
+        slippage: 0.01,
+        ..rules(1, 0, PortfolioFill::NextOpen)
+    };
+    let out = run(&series, &a, &r, &[0], (0, 4), 1.0, None, ALL);
+    // Decided at row 0, filled at row 1's open: 10 * 1.01 = 10.1 a share; the target
+    // (1.0 * 1.0) / 10 = 0.1 shares costs 0.1 * 10.1 * 1.001 > 1.0: filled in part.
+    let (phi, q) = (0.001, 10.0 * (1.0 + 0.01));
+    let part = 1.0 / (q * (1.0 + phi));
+    assert_eq!(out.trades.len(), 1);
+    let t = out.trades[0];
+    assert_eq!((t.row, t.series, t.shares, t.price), (1, 0, part, 10.0));
+    assert_eq!(t.value, part * q);
+    assert_eq!(t.fee, (1.0 - part * q).max(0.0));
+    let equity: Vec<f64> = out.rows.iter().map(|r| r.equity).collect();
+    assert_eq!(equity, [1.0, part * 10.5, part * 11.5, part * 12.5]);
+    assert_eq!(out.rows[1].cash, 0.0);
+    assert_eq!(out.metrics.fees, t.fee * 100.0);
+    assert_eq!(out.metrics.turnover, (part * 10.0) / 1.0);
+}
+
+#[test]
+fn a_gap_at_the_fill_is_not_traded_and_an_ended_series_is_closed_at_its_last_close() {
+    // s0 has no bar at row 2 and ends after row 3; s1 has every bar. Long 1 by rank.
+    let rows0 = [0, 1, NO_BAR, 2, NO_BAR, NO_BAR];
+    let rows1 = [0, 1, 2, 3, 4, 5];
+    let (c0, c1) = ([4.0, 8.0, 16.0], [2.0, 2.0, 2.0, 2.0, 4.0, 4.0]);
+    let series = [
+        OnCalendar {
+            row_of: &rows0,
+            open: None,
+            close: &c0,
+        },
+        OnCalendar {
+            row_of: &rows1,
+            open: None,
+            close: &c1,
+        },
+    ];
+    // s0 best at rows 0 and 1 (and at 3, its last bar), s1 elsewhere.
+    let (r0, r1) = ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let a = [arrays(&r0), arrays(&r1)];
+    let out = run(
+        &series,
+        &a,
+        &rules(1, 0, PortfolioFill::Close),
+        &every(0, 6, 1),
+        (0, 6),
+        1.0,
+        None,
+        ALL,
+    );
+    // Row 0: 1.0 buys 0.25 of s0. Row 1: held, target 0.25 * 8 / 8: no trade. Row 2: s0 has no
+    // bar (not eligible, not tradable): s1 is chosen, but the book's tradable part is cash 0
+    // (all is in s0, marked at its last close 8): Et = 0, so nothing is traded. Row 3: s0 is
+    // back and best: held. Row 4: s0 has no bar in [4, 6): closed at its last close 16, and
+    // the cash 4.0 buys 1 of s1 at 4.
+    let trades: Vec<(usize, usize, f64, f64)> = out
+        .trades
+        .iter()
+        .map(|t| (t.row, t.series, t.shares, t.price))
+        .collect();
+    assert_eq!(
+        trades,
+        [(0, 0, 0.25, 4.0), (4, 0, -0.25, 16.0), (4, 1, 1.0, 4.0)]
+    );
+    let equity: Vec<f64> = out.rows.iter().map(|r| r.equity).collect();
+    assert_eq!(equity, [1.0, 2.0, 2.0, 4.0, 4.0, 4.0]);
+    // Row 2's fill is not counted (Et = 0); the other five are.
+    assert_eq!(out.metrics.rebalances, 5);
+}
+
+#[test]
+fn keep_holds_a_series_within_its_buffer_and_shorts_take_the_rest() {
+    // Four series; ranks move so that the held one drops to second place at row 1.
+    let rows: Vec<u32> = vec![0, 1];
+    let close = [1.0, 1.0];
+    let series: Vec<OnCalendar<'_>> = (0..4)
+        .map(|_| OnCalendar {
+            row_of: &rows,
+            open: None,
+            close: &close,
+        })
+        .collect();
+    let ranks = [[4.0, 3.0], [3.0, 4.0], [2.0, 2.0], [1.0, 1.0]];
+    let a: Vec<ComboArrays<'_>> = ranks.iter().map(|r| arrays(r)).collect();
+    let held_at = |keep: Option<usize>, shorts: usize| {
+        let r = Rules {
+            keep,
+            ..rules(1, shorts, PortfolioFill::Close)
+        };
+        let out = run(&series, &a, &r, &[0, 1], (0, 2), 1.0, None, ALL);
+        let mut shares = [0.0; 4];
+        for t in out.trades {
+            shares[t.series] += t.shares;
+        }
+        shares
+    };
+    // Without a buffer the leader is bought at row 1; with keep = 2, s0 (second) stays.
+    assert_eq!(held_at(None, 0), [0.0, 1.0, 0.0, 0.0]);
+    assert_eq!(held_at(Some(2), 0), [1.0, 0.0, 0.0, 0.0]);
+    // Long 1 and short 1: half the equity each way, the short the lowest rank.
+    assert_eq!(held_at(None, 1), [0.0, 0.5, 0.0, -0.5]);
+}
+
+#[test]
+fn decision_words_follow_utc_days_iso_weeks_and_months() {
+    // 2020-12-28 (Monday, ISO week 2020-53) .. 2021-01-11.
+    let first = days_from_civil(2020, 12, 28);
+    assert_eq!(civil(first), (2020, 12, 28));
+    let days: Vec<i64> = (0..15).map(|k| first + k).collect();
+    let weeks: Vec<i64> = days.iter().map(|&d| week_key(d)).collect();
+    assert_eq!(weeks[0], 202_053);
+    assert_eq!(weeks[6], 202_053); // Sunday 2021-01-03
+    assert_eq!(weeks[7], 202_101); // Monday 2021-01-04
+    assert_eq!(weeks[14], 202_102);
+    assert_eq!(period_starts(0, 15, &weeks), [0, 7, 14]);
+    let months: Vec<i64> = days.iter().map(|&d| month_key(d)).collect();
+    assert_eq!(period_starts(0, 15, &months), [0, 4]);
+    let daily: Vec<i64> = days.iter().map(|&d| day_key(d)).collect();
+    assert_eq!(period_starts(2, 6, &daily), [2, 3, 4, 5]);
+    // 2015-12-31 is in ISO week 2015-53, 2016-01-01 too; 2019-12-30 in 2020-01.
+    assert_eq!(week_key(days_from_civil(2016, 1, 1)), 201_553);
+    assert_eq!(week_key(days_from_civil(2019, 12, 30)), 202_001);
+    assert_eq!(every(3, 20, 5), [3, 8, 13, 18]);
+    // Every day from 1900 to 2100 round-trips through the civil date.
+    for d in days_from_civil(1900, 1, 1)..days_from_civil(2100, 1, 1) {
+        let (y, m, dd) = civil(d);
+        assert_eq!(days_from_civil(y, m, dd), d);
+    }
+}
+
+/// The outside check: vectorbt 1.2's `Portfolio.from_orders` (target percents, cash shared,
+/// `call_seq="auto"`, valued at the order price, half the fee a side) fed the same target
+/// weights at the next open, on aligned universes with fees, slippage, shorts and buys the cash
+/// cannot pay in full (`kernel/testdata/make_portfolio_fixture.py` wrote its equity): the
+/// kernel's equity equals it to 1e-9 relative at every row.
+#[test]
+fn the_accounting_equals_vectorbts_on_the_same_target_weights() {
+    use sweepflight_kernel::portfolio::run_targets;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/portfolio-vbt.json");
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let floats = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let cases = fixture["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    let mut partial_fills = 0;
+    for case in cases {
+        let open: Vec<Vec<f64>> = case["open"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        let close: Vec<Vec<f64>> = case["close"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        let rows = close[0].len();
+        let row_of: Vec<u32> = (0..rows as u32).collect();
+        let series: Vec<OnCalendar<'_>> = open
+            .iter()
+            .zip(&close)
+            .map(|(o, c)| OnCalendar {
+                row_of: &row_of,
+                open: Some(o),
+                close: c,
+            })
+            .collect();
+        let decisions: Vec<usize> = case["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        let targets: Vec<Vec<f64>> = case["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        let rules = Rules {
+            fee: case["fee"].as_f64().unwrap(),
+            slippage: case["slippage"].as_f64().unwrap(),
+            ..rules(0, 0, PortfolioFill::NextOpen)
+        };
+        let out = run_targets(
+            &series,
+            &targets,
+            &rules,
+            &decisions,
+            (0, rows),
+            252.0,
+            None,
+            ALL,
+        );
+        let want = floats(&case["equity"]);
+        assert_eq!(out.rows.len(), want.len());
+        for (t, (got, want)) in out.rows.iter().map(|r| r.equity).zip(&want).enumerate() {
+            // The contract's tolerance: 1e-9 relative, 1e-9 absolute near zero.
+            assert!(
+                (got - want).abs() <= (1e-9 * want.abs()).max(1e-9),
+                "case {} row {t}: {got} against vectorbt's {want}",
+                case["seed"]
+            );
+        }
+        // A buy cut to the cash leaves none.
+        partial_fills += out.rows.iter().filter(|r| r.cash == 0.0).count();
+    }
+    assert!(partial_fills > 0, "the cases reach the cash-limited buy");
+}
