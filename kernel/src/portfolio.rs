@@ -153,6 +153,64 @@ pub struct PortfolioRun {
     pub rows: Vec<BookRow>,
 }
 
+/// A universe's calendar (the contract's "The universe and its calendar"): the sorted union of
+/// its series' times, and each series' rows placed on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Calendar {
+    /// The distinct times, ascending: calendar row `t` is `times[t]`.
+    pub times: Vec<i64>,
+    /// Per series, calendar row -> its own row with that time, or [`NO_BAR`].
+    pub row_of: Vec<Vec<u32>>,
+}
+
+impl Calendar {
+    /// The calendar of `series`, each a strictly increasing list of times (as a usable time
+    /// column is within a series). Memory: one `u32` per series per calendar row.
+    ///
+    /// # Panics
+    /// If a series' times are not strictly increasing, or a series has `u32::MAX` rows or more.
+    pub fn of(series: &[&[i64]]) -> Self {
+        // A k-way merge would save the sort; the union is a few times the longest series.
+        let mut times: Vec<i64> = series.iter().flat_map(|s| s.iter().copied()).collect();
+        times.sort_unstable();
+        times.dedup();
+        let row_of = series
+            .iter()
+            .map(|s| {
+                assert!(
+                    s.len() < NO_BAR as usize,
+                    "a series of 2^32 - 1 rows or more"
+                );
+                assert!(
+                    s.windows(2).all(|w| w[0] < w[1]),
+                    "times strictly increasing"
+                );
+                let mut rows = vec![NO_BAR; times.len()];
+                // Both ascending: one pass.
+                let mut t = 0;
+                for (own, &time) in s.iter().enumerate() {
+                    while times[t] < time {
+                        t += 1;
+                    }
+                    rows[t] = own as u32;
+                }
+                rows
+            })
+            .collect();
+        Self { times, row_of }
+    }
+
+    /// Calendar rows.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// True with no row.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+}
+
 /// Calendar rows `start, start + k, ...` below `end`.
 pub fn every(start: usize, end: usize, k: usize) -> Vec<usize> {
     (start..end).step_by(k.max(1)).collect()

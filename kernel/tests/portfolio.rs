@@ -333,3 +333,31 @@ fn the_accounting_equals_vectorbts_on_the_same_target_weights() {
     }
     assert!(partial_fills > 0, "the cases reach the cash-limited buy");
 }
+
+/// The calendar of series that start late, end early and miss days: the sorted union of their
+/// times, each series' rows where its times are, nothing elsewhere.
+#[test]
+fn the_calendar_is_the_union_of_the_series_times() {
+    use sweepflight_kernel::portfolio::Calendar;
+    let a = [1, 2, 3, 5, 8];
+    let b = [3, 4, 5];
+    let c = [0, 9];
+    let cal = Calendar::of(&[&a, &b, &c]);
+    assert_eq!(cal.times, [0, 1, 2, 3, 4, 5, 8, 9]);
+    assert_eq!(cal.len(), 8);
+    let n = NO_BAR;
+    assert_eq!(cal.row_of[0], [n, 0, 1, 2, n, 3, 4, n]);
+    assert_eq!(cal.row_of[1], [n, n, n, 0, 1, 2, n, n]);
+    assert_eq!(cal.row_of[2], [0, n, n, n, n, n, n, 1]);
+    // Every series' own rows appear once each, in order.
+    for (s, times) in [&a[..], &b, &c].iter().enumerate() {
+        let placed: Vec<i64> = cal.row_of[s]
+            .iter()
+            .zip(&cal.times)
+            .filter(|(r, _)| **r != NO_BAR)
+            .map(|(_, t)| *t)
+            .collect();
+        assert_eq!(placed, *times);
+    }
+    assert!(Calendar::of(&[]).is_empty());
+}
