@@ -5,7 +5,7 @@
 # Usage: scripts/fresh-install.sh [SERVER_BINARY]   (default target/debug/sweepflight-server)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-server=${1:-$root/target/debug/sweepflight-server}
+server=$(realpath "${1:-$root/target/debug/sweepflight-server}")
 work=$(mktemp -d)
 cleanup() {
   rm -rf "$work"

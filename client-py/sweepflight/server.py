@@ -42,6 +42,8 @@ def server_binary(explicit: str | None = None) -> str:
         or (beside if os.path.exists(beside) else None)
         or checkout
     )
+    if found and not (os.path.isfile(found) or shutil.which(found)):
+        raise FileNotFoundError(f"no sweepflight-server binary at {found!r} (given, or $SWEEPFLIGHT_SERVER_BIN)")
     if not found:
         raise FileNotFoundError(
             "no sweepflight-server binary: pip install ./flight-server (the server as a wheel), "

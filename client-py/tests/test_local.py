@@ -84,3 +84,6 @@ def test_no_binary_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch, tmp_path
         server_binary()
     with pytest.raises(FileNotFoundError):
         sweepflight.local()
+    monkeypatch.setenv("SWEEPFLIGHT_SERVER_BIN", "relative/nowhere/sweepflight-server")
+    with pytest.raises(FileNotFoundError, match="no sweepflight-server binary at 'relative/nowhere"):
+        sweepflight.local()

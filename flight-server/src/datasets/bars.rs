@@ -38,6 +38,38 @@ pub struct TimeColumn {
 }
 
 impl TimeColumn {
+    /// Each row's UTC date as days since 1970-01-01 (protocol v1.4's periods: a timestamp with
+    /// a time zone is an instant, so its UTC date; one without is read as UTC; a date as it
+    /// is). `None` for an int64 time, which has no unit.
+    pub fn utc_days(&self) -> Option<Vec<i64>> {
+        const DAY: i64 = 86_400;
+        let per_day: i64 = match self.array.data_type() {
+            DataType::Date32 => {
+                let days = self.array.as_primitive::<Date32Type>().values();
+                return Some(days.iter().map(|&d| i64::from(d)).collect());
+            }
+            DataType::Date64 => 1_000 * DAY,
+            DataType::Timestamp(unit, _) => match unit {
+                TimeUnit::Second => DAY,
+                TimeUnit::Millisecond => 1_000 * DAY,
+                TimeUnit::Microsecond => 1_000_000 * DAY,
+                TimeUnit::Nanosecond => 1_000_000_000 * DAY,
+            },
+            _ => return None,
+        };
+        // A timestamp's values are UTC instants whatever its zone (Arrow's convention); floor
+        // division puts a time before 1970 in its own day.
+        let values = arrow_cast::cast(&self.array, &DataType::Int64).ok()?;
+        Some(
+            values
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .map(|&v| v.div_euclid(per_day))
+                .collect(),
+        )
+    }
+
     /// The time between rows `a` and `b` in seconds, if the type has a unit.
     pub fn span_seconds(&self, a: usize, b: usize) -> Option<f64> {
         let unit = self.seconds?;
@@ -689,7 +721,55 @@ fn time_check(array: &ArrayRef, label: &Label<'_>) -> std::result::Result<Option
 
 #[cfg(test)]
 mod tests {
-    use super::Firsts;
+    use std::sync::Arc;
+
+    use arrow_array::{
+        ArrayRef, Date32Array, Date64Array, Int64Array, TimestampMicrosecondArray,
+        TimestampSecondArray,
+    };
+
+    use super::{Firsts, TimeColumn};
+
+    fn days_of(array: ArrayRef) -> Option<Vec<i64>> {
+        TimeColumn {
+            array,
+            seconds: None,
+        }
+        .utc_days()
+    }
+
+    /// UTC dates of every time type: intraday bars across midnight, a zone east of UTC (its
+    /// local midnight is the previous UTC day), times before 1970, dates as they are.
+    #[test]
+    fn utc_days_of_every_time_type() {
+        let day = 86_400i64;
+        // 2021-01-01 00:00 UTC is day 18,628.
+        let d0 = 18_628;
+        let intraday = TimestampSecondArray::from(vec![
+            d0 * day - 1,
+            d0 * day,
+            d0 * day + 23 * 3600 + 3599,
+            (d0 + 1) * day,
+            -1,
+        ]);
+        assert_eq!(
+            days_of(Arc::new(intraday)),
+            Some(vec![d0 - 1, d0, d0, d0 + 1, -1])
+        );
+        // Local midnight in Tokyo (UTC+9) is 15:00 UTC the day before.
+        let tokyo = TimestampMicrosecondArray::from(vec![(d0 * day - 9 * 3600) * 1_000_000])
+            .with_timezone("Asia/Tokyo");
+        assert_eq!(days_of(Arc::new(tokyo)), Some(vec![d0 - 1]));
+        assert_eq!(
+            days_of(Arc::new(Date32Array::from(vec![d0 as i32, -3]))),
+            Some(vec![d0, -3])
+        );
+        assert_eq!(
+            days_of(Arc::new(Date64Array::from(vec![d0 * day * 1000 + 5]))),
+            Some(vec![d0])
+        );
+        assert_eq!(days_of(Arc::new(Int64Array::from(vec![1, 2]))), None);
+    }
 
     /// Each rule's first failing row, read plainly row by row.
     fn plain(close: &[f64], [o, h, l, v]: [&[f64]; 4]) -> Firsts {
