@@ -782,3 +782,71 @@ fn metrics(
         block_pnl,
     }
 }
+
+/// One combo's `rank`, `filter` and `weight` over one series' bars, plainly (the formula
+/// oracle, node by node: the reference the planned evaluation will be tested against).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesValues {
+    /// `rank` at each bar (a constant broadcast).
+    pub rank: Vec<f64>,
+    /// `filter` at each bar (1 where it holds), if the program has one.
+    pub filter: Option<Vec<u8>>,
+    /// `weight` at each bar, if the program has one.
+    pub weight: Option<Vec<f64>>,
+    /// False where a window of the combo's formulas exceeds the series' bars (the series is
+    /// then never eligible for the combo).
+    pub fits: bool,
+}
+
+impl SeriesValues {
+    /// The values of a `program` of [`crate::expr::Program::portfolio`] for the combo of
+    /// parameter `values` on `bars` (all of a series' own rows).
+    ///
+    /// # Panics
+    /// If the program has no `rank`, or reads a column the bars lack.
+    pub fn of(
+        bars: &crate::lines::Bars<'_>,
+        program: &crate::expr::Program,
+        values: &[f64],
+    ) -> Self {
+        use crate::eval::oracle::{Value, evaluate};
+        use crate::expr::Field;
+        let len = bars.len();
+        let mut longest = 0;
+        let mut read = |field: Field| {
+            program.formula(field).map(|bound| {
+                let (v, w) = evaluate(bars, bound, values);
+                longest = longest.max(w);
+                v
+            })
+        };
+        let numbers = |v: Value| match v {
+            Value::Const(c) => vec![c; len],
+            Value::Series(s) => s,
+            Value::Bool(_) | Value::Cond(_) => unreachable!("the binder checked a number"),
+        };
+        let rank = numbers(read(Field::Rank).expect("a portfolio has a rank"));
+        let filter = read(Field::Filter).map(|v| match v {
+            Value::Bool(b) => vec![u8::from(b); len],
+            Value::Cond(c) => c.into_iter().map(u8::from).collect(),
+            Value::Const(_) | Value::Series(_) => unreachable!("the binder checked a condition"),
+        });
+        let weight = read(Field::Weight).map(numbers);
+        Self {
+            rank,
+            filter,
+            weight,
+            fits: longest <= len,
+        }
+    }
+
+    /// The arrays as [`run`] reads them.
+    pub fn arrays(&self) -> ComboArrays<'_> {
+        ComboArrays {
+            rank: &self.rank,
+            filter: self.filter.as_deref(),
+            weight: self.weight.as_deref(),
+            fits: self.fits,
+        }
+    }
+}

@@ -361,3 +361,161 @@ fn the_calendar_is_the_union_of_the_series_times() {
     }
     assert!(Calendar::of(&[]).is_empty());
 }
+
+/// A momentum rotation from its formulas: `rank` = `roc(close, n)`, `filter` =
+/// `close > sma(close, m)`, evaluated on each series' own bars, equals the same run fed those
+/// arrays computed plainly here; and the binder's refusals of a portfolio's fields.
+#[test]
+fn a_rotation_from_its_formulas_equals_the_arrays_computed_by_hand() {
+    use sweepflight_kernel::expr::{Field, Program};
+    use sweepflight_kernel::lines::Bars;
+    use sweepflight_kernel::portfolio::{Calendar, SeriesValues};
+
+    // Four series on different days: one starts late, one ends early, one misses days.
+    let times: Vec<Vec<i64>> = vec![
+        (0..120).collect(),
+        (30..120).collect(),
+        (0..90).collect(),
+        (0..120).filter(|d| d % 7 != 3).collect(),
+    ];
+    let closes: Vec<Vec<f64>> = times
+        .iter()
+        .enumerate()
+        .map(|(s, t)| {
+            t.iter()
+                .map(|&d| {
+                    100.0
+                        + ((d as f64) * (0.05 + 0.02 * s as f64)).sin() * 10.0
+                        + d as f64 * 0.1 * s as f64
+                })
+                .collect()
+        })
+        .collect();
+    let views: Vec<&[i64]> = times.iter().map(Vec::as_slice).collect();
+    let cal = Calendar::of(&views);
+    let series: Vec<OnCalendar<'_>> = cal
+        .row_of
+        .iter()
+        .zip(&closes)
+        .map(|(row_of, close)| OnCalendar {
+            row_of,
+            open: None,
+            close,
+        })
+        .collect();
+    let program = Program::portfolio(
+        &[
+            (Field::Rank, "roc(close, n)"),
+            (Field::Filter, "close > sma(close, m)"),
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(program.params.len(), 2);
+    let (n, m) = (10usize, 20usize);
+    let values = SeriesValues::of(&Bars::closes(&closes[0]), &program, &[n as f64, m as f64]);
+    assert!(values.fits);
+    let by_formulas: Vec<SeriesValues> = closes
+        .iter()
+        .map(|c| SeriesValues::of(&Bars::closes(c), &program, &[n as f64, m as f64]))
+        .collect();
+    // By hand: roc and sma from their definitions (NaN while the window is short).
+    let by_hand: Vec<(Vec<f64>, Vec<u8>)> = closes
+        .iter()
+        .map(|c| {
+            let rank = (0..c.len())
+                .map(|i| {
+                    if i < n {
+                        f64::NAN
+                    } else {
+                        (c[i] / c[i - n] - 1.0) * 100.0
+                    }
+                })
+                .collect();
+            let filter = (0..c.len())
+                .map(|i| {
+                    if i + 1 < m {
+                        return 0;
+                    }
+                    let mut sum = 0.0;
+                    for v in &c[i + 1 - m..=i] {
+                        sum += v;
+                    }
+                    u8::from(c[i] > sum / m as f64)
+                })
+                .collect();
+            (rank, filter)
+        })
+        .collect();
+    let hand: Vec<ComboArrays<'_>> = by_hand
+        .iter()
+        .map(|(rank, filter)| ComboArrays {
+            rank,
+            filter: Some(filter),
+            weight: None,
+            fits: true,
+        })
+        .collect();
+    let formulas: Vec<ComboArrays<'_>> = by_formulas.iter().map(SeriesValues::arrays).collect();
+    let r = Rules {
+        fee: 0.001,
+        ..rules(2, 0, PortfolioFill::Close)
+    };
+    let decisions = every(0, cal.len(), 5);
+    let a = run(
+        &series,
+        &formulas,
+        &r,
+        &decisions,
+        (0, cal.len()),
+        252.0,
+        Some(4),
+        ALL,
+    );
+    let b = run(
+        &series,
+        &hand,
+        &r,
+        &decisions,
+        (0, cal.len()),
+        252.0,
+        Some(4),
+        ALL,
+    );
+    assert_eq!(a, b);
+    assert!(a.trades.len() > 10, "{} trades", a.trades.len());
+    assert!(a.metrics.rebalances > 10);
+    assert_eq!(a.metrics.block_pnl.as_ref().map(Vec::len), Some(4));
+    // A window longer than a series: that series never fits.
+    let short = SeriesValues::of(&Bars::closes(&closes[0][..5]), &program, &[10.0, 20.0]);
+    assert!(!short.fits);
+    // The binder's refusals.
+    for (fields, said) in [
+        (vec![(Field::Filter, "close > 1")], "needs `rank`"),
+        (
+            vec![(Field::Rank, "close > 1")],
+            "`rank` must be a number or a series",
+        ),
+        (
+            vec![(Field::Rank, "close"), (Field::Filter, "close")],
+            "`filter` must be a condition",
+        ),
+        (
+            vec![(Field::Rank, "close"), (Field::Weight, "close > 0")],
+            "`weight` must be a number",
+        ),
+        (
+            vec![(Field::Rank, "close"), (Field::Long, "close > 0")],
+            "`long` is not a field of a portfolio",
+        ),
+    ] {
+        let e = Program::portfolio(&fields, &[]).unwrap_err().to_string();
+        assert!(e.contains(said), "{e}");
+    }
+    // Constants are allowed: every eligible series ties and series order decides.
+    let flat = Program::portfolio(&[(Field::Rank, "1")], &[]).unwrap();
+    assert_eq!(
+        SeriesValues::of(&Bars::closes(&closes[0]), &flat, &[]).rank,
+        vec![1.0; 120]
+    );
+}

@@ -56,6 +56,12 @@ pub enum Field {
     ExitLong,
     /// Close a short position.
     ExitShort,
+    /// A portfolio's rank (protocol v1.4): a number per bar, higher is better.
+    Rank,
+    /// A portfolio's filter: a condition; a series is eligible only where it holds.
+    Filter,
+    /// A portfolio's weight: a number per bar; eligible only where finite and > 0.
+    Weight,
     /// The stop-loss fraction of a trade, read at the bar whose close decided its entry.
     StopLoss,
     /// The take-profit fraction, likewise.
@@ -74,9 +80,13 @@ impl Field {
     /// fraction per trade, not a condition.
     pub const STOPS: [Self; 3] = [Self::StopLoss, Self::TakeProfit, Self::TrailingStop];
 
-    /// True for a field whose formula is a condition (not a stop's fraction).
+    /// A portfolio's formula fields, in numbering order.
+    pub const PORTFOLIO: [Self; 3] = [Self::Rank, Self::Filter, Self::Weight];
+
+    /// True for a field whose formula is a condition (not a stop's fraction, a rank or a
+    /// weight).
     pub fn is_condition(self) -> bool {
-        !Self::STOPS.contains(&self)
+        !Self::STOPS.contains(&self) && !matches!(self, Self::Rank | Self::Weight)
     }
 
     /// The wire name.
@@ -86,6 +96,9 @@ impl Field {
             Self::Short => "short",
             Self::ExitLong => "exit_long",
             Self::ExitShort => "exit_short",
+            Self::Rank => "rank",
+            Self::Filter => "filter",
+            Self::Weight => "weight",
             Self::StopLoss => "stop_loss",
             Self::TakeProfit => "take_profit",
             Self::TrailingStop => "trailing_stop",
@@ -199,6 +212,29 @@ impl Program {
         Self::with_inputs(leading, formulas, &[])
     }
 
+    /// A portfolio's formulas (protocol v1.4): `rank` (required), `filter`, `weight` and a
+    /// `constraint`, whose parameters number in that order; `inputs` as
+    /// [`Program::with_inputs`].
+    ///
+    /// # Errors
+    /// As [`Program::new`]; [`Error::Strategy`] without `rank` or with a field a portfolio
+    /// does not take.
+    pub fn portfolio(formulas: &[(Field, &str)], inputs: &[String]) -> Result<Self> {
+        if let Some((f, _)) = formulas
+            .iter()
+            .find(|(f, _)| !Field::PORTFOLIO.contains(f) && *f != Field::Constraint)
+        {
+            return Err(Error::Strategy(format!(
+                "`{}` is not a field of a portfolio strategy (rank, filter, weight)",
+                f.name()
+            )));
+        }
+        if !formulas.iter().any(|(f, _)| *f == Field::Rank) {
+            return Err(Error::Strategy("a portfolio strategy needs `rank`".into()));
+        }
+        Self::build(&[], formulas, inputs)
+    }
+
     /// [`Program::with_leading`] whose formulas may also read the dataset columns `inputs`
     /// (protocol v1.4): a name listed there is a column, never a parameter.
     ///
@@ -210,10 +246,7 @@ impl Program {
         formulas: &[(Field, &str)],
         inputs: &[String],
     ) -> Result<Self> {
-        check_inputs(inputs)?;
-        let mut sorted: Vec<(Field, &str)> = formulas.to_vec();
-        sorted.sort_by_key(|(f, _)| *f);
-        if !sorted
+        if !formulas
             .iter()
             .any(|(f, _)| matches!(f, Field::Long | Field::Short))
         {
@@ -221,6 +254,14 @@ impl Program {
                 "a strategy needs `long` or `short` (or both)".into(),
             ));
         }
+        Self::build(leading, formulas, inputs)
+    }
+
+    /// The formulas checked together, whatever strategy they make.
+    fn build(leading: &[Param], formulas: &[(Field, &str)], inputs: &[String]) -> Result<Self> {
+        check_inputs(inputs)?;
+        let mut sorted: Vec<(Field, &str)> = formulas.to_vec();
+        sorted.sort_by_key(|(f, _)| *f);
         let mut params: Vec<Param> = leading.to_vec();
         let mut out = Vec::new();
         let mut total = 0;
@@ -491,9 +532,13 @@ fn check(
         return Err(here(
             root,
             format!(
-                "`{}` must be a number or a series (the fraction of the entry for each trade, e.g. \
-                 `2 * atr(14) / close`), got a condition",
-                field.name()
+                "`{}` must be a number or a series ({}), got a condition",
+                field.name(),
+                match field {
+                    Field::Rank => "higher ranks first, e.g. `roc(close, n)`",
+                    Field::Weight => "a weight per series, e.g. `1 / std(roc(close, 1), 20)`",
+                    _ => "the fraction of the entry for each trade, e.g. `2 * atr(14) / close`",
+                }
             ),
         ));
     }

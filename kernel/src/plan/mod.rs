@@ -318,7 +318,8 @@ impl Plan {
                     });
                     continue;
                 }
-                Field::Constraint => continue,
+                // A portfolio's formulas are read as series by its own evaluation.
+                Field::Constraint | Field::Rank | Field::Filter | Field::Weight => continue,
             };
             conditions[slot] = match root {
                 Val::Bool(b) => Cond::Always(b),
