@@ -220,6 +220,11 @@ pub fn close() -> Expr {
 pub fn volume() -> Expr {
     Expr::atom("volume")
 }
+/// Another column of the dataset read as a series (a model's predictions, a vendor's VWAP):
+/// list it in the strategy's `inputs` too ([`strategy_with_inputs`]; protocol v1.4).
+pub fn column(name: &str) -> Expr {
+    Expr::atom(name)
+}
 
 macro_rules! windowed {
     ($($name:ident: $doc:literal),* $(,)?) => {$(
@@ -280,7 +285,23 @@ pub fn strategy(
     exit_short: Option<&Expr>,
     constraint: Option<&Expr>,
 ) -> Result<Strategy, String> {
-    let fields: serde_json::Map<String, serde_json::Value> = [
+    strategy_with_inputs(long, short, exit_long, exit_short, constraint, &[])
+}
+
+/// [`strategy`] whose formulas also read the dataset columns `inputs` ([`column`]).
+///
+/// # Errors
+/// As [`strategy`]; an input that is not a name a formula can use, a bar column, a function's
+/// name, or listed twice.
+pub fn strategy_with_inputs(
+    long: Option<&Expr>,
+    short: Option<&Expr>,
+    exit_long: Option<&Expr>,
+    exit_short: Option<&Expr>,
+    constraint: Option<&Expr>,
+    inputs: &[&str],
+) -> Result<Strategy, String> {
+    let mut fields: serde_json::Map<String, serde_json::Value> = [
         ("long", long),
         ("short", short),
         ("exit_long", exit_long),
@@ -289,6 +310,9 @@ pub fn strategy(
     .into_iter()
     .filter_map(|(k, v)| v.map(|e| (k.to_owned(), serde_json::Value::String(e.to_string()))))
     .collect();
+    if !inputs.is_empty() {
+        fields.insert("inputs".into(), serde_json::Value::from(inputs.to_vec()));
+    }
     let constraint = constraint.map(ToString::to_string);
     Strategy::decode(
         Some(&serde_json::Value::Object(fields)),
@@ -323,5 +347,19 @@ mod tests {
             e.to_string()
         );
         assert!(strategy(None, None, Some(&close().gt(1)), None, None).is_err());
+    }
+
+    #[test]
+    fn inputs_are_columns_not_parameters() {
+        let k = param("k");
+        let long = column("pred").gt(&k);
+        let s = strategy_with_inputs(Some(&long), None, None, None, None, &["pred"]).unwrap();
+        assert_eq!(s.params(), [("k", sweepflight_protocol::ParamKind::Number)]);
+        assert_eq!(s.wire()["inputs"], serde_json::json!(["pred"]));
+        // Without inputs the name is a parameter; a bar column is refused as an input.
+        let plain = strategy(Some(&long), None, None, None, None).unwrap();
+        assert_eq!(plain.params().len(), 2);
+        let e = strategy_with_inputs(Some(&long), None, None, None, None, &["close"]).unwrap_err();
+        assert!(e.contains("is a bar column already"), "{e}");
     }
 }
