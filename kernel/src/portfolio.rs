@@ -541,43 +541,31 @@ fn simulate(
     let mut held_sum = 0.0;
     for t in 0..end {
         if t >= start {
-            // The fill of the decision before, first of anything at its row.
-            if let Some((f, w)) = pending.take_if(|(f, _)| *f == t) {
-                fill(
-                    series,
-                    &mut book,
-                    &w,
-                    f,
-                    rules,
-                    (phi, u),
-                    &last_bar,
-                    &last_close,
-                    (&mut turnover, &mut rebalances),
-                );
-            }
-            // A decision at t: choose on t's values, fill at t (close) or t + 1 (next open).
-            let decided = if next_decision < decisions.len() && decisions[next_decision] == t {
-                next_decision += 1;
-                let w = decide(t);
-                (t + lag < end).then_some((t + lag, w))
-            } else {
-                None
-            };
-            if let Some(d) = decided {
-                if lag == 0 {
+            // Two steps: before the decision at t, the fill due at t from the one before it
+            // (next open: first of anything at its row); after it, this decision's own fill
+            // when it fills at the close. One fill is due at a row at most.
+            for after_decision in [false, true] {
+                if after_decision
+                    && next_decision < decisions.len()
+                    && decisions[next_decision] == t
+                {
+                    // Chosen on t's values; filled at t (close) or t + 1 (next open).
+                    next_decision += 1;
+                    let w = decide(t);
+                    pending = (t + lag < end).then_some((t + lag, w));
+                }
+                if let Some((f, w)) = pending.take_if(|(f, _)| *f == t) {
                     fill(
                         series,
                         &mut book,
-                        &d.1,
-                        t,
+                        &w,
+                        f,
                         rules,
                         (phi, u),
                         &last_bar,
                         &last_close,
                         (&mut turnover, &mut rebalances),
                     );
-                } else {
-                    pending = Some(d);
                 }
             }
         }
