@@ -409,6 +409,7 @@ fn a_rotation_from_its_formulas_equals_the_arrays_computed_by_hand() {
             (Field::Filter, "close > sma(close, m)"),
         ],
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(program.params.len(), 2);
@@ -509,11 +510,11 @@ fn a_rotation_from_its_formulas_equals_the_arrays_computed_by_hand() {
             "`long` is not a field of a portfolio",
         ),
     ] {
-        let e = Program::portfolio(&fields, &[]).unwrap_err().to_string();
+        let e = Program::portfolio(&fields, &[], &[]).unwrap_err().to_string();
         assert!(e.contains(said), "{e}");
     }
     // Constants are allowed: every eligible series ties and series order decides.
-    let flat = Program::portfolio(&[(Field::Rank, "1")], &[]).unwrap();
+    let flat = Program::portfolio(&[(Field::Rank, "1")], &[], &[]).unwrap();
     assert_eq!(
         SeriesValues::of(&Bars::closes(&closes[0]), &flat, &[]).rank,
         vec![1.0; 120]

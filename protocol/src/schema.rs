@@ -50,6 +50,85 @@ pub const V12_METRIC_COLUMNS: [&str; 9] = [
 /// return of the booked trades in percent, float64, 0.0 with no trade.
 pub const TOTAL_RETURN_COLUMN: &str = "total_return";
 
+/// A portfolio's metric columns (protocol v1.4, docs/portfolios.md "Metrics"), in order, with
+/// their types and whether they may be null; `block_pnl` follows them with `blocks`.
+pub const PORTFOLIO_METRIC_COLUMNS: [(&str, DataType, bool); 10] = [
+    ("total_return", DataType::Float64, false),
+    ("annual_return", DataType::Float64, true),
+    ("volatility", DataType::Float64, true),
+    ("sharpe", DataType::Float64, true),
+    ("sortino", DataType::Float64, true),
+    ("max_drawdown", DataType::Float64, false),
+    ("turnover", DataType::Float64, false),
+    ("fees", DataType::Float64, false),
+    ("rebalances", DataType::Int64, false),
+    ("avg_holdings", DataType::Float64, false),
+];
+
+/// A portfolio's sweep schema: `combo`, its parameters, [`PORTFOLIO_METRIC_COLUMNS`], then
+/// `block_pnl` with `blocks` (one row per combo: no `series`).
+fn portfolio_schema(strategy: &Strategy, blocks: Option<u8>) -> SchemaRef {
+    let mut fields = vec![Field::new("combo", DataType::Int64, false)];
+    fields.extend(
+        strategy
+            .params()
+            .iter()
+            .map(|(name, kind)| Field::new(*name, param_type(*kind), false)),
+    );
+    fields.extend(
+        PORTFOLIO_METRIC_COLUMNS
+            .iter()
+            .map(|(name, t, null)| Field::new(*name, t.clone(), *null)),
+    );
+    if let Some(b) = blocks {
+        fields.push(block_pnl_field(b));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The `block_pnl` column of `b` blocks.
+fn block_pnl_field(b: u8) -> Field {
+    Field::new(
+        BLOCK_PNL_COLUMN,
+        DataType::FixedSizeList(
+            Arc::new(Field::new("item", DataType::Float64, false)),
+            i32::from(b),
+        ),
+        false,
+    )
+}
+
+/// A portfolio's `trades` reply: `combo`, `row` (the fill's calendar row), `time` (the stored
+/// type, when the calendar has one), `series` (on a keyed dataset), `shares`, `price`,
+/// `value`, `fee`.
+pub fn portfolio_trades_schema(keyed: bool, time: Option<&DataType>) -> SchemaRef {
+    let f = |n: &str| Field::new(n, DataType::Float64, false);
+    let mut fields = vec![
+        Field::new("combo", DataType::Int64, false),
+        Field::new("row", DataType::Int64, false),
+    ];
+    fields.extend(time.map(|t| Field::new("time", t.clone(), false)));
+    fields.extend(series_field(keyed));
+    fields.extend([f("shares"), f("price"), f("value"), f("fee")]);
+    Arc::new(Schema::new(fields))
+}
+
+/// A portfolio's `equity` reply: `combo`, `row` (calendar row), `time` (when the calendar has
+/// one), `equity`, `cash`, `holdings` (int64).
+pub fn portfolio_equity_schema(time: Option<&DataType>) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("combo", DataType::Int64, false),
+        Field::new("row", DataType::Int64, false),
+    ];
+    fields.extend(time.map(|t| Field::new("time", t.clone(), false)));
+    fields.extend([
+        Field::new("equity", DataType::Float64, false),
+        Field::new("cash", DataType::Float64, false),
+        Field::new("holdings", DataType::Int64, false),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
 /// One schema per strategy, unkeyed then keyed.
 static SCHEMAS: LazyLock<Vec<[SchemaRef; 2]>> = LazyLock::new(|| {
     Strategy::builtins()
@@ -105,6 +184,7 @@ pub fn strategy_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
     match strategy {
         Strategy::Builtin(b) => Arc::clone(&SCHEMAS[*b as usize][usize::from(keyed)]),
         Strategy::Formulas(_) => build(strategy, keyed),
+        Strategy::Portfolio(_) => portfolio_schema(strategy, None),
     }
 }
 
@@ -115,18 +195,14 @@ pub const BLOCK_PNL_COLUMN: &str = "block_pnl";
 /// [`strategy_schema`], with the `block_pnl` column (`fixed_size_list<float64>[B]`) before
 /// `total_return` when `blocks` is given.
 pub fn sweep_schema(strategy: &Strategy, keyed: bool, blocks: Option<u8>) -> SchemaRef {
+    if let Strategy::Portfolio(_) = strategy {
+        return portfolio_schema(strategy, blocks);
+    }
     let base = strategy_schema(strategy, keyed);
     let Some(b) = blocks else { return base };
     let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
     let total = fields.pop().expect("total_return is last");
-    fields.push(Field::new(
-        BLOCK_PNL_COLUMN,
-        DataType::FixedSizeList(
-            Arc::new(Field::new("item", DataType::Float64, false)),
-            i32::from(b),
-        ),
-        false,
-    ));
+    fields.push(block_pnl_field(b));
     fields.push(total);
     Arc::new(Schema::new(fields))
 }
@@ -196,6 +272,8 @@ pub fn equity_schema_timed(keyed: bool, time: Option<&DataType>) -> SchemaRef {
 /// ones). Everything from `combo` on is null for a fold where no combo passed `where`.
 pub fn walk_forward_schema(strategy: &Strategy, keyed: bool) -> SchemaRef {
     let sweep = strategy_schema(strategy, false);
+    // A portfolio's folds are the book's: no `series`.
+    let keyed = keyed && strategy.portfolio().is_none();
     let mut fields = series_field(keyed);
     fields.extend(
         ["fold", "train_start", "train_end", "test_start", "test_end"]

@@ -182,8 +182,19 @@ impl Selection {
 }
 
 /// The numeric result columns of `strategy`, in order: what `where` and `order_by` may name.
-fn columns(strategy: &Strategy) -> impl Iterator<Item = String> + '_ {
-    std::iter::once("combo".to_owned())
+fn columns(strategy: &Strategy) -> Box<dyn Iterator<Item = String> + '_> {
+    if strategy.portfolio().is_some() {
+        return Box::new(
+            std::iter::once("combo".to_owned())
+                .chain(strategy.params().into_iter().map(|p| p.0.to_owned()))
+                .chain(
+                    crate::schema::PORTFOLIO_METRIC_COLUMNS
+                        .iter()
+                        .map(|c| c.0.to_owned()),
+                ),
+        );
+    }
+    Box::new(std::iter::once("combo".to_owned())
         .chain(strategy.params().into_iter().map(|p| p.0.to_owned()))
         .chain(
             ["pnl", "trades", "wins", "win_rate", "max_drawdown"]
@@ -191,7 +202,7 @@ fn columns(strategy: &Strategy) -> impl Iterator<Item = String> + '_ {
                 .chain(V12_METRIC_COLUMNS)
                 .chain([crate::TOTAL_RETURN_COLUMN])
                 .map(str::to_owned),
-        )
+        ))
 }
 
 #[cfg(test)]

@@ -14,17 +14,21 @@ use std::sync::Arc;
 
 use sweepflight_kernel::expr::{Field, Program};
 
+use crate::portfolio::Portfolio;
+
 /// A built-in strategy: the kernel's table (`sweepflight_kernel::builtins`) is the one list of
 /// them, their names, parameters and formula forms.
 pub use sweepflight_kernel::Strategy as Builtin;
 
-/// A strategy: a built-in of protocol v1.2, or formulas (v1.3).
+/// A strategy: a built-in of protocol v1.2, formulas (v1.3), or a portfolio (v1.4).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Strategy {
     /// A built-in by name.
     Builtin(Builtin),
     /// Formulas of the client's own, or a built-in with a `constraint` or stop formulas (v1.3).
     Formulas(Arc<Formulas>),
+    /// A portfolio over a universe (v1.4): one result per combo, not per series.
+    Portfolio(Arc<Portfolio>),
 }
 
 impl Default for Strategy {
@@ -61,7 +65,7 @@ pub struct Formulas {
 }
 
 /// A strategy object's `inputs`: a list of column names (each checked by the binder).
-fn decode_inputs(v: &serde_json::Value) -> crate::Result<Vec<String>> {
+pub(crate) fn decode_inputs(v: &serde_json::Value) -> crate::Result<Vec<String>> {
     let bad = || {
         crate::Error::new(format!(
             "`strategy.inputs` must be a list of column names ([\"pred\", \"vwap\"]), got {v}"
@@ -107,6 +111,15 @@ impl Strategy {
         match self {
             Self::Builtin(b) => b.name(),
             Self::Formulas(f) => f.builtin.unwrap_or("formulas"),
+            Self::Portfolio(_) => "portfolio",
+        }
+    }
+
+    /// The portfolio, if this is one.
+    pub fn portfolio(&self) -> Option<&Portfolio> {
+        match self {
+            Self::Portfolio(p) => Some(p),
+            _ => None,
         }
     }
 
@@ -139,7 +152,20 @@ impl Strategy {
         let (builtin, fields): (Option<Self>, Vec<(String, String)>) = match strategy {
             None => (Some(Self::default()), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
+            Some(serde_json::Value::Object(map)) if crate::portfolio::is_portfolio(map) => {
+                return Ok(Self::Portfolio(Arc::new(Portfolio::decode(map, constraint)?)));
+            }
             Some(serde_json::Value::Object(map)) => {
+                if let Some(key) = map
+                    .keys()
+                    .find(|k| crate::portfolio::PORTFOLIO_KEYS.contains(&k.as_str()) && *k != "inputs")
+                {
+                    return Err(crate::Error::new(format!(
+                        "`strategy.{key}` is a key of a portfolio strategy, which needs `rank` (the \
+                         formula the series are ranked by); a long / short strategy takes long, \
+                         short, exit_long, exit_short and inputs"
+                    )));
+                }
                 let mut fields = Vec::new();
                 for (key, text) in map {
                     if key == "inputs" {
@@ -243,6 +269,7 @@ impl Strategy {
                 }
                 serde_json::Value::Object(map)
             }
+            Self::Portfolio(p) => p.wire(),
             s => serde_json::Value::String(s.name().to_owned()),
         }
     }
@@ -251,7 +278,8 @@ impl Strategy {
     pub fn constraint(&self) -> Option<&str> {
         match self {
             Self::Formulas(f) => f.constraint.as_deref(),
-            _ => None,
+            Self::Portfolio(p) => p.constraint.as_deref(),
+            Self::Builtin(_) => None,
         }
     }
 
@@ -260,6 +288,7 @@ impl Strategy {
     pub fn max_window(&self) -> u32 {
         match self {
             Self::Formulas(f) if f.builtin.is_none() => sweepflight_kernel::expr::bind::MAX_WINDOW,
+            Self::Portfolio(_) => sweepflight_kernel::expr::bind::MAX_WINDOW,
             _ => crate::MAX_WINDOW,
         }
     }
@@ -269,6 +298,7 @@ impl Strategy {
     pub fn program(&self) -> (Arc<Program>, bool) {
         match self {
             Self::Formulas(f) => (Arc::clone(&f.program), f.builtin.is_some()),
+            Self::Portfolio(p) => (Arc::clone(&p.program), false),
             Self::Builtin(b) => (b.builtin().program(), true),
         }
     }
@@ -295,6 +325,7 @@ impl Strategy {
     pub fn params(&self) -> Vec<(&str, ParamKind)> {
         match self {
             Self::Formulas(f) => f.params.iter().map(|(n, k)| (n.as_str(), *k)).collect(),
+            Self::Portfolio(p) => p.params.iter().map(|(n, k)| (n.as_str(), *k)).collect(),
             s => s.builtin_params().to_vec(),
         }
     }
@@ -303,7 +334,7 @@ impl Strategy {
     fn builtin_params(&self) -> &'static [(&'static str, ParamKind)] {
         match self {
             Self::Builtin(b) => b.params(),
-            Self::Formulas(_) => &[],
+            Self::Formulas(_) | Self::Portfolio(_) => &[],
         }
     }
 
@@ -314,6 +345,9 @@ impl Strategy {
     /// # Errors
     /// What is wrong, as a phrase to follow the parameter's name.
     pub fn check_value(&self, k: usize, v: f64) -> Result<(), String> {
+        if let Self::Portfolio(p) = self {
+            return p.check_value(k, v);
+        }
         if let Self::Formulas(f) = self {
             let max = f64::from(self.max_window());
             return match f.params[k].1 {
@@ -348,6 +382,12 @@ impl Strategy {
     /// # Errors
     /// The parameter and what is wrong with it.
     pub fn check_combo(&self, values: &[f64]) -> Result<(), (&'static str, String)> {
+        if let Self::Portfolio(p) = self {
+            if !sweepflight_kernel::plan::constraint_holds(&p.program, values) {
+                return Err(("constraint", "breaks the constraint".to_owned()));
+            }
+            return Ok(());
+        }
         if let Self::Formulas(f) = self {
             // A built-in's own parameters come first (stop formulas' after them).
             if let Some(Ok(b)) = f.builtin.map(Self::from_name) {
@@ -366,7 +406,7 @@ impl Strategy {
                 }
                 _ => Ok(()),
             },
-            Self::Formulas(_) => Ok(()),
+            Self::Formulas(_) | Self::Portfolio(_) => Ok(()),
         }
     }
 
@@ -375,6 +415,7 @@ impl Strategy {
         match self {
             Self::Builtin(b) => b.builtin().summary,
             Self::Formulas(_) => "formulas of the client's own (docs/language.md)",
+            Self::Portfolio(_) => "a portfolio over a universe (docs/portfolios.md)",
         }
     }
 }

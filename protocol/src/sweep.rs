@@ -825,7 +825,9 @@ impl Wire {
             stop_loss: stop_value(execution.stop_loss, strategy, Field::StopLoss),
             take_profit: stop_value(execution.take_profit, strategy, Field::TakeProfit),
             trailing_stop: stop_value(execution.trailing_stop, strategy, Field::TrailingStop),
-            fill: (execution.fill != Fill::Close).then(|| execution.fill.name().to_owned()),
+            // A portfolio's default is the next open: its fill always travels.
+            fill: (execution.fill != Fill::Close || strategy.portfolio().is_some())
+                .then(|| execution.fill.name().to_owned()),
             stops: (execution.stops != StopsOn::Close).then(|| execution.stops.name().to_owned()),
             slippage: (execution.slippage != 0.0)
                 .then(|| serde_json::Value::from(execution.slippage)),
@@ -936,6 +938,10 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             "`fee` must be a finite number >= 0, got {fee}"
         )));
     }
+    let portfolio = matches!(&wire.strategy, Some(serde_json::Value::Object(m)) if crate::portfolio::is_portfolio(m));
+    if portfolio {
+        refuse_for_portfolio(&wire)?;
+    }
     // Stops given as text are formulas of the strategy's program (docs/language.md).
     let stops: Vec<(Field, String)> = Field::STOPS
         .into_iter()
@@ -948,6 +954,10 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
     let strategy =
         Strategy::decode_with_stops(wire.strategy.as_ref(), wire.constraint.as_deref(), &stops)?;
     let mut execution = execution(&wire)?;
+    if portfolio && wire.fill.is_none() {
+        // A portfolio decides on a close and trades at the next open by default.
+        execution.fill = Fill::NextOpen;
+    }
     let given = [
         wire.lengths.is_some(),
         wire.params.is_some(),
@@ -1080,6 +1090,32 @@ fn decode_fields(wire: Wire) -> Result<Fields> {
             .map(Compression::from_name)
             .transpose()?,
     })
+}
+
+/// Refuses the body fields that do not apply to a portfolio strategy, present at all.
+fn refuse_for_portfolio(wire: &Wire) -> Result<()> {
+    let present = [
+        ("side", wire.side.is_some()),
+        ("stop_loss", wire.stop_loss.is_some()),
+        ("take_profit", wire.take_profit.is_some()),
+        ("trailing_stop", wire.trailing_stop.is_some()),
+        ("stops", wire.stops.is_some()),
+        ("warmup", wire.warmup.is_some()),
+        ("lengths", wire.lengths.is_some()),
+        ("ignore_time", wire.ignore_time.is_some()),
+    ];
+    if let Some((name, _)) = present.iter().find(|(_, given)| *given) {
+        let why = match *name {
+            "ignore_time" => " (a portfolio aligns its series by time: sort the bars by time before the put)",
+            "warmup" => " (formulas read every bar of each series before `rows` as history)",
+            "lengths" => " (give combos as `params`, `grid` or `sample`)",
+            _ => " (a portfolio holds target weights, rebalanced at its decision rows)",
+        };
+        return Err(Error::new(format!(
+            "`{name}` does not apply to a portfolio strategy{why}; leave it out"
+        )));
+    }
+    Ok(())
 }
 
 fn check_series(series: Vec<String>) -> Result<Vec<String>> {

@@ -329,10 +329,26 @@ fn golden() -> Value {
     })
 }
 
+/// `v` with every object's keys in sorted order: the file's order does not follow the order
+/// the values were built in.
+fn sorted(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(sorted).collect())
+        }
+        other => other,
+    }
+}
+
 #[test]
 fn golden_file_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/protocol.json");
-    let text = serde_json::to_string_pretty(&golden()).unwrap() + "\n";
+    let text = serde_json::to_string_pretty(&sorted(golden())).unwrap() + "\n";
     if std::env::var_os("SWEEPFLIGHT_BLESS").is_some() {
         std::fs::write(&path, &text).unwrap();
         return;

@@ -45,6 +45,26 @@ pub const RESERVED: [&str; 24] = [
     "block_pnl",
 ];
 
+/// The further names a portfolio's parameter may not take (protocol v1.4): the columns of its
+/// sweep, trades and equity replies.
+pub const PORTFOLIO_RESERVED: [&str; 15] = [
+    "annual_return",
+    "volatility",
+    "turnover",
+    "fees",
+    "rebalances",
+    "avg_holdings",
+    "row",
+    "time",
+    "equity",
+    "cash",
+    "holdings",
+    "shares",
+    "price",
+    "value",
+    "fee",
+];
+
 /// A formula field of a strategy body, in the order parameters are numbered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Field {
@@ -213,13 +233,14 @@ impl Program {
     }
 
     /// A portfolio's formulas (protocol v1.4): `rank` (required), `filter`, `weight` and a
-    /// `constraint`, whose parameters number in that order; `inputs` as
-    /// [`Program::with_inputs`].
+    /// `constraint`; `counts` are the parameter names of `longs`, `shorts`, `keep` and
+    /// `rebalance` (those given as names, in that order), int parameters numbered after the
+    /// weight's and before the constraint's; `inputs` as [`Program::with_inputs`].
     ///
     /// # Errors
-    /// As [`Program::new`]; [`Error::Strategy`] without `rank` or with a field a portfolio
-    /// does not take.
-    pub fn portfolio(formulas: &[(Field, &str)], inputs: &[String]) -> Result<Self> {
+    /// As [`Program::new`]; [`Error::Strategy`] without `rank`, with a field a portfolio
+    /// does not take, or with a count named like a column, an input or a reply column.
+    pub fn portfolio(formulas: &[(Field, &str)], counts: &[&str], inputs: &[String]) -> Result<Self> {
         if let Some((f, _)) = formulas
             .iter()
             .find(|(f, _)| !Field::PORTFOLIO.contains(f) && *f != Field::Constraint)
@@ -232,7 +253,7 @@ impl Program {
         if !formulas.iter().any(|(f, _)| *f == Field::Rank) {
             return Err(Error::Strategy("a portfolio strategy needs `rank`".into()));
         }
-        Self::build(&[], formulas, inputs)
+        Self::build(&[], formulas, inputs, Some(counts))
     }
 
     /// [`Program::with_leading`] whose formulas may also read the dataset columns `inputs`
@@ -254,18 +275,35 @@ impl Program {
                 "a strategy needs `long` or `short` (or both)".into(),
             ));
         }
-        Self::build(leading, formulas, inputs)
+        Self::build(leading, formulas, inputs, None)
     }
 
-    /// The formulas checked together, whatever strategy they make.
-    fn build(leading: &[Param], formulas: &[(Field, &str)], inputs: &[String]) -> Result<Self> {
+    /// The formulas checked together, whatever strategy they make; a portfolio's `counts`
+    /// join the parameters before the constraint's (and the portfolio's reply columns are
+    /// reserved).
+    fn build(
+        leading: &[Param],
+        formulas: &[(Field, &str)],
+        inputs: &[String],
+        counts: Option<&[&str]>,
+    ) -> Result<Self> {
         check_inputs(inputs)?;
         let mut sorted: Vec<(Field, &str)> = formulas.to_vec();
         sorted.sort_by_key(|(f, _)| *f);
         let mut params: Vec<Param> = leading.to_vec();
         let mut out = Vec::new();
         let mut total = 0;
+        let reserved: &[&str] = if counts.is_some() {
+            &PORTFOLIO_RESERVED
+        } else {
+            &[]
+        };
+        let mut counted = false;
         for (field, text) in sorted {
+            if field == Field::Constraint && !counted {
+                add_counts(&mut params, counts.unwrap_or(&[]), inputs)?;
+                counted = true;
+            }
             let formula = parse::parse(text).map_err(|e| located(field, e))?;
             total += formula.nodes.len();
             if total > MAX_TOTAL_NODES {
@@ -277,7 +315,10 @@ impl Program {
                     ),
                 });
             }
-            out.push(check(field, formula, &mut params, inputs)?);
+            out.push(check(field, formula, &mut params, inputs, reserved)?);
+        }
+        if !counted {
+            add_counts(&mut params, counts.unwrap_or(&[]), inputs)?;
         }
         Ok(Self {
             formulas: out,
@@ -369,11 +410,42 @@ fn check_inputs(inputs: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// A portfolio's count parameters (`longs`, `shorts`, `keep`, `rebalance` given as names): int,
+/// numbered where they come (after the weight's parameters, before the constraint's).
+fn add_counts(params: &mut Vec<Param>, counts: &[&str], inputs: &[String]) -> Result<()> {
+    for &name in counts {
+        let bad = |why: &str| Err(Error::Strategy(format!("`{name}` {why}")));
+        if Column::from_name(name).is_some() || inputs.iter().any(|i| i == name) {
+            return bad(
+                "is a column, not a parameter: a count or `rebalance` is an integer or a parameter name",
+            );
+        }
+        if RESERVED.contains(&name) || PORTFOLIO_RESERVED.contains(&name) {
+            return bad("names a column of the reply; call the parameter something else");
+        }
+        let full = params.len() == MAX_PARAMS;
+        match params.iter_mut().find(|p| p.name == name) {
+            Some(p) => p.kind = ParamKind::Int,
+            None if full => {
+                return Err(Error::Strategy(format!(
+                    "a strategy has at most {MAX_PARAMS} parameters (limit)"
+                )));
+            }
+            None => params.push(Param {
+                name: name.to_owned(),
+                kind: ParamKind::Int,
+            }),
+        }
+    }
+    Ok(())
+}
+
 fn check(
     field: Field,
     mut formula: Formula,
     params: &mut Vec<Param>,
     inputs: &[String],
+    reserved: &[&str],
 ) -> Result<Bound> {
     // An input's name is a column wherever it appears (never a parameter).
     for node in &mut formula.nodes {
@@ -418,7 +490,7 @@ fn check(
             Node::Number { .. } => Kind::Const,
             Node::Column(_) => Kind::Series,
             Node::Param(name) => {
-                if RESERVED.contains(&&**name) {
+                if RESERVED.contains(&&**name) || reserved.contains(&&**name) {
                     return Err(here(
                         id,
                         format!(
