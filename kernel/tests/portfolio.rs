@@ -510,7 +510,9 @@ fn a_rotation_from_its_formulas_equals_the_arrays_computed_by_hand() {
             "`long` is not a field of a portfolio",
         ),
     ] {
-        let e = Program::portfolio(&fields, &[], &[]).unwrap_err().to_string();
+        let e = Program::portfolio(&fields, &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(said), "{e}");
     }
     // Constants are allowed: every eligible series ties and series order decides.
@@ -519,4 +521,317 @@ fn a_rotation_from_its_formulas_equals_the_arrays_computed_by_hand() {
         SeriesValues::of(&Bars::closes(&closes[0]), &flat, &[]).rank,
         vec![1.0; 120]
     );
+}
+
+/// A small seeded generator (xorshift64*), so every universe of the property test below can be
+/// rebuilt from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() * n as f64) as usize % n.max(1)
+    }
+}
+
+/// A universe whose series start late, end early and miss days: times (days), opens, closes.
+fn gappy_universe(rng: &mut Rng) -> Vec<(Vec<i64>, Vec<f64>, Vec<f64>)> {
+    let series = 2 + rng.below(9);
+    let days = 50 + rng.below(120) as i64;
+    (0..series)
+        .map(|_| {
+            let from = rng.below(25) as i64;
+            let to = days - rng.below(25) as i64;
+            let mut times = Vec::new();
+            for d in from..to.max(from + 1) {
+                if rng.next() < 0.85 || times.is_empty() {
+                    times.push(20_000 + d);
+                }
+            }
+            let (mut opens, mut closes) = (Vec::new(), Vec::new());
+            let mut c = 50.0 + rng.next() * 100.0;
+            for _ in &times {
+                let o = c * (1.0 + (rng.next() - 0.5) * 0.02);
+                // Prices on a coarse grid: ranks tie, as real prices often do.
+                c = ((c * (1.0 + (rng.next() - 0.5) * 0.06)) * 4.0).round() / 4.0;
+                opens.push(o);
+                closes.push(c.max(0.25));
+            }
+            (times, opens, closes)
+        })
+        .collect()
+}
+
+#[test]
+fn the_fast_sweep_equals_the_plain_run_on_random_gappy_universes() {
+    use sweepflight_kernel::NoCache;
+    use sweepflight_kernel::expr::{Field, Program};
+    use sweepflight_kernel::lines::Bars;
+    use sweepflight_kernel::portfolio::panel::{PortfolioCombo, PortfolioSweep, Universe, sweep};
+    use sweepflight_kernel::portfolio::{Calendar, SeriesValues};
+    let programs: [(&str, Option<&str>, Option<&str>); 5] = [
+        ("roc(close, n)", Some("close > sma(close, m)"), None),
+        (
+            "min(roc(close, n), 1)",
+            None,
+            Some("1 / std(roc(close, 1), m)"),
+        ),
+        ("1", None, None),
+        ("-abs(roc(close, n))", Some("close > 0"), Some("2")),
+        (
+            "close - sma(close, m)",
+            Some("roc(close, n) > -50"),
+            Some("close"),
+        ),
+    ];
+    let mut checked = 0;
+    for seed in 1..=60u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let data = gappy_universe(&mut rng);
+        let views: Vec<&[i64]> = data.iter().map(|(t, _, _)| t.as_slice()).collect();
+        let cal = Calendar::of(&views);
+        let on: Vec<OnCalendar<'_>> = cal
+            .row_of
+            .iter()
+            .zip(&data)
+            .map(|(row_of, (_, open, close))| OnCalendar {
+                row_of,
+                open: Some(open),
+                close,
+            })
+            .collect();
+        let (rank, filter, weight) = programs[seed as usize % programs.len()];
+        let mut fields = vec![(Field::Rank, rank)];
+        fields.extend(filter.map(|f| (Field::Filter, f)));
+        fields.extend(weight.map(|w| (Field::Weight, w)));
+        let program = Program::portfolio(&fields, &[], &[]).unwrap();
+        let t_n = cal.len();
+        let start = rng.below(t_n / 3);
+        let end = if rng.next() < 0.5 {
+            t_n
+        } else {
+            start + 1 + rng.below(t_n - start)
+        };
+        let weeks: Vec<i64> = cal.times.iter().map(|&d| week_key(d)).collect();
+        let schedules = [
+            every(start, end, 1),
+            every(start, end, 3),
+            every(start, end, 7),
+            period_starts(start, end, &weeks),
+        ];
+        let width = program.params.len();
+        let mut values: Vec<Vec<f64>> = Vec::new();
+        let mut combos_rules: Vec<(Rules, usize)> = Vec::new();
+        for _ in 0..6 {
+            let v: Vec<f64> = (0..width)
+                .map(|_| [2.0, 3.0, 5.0, 8.0, 40.0][rng.below(5)])
+                .collect();
+            values.push(v);
+            let longs = rng.below(4);
+            let shorts = if rng.next() < 0.4 { rng.below(3) } else { 0 };
+            let r = Rules {
+                longs,
+                shorts,
+                keep: (rng.next() < 0.5).then(|| rng.below(6)),
+                fill: if rng.next() < 0.5 {
+                    PortfolioFill::Close
+                } else {
+                    PortfolioFill::NextOpen
+                },
+                fee: [0.0, 0.002, 0.05][rng.below(3)],
+                slippage: [0.0, 0.001][rng.below(2)],
+            };
+            combos_rules.push((r, rng.below(schedules.len())));
+        }
+        let combos: Vec<PortfolioCombo<'_>> = values
+            .iter()
+            .zip(&combos_rules)
+            .map(|(v, (r, k))| PortfolioCombo {
+                values: v,
+                rules: *r,
+                decisions: &schedules[*k],
+            })
+            .collect();
+        let bars: Vec<Bars<'_>> = data.iter().map(|(_, _, c)| Bars::closes(c)).collect();
+        let universe = Universe::new(on.clone());
+        let blocks = (end - start >= 3).then_some(3);
+        let call = PortfolioSweep {
+            universe: &universe,
+            bars: &bars,
+            program: &program,
+            combos: &combos,
+            range: (start, end),
+            periods_per_year: 252.0,
+            blocks,
+            keep: ALL,
+            cache: &|_| Box::new(NoCache),
+            cancelled: &|| false,
+            progress: &|| {},
+        };
+        let fast = sweep(&call, seed % 2 == 0).unwrap();
+        for (c, combo) in combos.iter().enumerate() {
+            let oracle: Vec<SeriesValues> = bars
+                .iter()
+                .map(|b| SeriesValues::of(b, &program, combo.values))
+                .collect();
+            let arrays: Vec<ComboArrays<'_>> = oracle.iter().map(SeriesValues::arrays).collect();
+            let plain = run(
+                &on,
+                &arrays,
+                &combo.rules,
+                combo.decisions,
+                (start, end),
+                252.0,
+                blocks,
+                ALL,
+            );
+            // Exactly: the same trades, rows and metrics, bit for bit (Debug shows NaN too).
+            assert_eq!(
+                format!("{plain:?}"),
+                format!("{:?}", fast[c]),
+                "seed {seed} combo {c}: {rank} / {filter:?} / {weight:?}, {:?}",
+                combo.rules
+            );
+            checked += plain.trades.len();
+        }
+    }
+    assert!(checked > 500, "the universes traded: {checked} trades");
+}
+
+/// Cutting the calendar after row `t` changes no decision, fill or equity at or before `t`:
+/// nothing after a row is read. (One rule reads the run's end by design: a held series with
+/// no bar left before the end is closed as ended, so rows from the first such ambiguous gap of
+/// a series that trades again after `t` are left out of the comparison.)
+#[test]
+fn cutting_the_calendar_after_a_row_changes_nothing_before_it() {
+    use sweepflight_kernel::NoCache;
+    use sweepflight_kernel::expr::{Field, Program};
+    use sweepflight_kernel::lines::Bars;
+    use sweepflight_kernel::portfolio::Calendar;
+    use sweepflight_kernel::portfolio::panel::{PortfolioCombo, PortfolioSweep, Universe, sweep};
+    let program = Program::portfolio(
+        &[
+            (Field::Rank, "roc(close, n)"),
+            (Field::Filter, "close > sma(close, 5)"),
+            (Field::Weight, "1 / std(close, 4)"),
+        ],
+        &[],
+        &[],
+    )
+    .unwrap();
+    let mut compared = 0;
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+        let data = gappy_universe(&mut rng);
+        let run_to = |cut: Option<i64>| {
+            // The data as it stood at time `cut`: every bar after it removed.
+            let kept: Vec<(Vec<i64>, Vec<f64>, Vec<f64>)> = data
+                .iter()
+                .map(|(t, o, c)| {
+                    let n = cut.map_or(t.len(), |cut| t.iter().take_while(|&&x| x <= cut).count());
+                    (t[..n].to_vec(), o[..n].to_vec(), c[..n].to_vec())
+                })
+                .filter(|(t, _, _)| !t.is_empty())
+                .collect();
+            let views: Vec<&[i64]> = kept.iter().map(|(t, _, _)| t.as_slice()).collect();
+            let cal = Calendar::of(&views);
+            let on: Vec<OnCalendar<'_>> = cal
+                .row_of
+                .iter()
+                .zip(&kept)
+                .map(|(row_of, (_, open, close))| OnCalendar {
+                    row_of,
+                    open: Some(open),
+                    close,
+                })
+                .collect();
+            let universe = Universe::new(on);
+            let bars: Vec<Bars<'_>> = kept.iter().map(|(_, _, c)| Bars::closes(c)).collect();
+            let decisions = every(0, cal.len(), 3);
+            let values = [4.0];
+            let combos = [PortfolioCombo {
+                values: &values,
+                rules: Rules {
+                    keep: Some(3),
+                    fee: 0.002,
+                    ..rules(2, 1, PortfolioFill::NextOpen)
+                },
+                decisions: &decisions,
+            }];
+            let call = PortfolioSweep {
+                universe: &universe,
+                bars: &bars,
+                program: &program,
+                combos: &combos,
+                range: (0, cal.len()),
+                periods_per_year: 1.0,
+                blocks: None,
+                keep: ALL,
+                cache: &|_| Box::new(NoCache),
+                cancelled: &|| false,
+                progress: &|| {},
+            };
+            let run = sweep(&call, false).unwrap().remove(0);
+            // Trades by time and series key (the position of a series may differ when a cut
+            // leaves one out), and the equity by time.
+            let names: Vec<usize> = data
+                .iter()
+                .enumerate()
+                .filter(|(_, (t, _, _))| cut.is_none_or(|cut| t[0] <= cut))
+                .map(|(i, _)| i)
+                .collect();
+            let trades: Vec<(i64, usize, String)> = run
+                .trades
+                .iter()
+                .map(|tr| (cal.times[tr.row], names[tr.series], format!("{tr:?}")))
+                .collect();
+            let equity: Vec<(i64, String)> = run
+                .rows
+                .iter()
+                .enumerate()
+                .map(|(t, r)| (cal.times[t], format!("{r:?}")))
+                .collect();
+            (trades, equity)
+        };
+        let (all_trades, all_equity) = run_to(None);
+        let times: Vec<i64> = all_equity.iter().map(|(t, _)| *t).collect();
+        for _ in 0..4 {
+            let cut = times[rng.below(times.len())];
+            // The first time a series that trades again after the cut has no bar left.
+            let ambiguous = data
+                .iter()
+                .filter(|(t, _, _)| t.iter().any(|&x| x > cut) && t[0] <= cut)
+                .filter_map(|(t, _, _)| {
+                    let last = t.iter().rev().find(|&&x| x <= cut)?;
+                    times.iter().copied().find(|&x| x > *last)
+                })
+                .min()
+                .unwrap_or(i64::MAX);
+            let (trades, equity) = run_to(Some(cut));
+            let before = |time: i64| time <= cut && time < ambiguous;
+            let strip = |v: &[(i64, usize, String)]| -> Vec<(i64, usize, String)> {
+                v.iter()
+                    .filter(|x| before(x.0))
+                    .map(|(t, s, d)| {
+                        // A trade's series position may differ; compare its key and the rest.
+                        let rest = d.split_once(", shares").map_or(d.as_str(), |(_, r)| r);
+                        (*t, *s, rest.to_owned())
+                    })
+                    .collect()
+            };
+            assert_eq!(strip(&trades), strip(&all_trades), "seed {seed} cut {cut}");
+            let eq = |v: &[(i64, String)]| -> Vec<(i64, String)> {
+                v.iter().filter(|x| before(x.0)).cloned().collect()
+            };
+            assert_eq!(eq(&equity), eq(&all_equity), "seed {seed} cut {cut}");
+            compared += eq(&equity).len();
+        }
+    }
+    assert!(compared > 1000, "rows compared: {compared}");
 }

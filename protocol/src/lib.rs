@@ -35,12 +35,14 @@ pub use columns::{BAR_NAMES, PANDAS_INDEX, column_hint, recognise, time_index};
 pub use error::{Error, Result};
 pub use job::{JobBody, JobRef, JobState, JobStatus, MAX_JOB_ID_LEN};
 pub use name::{MAX_NAME_LEN, validate_name};
-pub use portfolio::{Count, Counts, MAX_COUNT, MAX_REBALANCE, PORTFOLIO_KEYS, Portfolio, Rebalance};
+pub use portfolio::{
+    Count, Counts, MAX_COUNT, MAX_REBALANCE, PORTFOLIO_KEYS, Portfolio, Rebalance,
+};
 pub use put::{DatasetMeta, PutSummary, PutTarget, dataset_path};
 pub use schema::{
-    BLOCK_PNL_COLUMN, COMBO_COLUMNS, EXIT_REASON_COLUMN, SERIES_COLUMN, TOTAL_RETURN_COLUMN,
-    V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema, equity_schema, equity_schema_timed,
-    PORTFOLIO_METRIC_COLUMNS, param_type, portfolio_equity_schema, portfolio_trades_schema,
+    BLOCK_PNL_COLUMN, COMBO_COLUMNS, EXIT_REASON_COLUMN, PORTFOLIO_METRIC_COLUMNS, SERIES_COLUMN,
+    TOTAL_RETURN_COLUMN, V12_METRIC_COLUMNS, WINDOW_COLUMNS, check_result_schema, equity_schema,
+    equity_schema_timed, param_type, portfolio_equity_schema, portfolio_trades_schema,
     result_schema, strategy_schema, sweep_schema, trades_schema, trades_schema_timed,
     walk_forward_schema,
 };

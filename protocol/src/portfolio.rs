@@ -205,7 +205,9 @@ impl Portfolio {
                         .ok_or_else(wrong)?;
                     Ok(Some(Named::Fixed(k as u32)))
                 }
-                Value::String(s) if words && ["daily", "weekly", "monthly"].contains(&s.as_str()) => {
+                Value::String(s)
+                    if words && ["daily", "weekly", "monthly"].contains(&s.as_str()) =>
+                {
                     Ok(Some(Named::Word(s.clone())))
                 }
                 Value::String(s) if sweepflight_kernel::expr::parse::is_name(s) => {
@@ -253,15 +255,20 @@ impl Portfolio {
             )));
         }
         // The formulas' own windows (int there) keep the language's lower bound of 1.
-        let windows = Program::portfolio(&texts, &[], &inputs)
-            .map_err(|e| Error::new(e.to_string()))?;
+        let windows =
+            Program::portfolio(&texts, &[], &inputs).map_err(|e| Error::new(e.to_string()))?;
         let is_window = |name: &str| {
             windows
                 .params
                 .iter()
                 .any(|p| p.name == name && p.kind == ParamKind::Int)
         };
-        let roles = [(&longs, false), (&shorts, false), (&keep, false), (&Some(rebalance.clone()), true)];
+        let roles = [
+            (&longs, false),
+            (&shorts, false),
+            (&keep, false),
+            (&Some(rebalance.clone()), true),
+        ];
         let ranges = program
             .params
             .iter()
@@ -269,7 +276,11 @@ impl Portfolio {
                 let mut range: Option<(u32, u32)> = None;
                 for (named, period) in roles {
                     if matches!(named, Some(Named::Param(n)) if *n == p.name) {
-                        let (lo, hi) = if period { (1, MAX_REBALANCE) } else { (0, MAX_COUNT) };
+                        let (lo, hi) = if period {
+                            (1, MAX_REBALANCE)
+                        } else {
+                            (0, MAX_COUNT)
+                        };
                         range = Some(range.map_or((lo, hi), |(a, b)| (a.max(lo), b.min(hi))));
                     }
                 }
@@ -410,7 +421,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(both.ranges[0], Some((1, MAX_COUNT)));
-        let words = decode(r#"{"rank": "close", "shorts": 2, "rebalance": "weekly"}"#, None).unwrap();
+        let words = decode(
+            r#"{"rank": "close", "shorts": 2, "rebalance": "weekly"}"#,
+            None,
+        )
+        .unwrap();
         assert_eq!(words.rebalance, Rebalance::Weekly);
         assert_eq!(words.longs, Count::Fixed(0));
     }
@@ -418,26 +433,106 @@ mod tests {
     #[test]
     fn refusals_name_the_key() {
         for (json, constraint, says) in [
-            (r#"{"rank": "close", "long": "close > 1", "longs": 1, "rebalance": 1}"#, None, "`strategy.long` is a key of a long / short strategy"),
-            (r#"{"rank": "close", "longs": 1.5, "rebalance": 1}"#, None, "`strategy.longs` must be an integer in 0..=100000"),
-            (r#"{"rank": "close", "longs": 3.0, "rebalance": 1}"#, None, "`strategy.longs` must be an integer"),
-            (r#"{"rank": "close", "longs": -1, "rebalance": 1}"#, None, "`strategy.longs` must be an integer"),
-            (r#"{"rank": "close", "longs": 100001, "rebalance": 1}"#, None, "0..=100000"),
-            (r#"{"rank": "close", "longs": 1, "keep": true, "rebalance": 1}"#, None, "`strategy.keep` must be"),
-            (r#"{"rank": "close", "longs": 1, "rebalance": "yearly!"}"#, None, "`strategy.rebalance` must be an integer in 1..=67108864, \"daily\""),
-            (r#"{"rank": "close", "longs": 1, "rebalance": 0}"#, None, "`strategy.rebalance` must be"),
-            (r#"{"rank": "close", "longs": 1}"#, None, "needs `rebalance`"),
-            (r#"{"rank": "close", "rebalance": 1}"#, None, "needs `longs` or `shorts`"),
-            (r#"{"rank": "close", "longs": "close", "rebalance": 1}"#, None, "names the column \"close\""),
-            (r#"{"rank": "pred", "inputs": ["pred"], "longs": "pred", "rebalance": 1}"#, None, "names the column \"pred\""),
-            (r#"{"rank": "close > 1", "longs": 1, "rebalance": 1}"#, None, "`rank` must be a number or a series"),
-            (r#"{"rank": "close", "filter": "close", "longs": 1, "rebalance": 1}"#, None, "`filter` must be a condition"),
-            (r#"{"rank": "close", "longs": 1, "rebalance": 1, "top": 3}"#, None, "unknown field \"top\""),
-            (r#"{"rank": null, "longs": 1, "rebalance": 1}"#, None, "`strategy.rank` is null"),
-            (r#"{"rank": 3, "longs": 1, "rebalance": 1}"#, None, "`strategy.rank` must be a string"),
-            (r#"{"rank": "close", "longs": "turnover", "rebalance": 1}"#, None, "names a column of the reply"),
-            (r#"{"rank": "close * fees", "longs": 1, "rebalance": 1}"#, None, "names a column of the reply"),
-            (r#"{"rank": "close", "longs": 1, "rebalance": 1}"#, Some("z > 1"), "`constraint` names `z`"),
+            (
+                r#"{"rank": "close", "long": "close > 1", "longs": 1, "rebalance": 1}"#,
+                None,
+                "`strategy.long` is a key of a long / short strategy",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1.5, "rebalance": 1}"#,
+                None,
+                "`strategy.longs` must be an integer in 0..=100000",
+            ),
+            (
+                r#"{"rank": "close", "longs": 3.0, "rebalance": 1}"#,
+                None,
+                "`strategy.longs` must be an integer",
+            ),
+            (
+                r#"{"rank": "close", "longs": -1, "rebalance": 1}"#,
+                None,
+                "`strategy.longs` must be an integer",
+            ),
+            (
+                r#"{"rank": "close", "longs": 100001, "rebalance": 1}"#,
+                None,
+                "0..=100000",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1, "keep": true, "rebalance": 1}"#,
+                None,
+                "`strategy.keep` must be",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1, "rebalance": "yearly!"}"#,
+                None,
+                "`strategy.rebalance` must be an integer in 1..=67108864, \"daily\"",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1, "rebalance": 0}"#,
+                None,
+                "`strategy.rebalance` must be",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1}"#,
+                None,
+                "needs `rebalance`",
+            ),
+            (
+                r#"{"rank": "close", "rebalance": 1}"#,
+                None,
+                "needs `longs` or `shorts`",
+            ),
+            (
+                r#"{"rank": "close", "longs": "close", "rebalance": 1}"#,
+                None,
+                "names the column \"close\"",
+            ),
+            (
+                r#"{"rank": "pred", "inputs": ["pred"], "longs": "pred", "rebalance": 1}"#,
+                None,
+                "names the column \"pred\"",
+            ),
+            (
+                r#"{"rank": "close > 1", "longs": 1, "rebalance": 1}"#,
+                None,
+                "`rank` must be a number or a series",
+            ),
+            (
+                r#"{"rank": "close", "filter": "close", "longs": 1, "rebalance": 1}"#,
+                None,
+                "`filter` must be a condition",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1, "rebalance": 1, "top": 3}"#,
+                None,
+                "unknown field \"top\"",
+            ),
+            (
+                r#"{"rank": null, "longs": 1, "rebalance": 1}"#,
+                None,
+                "`strategy.rank` is null",
+            ),
+            (
+                r#"{"rank": 3, "longs": 1, "rebalance": 1}"#,
+                None,
+                "`strategy.rank` must be a string",
+            ),
+            (
+                r#"{"rank": "close", "longs": "turnover", "rebalance": 1}"#,
+                None,
+                "names a column of the reply",
+            ),
+            (
+                r#"{"rank": "close * fees", "longs": 1, "rebalance": 1}"#,
+                None,
+                "names a column of the reply",
+            ),
+            (
+                r#"{"rank": "close", "longs": 1, "rebalance": 1}"#,
+                Some("z > 1"),
+                "`constraint` names `z`",
+            ),
         ] {
             let e = decode(json, constraint).unwrap_err().to_string();
             assert!(e.contains(says), "{json}: {e}");

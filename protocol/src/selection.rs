@@ -194,15 +194,17 @@ fn columns(strategy: &Strategy) -> Box<dyn Iterator<Item = String> + '_> {
                 ),
         );
     }
-    Box::new(std::iter::once("combo".to_owned())
-        .chain(strategy.params().into_iter().map(|p| p.0.to_owned()))
-        .chain(
-            ["pnl", "trades", "wins", "win_rate", "max_drawdown"]
-                .into_iter()
-                .chain(V12_METRIC_COLUMNS)
-                .chain([crate::TOTAL_RETURN_COLUMN])
-                .map(str::to_owned),
-        ))
+    Box::new(
+        std::iter::once("combo".to_owned())
+            .chain(strategy.params().into_iter().map(|p| p.0.to_owned()))
+            .chain(
+                ["pnl", "trades", "wins", "win_rate", "max_drawdown"]
+                    .into_iter()
+                    .chain(V12_METRIC_COLUMNS)
+                    .chain([crate::TOTAL_RETURN_COLUMN])
+                    .map(str::to_owned),
+            ),
+    )
 }
 
 #[cfg(test)]

@@ -153,13 +153,14 @@ impl Strategy {
             None => (Some(Self::default()), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
             Some(serde_json::Value::Object(map)) if crate::portfolio::is_portfolio(map) => {
-                return Ok(Self::Portfolio(Arc::new(Portfolio::decode(map, constraint)?)));
+                return Ok(Self::Portfolio(Arc::new(Portfolio::decode(
+                    map, constraint,
+                )?)));
             }
             Some(serde_json::Value::Object(map)) => {
-                if let Some(key) = map
-                    .keys()
-                    .find(|k| crate::portfolio::PORTFOLIO_KEYS.contains(&k.as_str()) && *k != "inputs")
-                {
+                if let Some(key) = map.keys().find(|k| {
+                    crate::portfolio::PORTFOLIO_KEYS.contains(&k.as_str()) && *k != "inputs"
+                }) {
                     return Err(crate::Error::new(format!(
                         "`strategy.{key}` is a key of a portfolio strategy, which needs `rank` (the \
                          formula the series are ranked by); a long / short strategy takes long, \

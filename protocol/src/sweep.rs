@@ -1106,7 +1106,9 @@ fn refuse_for_portfolio(wire: &Wire) -> Result<()> {
     ];
     if let Some((name, _)) = present.iter().find(|(_, given)| *given) {
         let why = match *name {
-            "ignore_time" => " (a portfolio aligns its series by time: sort the bars by time before the put)",
+            "ignore_time" => {
+                " (a portfolio aligns its series by time: sort the bars by time before the put)"
+            }
             "warmup" => " (formulas read every bar of each series before `rows` as history)",
             "lengths" => " (give combos as `params`, `grid` or `sample`)",
             _ => " (a portfolio holds target weights, rebalanced at its decision rows)",

@@ -214,7 +214,7 @@ pub fn sweep_program(
             }
         }
         group.mark_common(len);
-        let arrays = materialise(bars, &group, parallel, control.cache)?;
+        let arrays = materialise(bars, &group.plan, &group.shared, parallel, control.cache)?;
         for (stops, members) in by_table(members, &sharing) {
             let tables: StopTables = stops
                 .and_then(|s| stop_table(bars, exec, (group.plan.defs(), &arrays), &s))
@@ -309,24 +309,75 @@ fn stop_table(
     Some((*stops, Exits::with_fractions(bars, exec, fractions)?))
 }
 
-/// Phase 1: the group's shared nodes, in dependency order, each level's in parallel. A
-/// function's series is asked of `cache` first, under its canonical key
+/// A node's values over a whole series, as [`node_arrays`] gives them.
+#[derive(Debug, Clone)]
+pub enum NodeArray {
+    /// A number per bar.
+    Numbers(Arc<[f64]>),
+    /// A truth per bar (1 where it holds).
+    Cond(Arc<[u8]>),
+}
+
+/// The values of the nodes `roots` of `plan` over the whole of `bars` (a portfolio's rank,
+/// filter and weight of one series, protocol v1.4): every node they reach is computed once,
+/// by the same computation as a sweep's shared arrays ([`sweep_program`]'s phase 1, the cache
+/// asked first and offered what is computed), and the roots are returned in order.
+///
+/// # Errors
+/// [`Error::Strategy`] for a column the bars lack.
+pub fn node_arrays(
+    bars: &Bars<'_>,
+    program: &Program,
+    plan: &Plan,
+    roots: &[u32],
+    parallel: bool,
+    cache: &dyn ArrayCache,
+) -> Result<Vec<NodeArray>> {
+    check_columns(program, bars)?;
+    let mut shared = vec![false; plan.defs().len()];
+    let mut stack: Vec<u32> = roots.to_vec();
+    while let Some(id) = stack.pop() {
+        let def = &plan.defs()[id as usize];
+        if shared[id as usize] || matches!(def, Def::Column(_)) {
+            continue;
+        }
+        shared[id as usize] = true;
+        stack.extend(def.inputs());
+    }
+    let arrays = materialise(bars, plan, &shared, parallel, cache)?;
+    Ok(roots
+        .iter()
+        .map(
+            |&id| match (&plan.defs()[id as usize], &arrays[id as usize]) {
+                (Def::Column(c), _) => {
+                    NodeArray::Numbers(column(bars, *c).expect("checked").into())
+                }
+                (_, Some(Array::Shared(s))) => NodeArray::Numbers(Arc::clone(s)),
+                (_, Some(Array::Series(s))) => NodeArray::Numbers(s.as_slice().into()),
+                (_, Some(Array::Cond(c))) => NodeArray::Cond(c.as_slice().into()),
+                (_, None) => unreachable!("a root is shared"),
+            },
+        )
+        .collect())
+}
+
+/// Phase 1: the nodes of `plan` marked `shared`, in dependency order, each level's in
+/// parallel. A function's series is asked of `cache` first, under its canonical key
 /// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
 fn materialise(
     bars: &Bars<'_>,
-    group: &Group,
+    plan: &Plan,
+    shared: &[bool],
     parallel: bool,
     cache: &dyn ArrayCache,
 ) -> Result<Vec<Option<Array>>> {
     let no_tables = StopTables::new();
-    let defs = group.plan.defs();
+    let defs = plan.defs();
     let len = bars.len();
     // The keys of the function series (others are not cached: conditions are bytes, and an
     // operator node costs about what reading it would).
     let keys: Vec<Option<ArrayKey>> = if cache.may_hold() || cache.keeps() {
-        group
-            .plan
-            .fingerprints()
+        plan.fingerprints()
             .into_iter()
             .zip(defs)
             .map(|(f, d)| match d {
@@ -352,7 +403,7 @@ fn materialise(
     let top = level.iter().copied().max().unwrap_or(0);
     for l in 0..=top {
         let mut ids: Vec<usize> = (0..defs.len())
-            .filter(|&id| group.shared[id] && level[id] == l)
+            .filter(|&id| shared[id] && level[id] == l)
             .collect();
         // What the cache holds is not computed.
         ids.retain(|&id| {

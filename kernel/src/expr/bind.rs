@@ -240,7 +240,11 @@ impl Program {
     /// # Errors
     /// As [`Program::new`]; [`Error::Strategy`] without `rank`, with a field a portfolio
     /// does not take, or with a count named like a column, an input or a reply column.
-    pub fn portfolio(formulas: &[(Field, &str)], counts: &[&str], inputs: &[String]) -> Result<Self> {
+    pub fn portfolio(
+        formulas: &[(Field, &str)],
+        counts: &[&str],
+        inputs: &[String],
+    ) -> Result<Self> {
         if let Some((f, _)) = formulas
             .iter()
             .find(|(f, _)| !Field::PORTFOLIO.contains(f) && *f != Field::Constraint)

@@ -163,6 +163,17 @@ impl Def {
     }
 }
 
+/// A formula's value for one combo: the same number or truth at every bar, or a node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Root {
+    /// A number at every bar.
+    Const(f64),
+    /// A truth at every bar.
+    Bool(bool),
+    /// A node of the plan.
+    Node(u32),
+}
+
 /// A condition of one combo: a node, or the same value at every bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cond {
@@ -333,6 +344,35 @@ impl Plan {
             longest_window,
             lookback,
         }
+    }
+
+    /// Binds a portfolio `program` (protocol v1.4) to one combo's `values`: the root of each of
+    /// its `rank`, `filter` and `weight` formulas (`None` where absent), in that order, and the
+    /// longest window they use (a series with fewer bars is never eligible).
+    pub fn bind_portfolio(
+        &mut self,
+        program: &Program,
+        values: &[f64],
+    ) -> ([Option<Root>; 3], usize) {
+        self.combos += 1;
+        if self.inputs.is_empty() {
+            self.inputs.clone_from(&program.inputs);
+        }
+        let mut roots = [None; 3];
+        let mut longest = 0;
+        for bound in &program.formulas {
+            let Some(k) = Field::PORTFOLIO.iter().position(|f| *f == bound.field) else {
+                continue;
+            };
+            let (root, w, _) = self.bind_formula(bound, values);
+            longest = longest.max(w);
+            roots[k] = Some(match root {
+                Val::Const(c) => Root::Const(c),
+                Val::Bool(b) => Root::Bool(b),
+                Val::Node(n) => Root::Node(n),
+            });
+        }
+        (roots, longest)
     }
 
     fn cond_node(&mut self, v: Val) -> u32 {

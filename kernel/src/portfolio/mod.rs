@@ -15,6 +15,8 @@
 //! at its last close; sells go before buys (ascending target-less-held value, vectorbt's
 //! `call_seq="auto"`), and a buy the cash cannot pay is filled in part.
 
+pub mod panel;
+
 /// A calendar row where a series has no bar (in [`OnCalendar::row_of`]).
 pub const NO_BAR: u32 = u32::MAX;
 
@@ -717,7 +719,7 @@ fn std_of(x: &[f64], mean: f64) -> f64 {
     (sq / (x.len() as f64 - 1.0)).sqrt()
 }
 
-fn metrics(
+pub(crate) fn metrics(
     equity: &[f64],
     p: f64,
     blocks: Option<usize>,
