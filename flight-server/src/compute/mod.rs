@@ -958,23 +958,50 @@ impl Compute {
         let parallel = total_work >= PARALLEL_MIN_WORK;
         let workers = if parallel { self.threads() } else { 1 };
         let plan = Plan::new(&job, workers, self.budget.total())?;
+        let progress = job.progress.clone();
+        let this = Arc::clone(self);
+        self.on_pool(
+            plan.need,
+            progress.as_ref(),
+            parallel,
+            move |reservation, cancelled| this.sweep(&job, &plan, reservation, parallel, cancelled),
+        )
+        .await
+    }
+
+    /// Runs `work` once `need` bytes of the memory budget are reserved (waiting in line if need
+    /// be; a cancelled job leaves the line): on the sweep pool when `parallel`, else inline (a
+    /// small call, where two hand-offs would cost more than the work). `work` polls the
+    /// cancel flag it is given: the caller dropping the call or the job being cancelled.
+    ///
+    /// # Errors
+    /// [`Error::ResourceExhausted`] if the queue is full or `need` is past the whole budget;
+    /// `work`'s errors; [`Error::Internal`] if it panicked.
+    pub(crate) async fn on_pool<T: Send + 'static>(
+        self: &Arc<Self>,
+        need: u64,
+        progress: Option<&Arc<Progress>>,
+        parallel: bool,
+        work: impl FnOnce(&Reservation, &(dyn Fn() -> bool + Sync)) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let cancelled_job = || Err(Error::Kernel(sweepflight_kernel::Error::Cancelled));
-        let reservation = match &job.progress {
-            None => self.budget.reserve(plan.need).await?,
+        let reservation = match progress {
+            None => self.budget.reserve(need).await?,
             Some(p) if p.is_cancelled() => return cancelled_job(),
             // A cancelled job leaves the queue at once (dropping the wait is leaving it).
             Some(p) => tokio::select! {
-                r = self.budget.reserve(plan.need) => r?,
+                r = self.budget.reserve(need) => r?,
                 () = p.cancelled() => return cancelled_job(),
             },
         };
-        if let Some(p) = &job.progress {
+        if let Some(p) = progress {
             p.mark_started();
         }
         let running = Running::start(&self.running);
+        let progress = progress.cloned();
         if !parallel {
-            let job_cancelled = || job.progress.as_ref().is_some_and(|p| p.is_cancelled());
-            let outcome = self.sweep(&job, &plan, &reservation, false, &job_cancelled);
+            let job_cancelled = || progress.as_ref().is_some_and(|p| p.is_cancelled());
+            let outcome = work(&reservation, &job_cancelled);
             self.count(&outcome);
             return outcome;
         }
@@ -987,9 +1014,9 @@ impl Compute {
             let _enter = span.enter();
             // rayon aborts the process on a panic in a spawned job; turn one into an error.
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                this.sweep(&job, &plan, &reservation, true, &|| {
+                work(&reservation, &|| {
                     cancelled.load(Ordering::Relaxed)
-                        || job.progress.as_ref().is_some_and(|p| p.is_cancelled())
+                        || progress.as_ref().is_some_and(|p| p.is_cancelled())
                 })
             }))
             .unwrap_or_else(|_| Err(Error::Internal("sweep worker panicked".into())));

@@ -70,6 +70,42 @@ impl TimeColumn {
         )
     }
 
+    /// Each row's time as an i64 in the stored unit (days for date32; an instant for a
+    /// timestamp whatever its zone): comparable between series of one column.
+    ///
+    /// # Errors
+    /// Only for a server fault (a cast Arrow refuses).
+    pub fn keys(&self) -> Result<Vec<i64>> {
+        if let DataType::Date32 = self.array.data_type() {
+            let days = self.array.as_primitive::<Date32Type>().values();
+            return Ok(days.iter().map(|&d| i64::from(d)).collect());
+        }
+        let values = arrow_cast::cast(&self.array, &DataType::Int64)
+            .map_err(|e| Error::internal("read the time column", e))?;
+        Ok(values.as_primitive::<Int64Type>().values().to_vec())
+    }
+
+    /// The UTC date (days since 1970-01-01) of a time read by [`TimeColumn::keys`]; `None`
+    /// for an int64 time, which has no unit.
+    pub fn day_of(&self, key: i64) -> Option<i64> {
+        const DAY: i64 = 86_400;
+        let per_day = match self.array.data_type() {
+            DataType::Date32 => 1,
+            DataType::Date64 => 1_000 * DAY,
+            DataType::Timestamp(TimeUnit::Second, _) => DAY,
+            DataType::Timestamp(TimeUnit::Millisecond, _) => 1_000 * DAY,
+            DataType::Timestamp(TimeUnit::Microsecond, _) => 1_000_000 * DAY,
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => 1_000_000_000 * DAY,
+            _ => return None,
+        };
+        Some(key.div_euclid(per_day))
+    }
+
+    /// Seconds per unit of [`TimeColumn::keys`] (`None` for int64).
+    pub fn unit_seconds(&self) -> Option<f64> {
+        self.seconds
+    }
+
     /// The time between rows `a` and `b` in seconds, if the type has a unit.
     pub fn span_seconds(&self, a: usize, b: usize) -> Option<f64> {
         let unit = self.seconds?;

@@ -172,10 +172,31 @@ impl Calendar {
     /// # Panics
     /// If a series' times are not strictly increasing, or a series has `u32::MAX` rows or more.
     pub fn of(series: &[&[i64]]) -> Self {
-        // A k-way merge would save the sort; the union is a few times the longest series.
-        let mut times: Vec<i64> = series.iter().flat_map(|s| s.iter().copied()).collect();
-        times.sort_unstable();
-        times.dedup();
+        // Each series merged into the union in one pass (series of one market share most of
+        // their times, so the union stays about as long as the longest); a union that grows
+        // far past that (series of disjoint times) is sorted whole instead.
+        let longest = series.iter().map(|s| s.len()).max().unwrap_or(0);
+        let mut times: Vec<i64> = Vec::new();
+        let mut merged: Vec<i64> = Vec::new();
+        for s in series {
+            if times.len() > 4 * longest.max(1024) {
+                times = series.iter().flat_map(|s| s.iter().copied()).collect();
+                times.sort_unstable();
+                times.dedup();
+                break;
+            }
+            merged.clear();
+            let (mut i, mut j) = (0, 0);
+            while i < times.len() && j < s.len() {
+                let (a, b) = (times[i], s[j]);
+                merged.push(a.min(b));
+                i += usize::from(a <= b);
+                j += usize::from(b <= a);
+            }
+            merged.extend_from_slice(&times[i..]);
+            merged.extend_from_slice(&s[j..]);
+            std::mem::swap(&mut times, &mut merged);
+        }
         let row_of = series
             .iter()
             .map(|s| {

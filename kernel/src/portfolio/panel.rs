@@ -50,13 +50,20 @@ impl<'a> Universe<'a> {
         let n = series.len();
         let rows = series.first().map_or(0, |on| on.row_of.len());
         let mut marks = vec![f64::NAN; rows * n];
-        for (s, on) in series.iter().enumerate() {
-            let mut last = f64::NAN;
+        // Blocks of series, row by row: each block reads its series' rows in step and writes
+        // a contiguous run of each row.
+        const BLOCK: usize = 64;
+        let mut last = [f64::NAN; BLOCK];
+        for s0 in (0..n).step_by(BLOCK) {
+            let block = &series[s0..(s0 + BLOCK).min(n)];
+            last.fill(f64::NAN);
             for t in 0..rows {
-                if let Some(i) = on.at(t) {
-                    last = on.close[i];
+                for (k, on) in block.iter().enumerate() {
+                    if let Some(i) = on.at(t) {
+                        last[k] = on.close[i];
+                    }
                 }
-                marks[t * n + s] = last;
+                marks[t * n + s0..t * n + s0 + block.len()].copy_from_slice(&last[..block.len()]);
             }
         }
         Self {
@@ -172,56 +179,137 @@ impl Panel {
     }
 }
 
-/// Runs every combo of `call`, in order.
+/// Runs every combo of `call`, in order. Combos run in groups whose panel fits
+/// `max_panel_bytes` (consecutive combos, so those of one rank array, as a grid lists them,
+/// share a group); a group's panel is dropped before the next is built. A combo whose own
+/// panel is past the cap still runs alone (the caller checks one combo fits its memory).
 ///
 /// # Errors
 /// [`Error::Strategy`] for a column a series lacks; [`Error::Cancelled`].
-pub fn sweep(call: &PortfolioSweep<'_>, parallel: bool) -> Result<Vec<PortfolioRun>> {
+pub fn sweep(
+    call: &PortfolioSweep<'_>,
+    parallel: bool,
+    max_panel_bytes: usize,
+) -> Result<Vec<PortfolioRun>> {
     let universe = call.universe;
-    let (panel, slots) = panel(call, parallel)?;
+    let n = universe.series.len();
+    let rows = decision_rows(call.combos).len();
     let last_bars = universe.last_bars(call.range.1);
-    let run = |c: usize| -> Result<PortfolioRun> {
-        if (call.cancelled)() {
-            return Err(Error::Cancelled);
+    let mut out = Vec::with_capacity(call.combos.len());
+    let mut first = 0;
+    while first < call.combos.len() {
+        // The group: combos while the distinct values they read fit the cap.
+        let mut plan = Plan::new();
+        let mut seen: Vec<(Source, bool)> = Vec::new();
+        let mut last = first;
+        while last < call.combos.len() {
+            let (roots, _) = plan.bind_portfolio(call.program, call.combos[last].values);
+            let mut more = seen.clone();
+            for (k, root) in roots.into_iter().enumerate() {
+                if let Some(r) = root {
+                    let key = (source(r), k == 1);
+                    if !more.contains(&key) {
+                        more.push(key);
+                    }
+                }
+            }
+            let conds = more.iter().filter(|(_, c)| *c).count();
+            if last > first && Panel::bytes(more.len() - conds, conds, rows, n) > max_panel_bytes {
+                break;
+            }
+            seen = more;
+            last += 1;
         }
-        let combo = &call.combos[c];
-        let out = run_combo(call, &panel, &slots[c], combo, &last_bars);
-        (call.progress)();
-        Ok(out)
-    };
-    if parallel {
-        (0..call.combos.len()).into_par_iter().map(run).collect()
-    } else {
-        (0..call.combos.len()).map(run).collect()
+        let combos = &call.combos[first..last];
+        let (panel, slots) = panel(call, combos, parallel)?;
+        let run = |c: usize| -> Result<PortfolioRun> {
+            if (call.cancelled)() {
+                return Err(Error::Cancelled);
+            }
+            let out = run_combo(call, &panel, &slots[c], &combos[c], &last_bars);
+            (call.progress)();
+            Ok(out)
+        };
+        let runs: Vec<PortfolioRun> = if parallel {
+            (0..combos.len())
+                .into_par_iter()
+                .map(run)
+                .collect::<Result<_>>()?
+        } else {
+            (0..combos.len()).map(run).collect::<Result<_>>()?
+        };
+        out.extend(runs);
+        first = last;
+    }
+    Ok(out)
+}
+
+/// The distinct `rank` / `weight` arrays and `filter` arrays of `combos` (what their panel
+/// holds per decision row and series), for the caller's memory plan.
+pub fn panel_arrays(program: &Program, combos: &[PortfolioCombo<'_>]) -> (usize, usize) {
+    let mut plan = Plan::new();
+    let mut seen: std::collections::HashSet<(u64, u8, bool)> = std::collections::HashSet::new();
+    for combo in combos {
+        let (roots, _) = plan.bind_portfolio(program, combo.values);
+        for (k, root) in roots.into_iter().enumerate() {
+            if let Some(r) = root {
+                let (bits, tag) = key(source(r));
+                seen.insert((bits, tag, k == 1));
+            }
+        }
+    }
+    let conds = seen.iter().filter(|k| k.2).count();
+    (seen.len() - conds, conds)
+}
+
+/// Every decision row of `combos`, ascending, once.
+pub fn decision_rows(combos: &[PortfolioCombo<'_>]) -> Vec<usize> {
+    let mut rows: Vec<usize> = combos
+        .iter()
+        .flat_map(|c| c.decisions.iter().copied())
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+fn source(root: Root) -> Source {
+    match root {
+        Root::Const(c) => Source::Const(c),
+        Root::Bool(b) => Source::Bool(b),
+        Root::Node(id) => Source::Node(id),
     }
 }
 
-/// The panel of `call`: its combos bound into one plan, each distinct root evaluated on every
-/// series (in parallel over series) and kept at the decision rows.
-fn panel(call: &PortfolioSweep<'_>, parallel: bool) -> Result<(Panel, Vec<Slots>)> {
+/// A value's identity within one plan.
+fn key(source: Source) -> (u64, u8) {
+    match source {
+        Source::Const(c) => (c.to_bits(), 0),
+        Source::Bool(b) => (u64::from(b), 1),
+        Source::Node(id) => (u64::from(id), 2),
+    }
+}
+
+/// The panel of `combos` of `call`: bound into one plan, each distinct root evaluated on every
+/// series (in parallel over series) and kept at their decision rows.
+fn panel(
+    call: &PortfolioSweep<'_>,
+    combos: &[PortfolioCombo<'_>],
+    parallel: bool,
+) -> Result<(Panel, Vec<Slots>)> {
     let universe = call.universe;
     let n = universe.series.len();
     let mut plan = Plan::new();
     let mut sources: Vec<(Source, bool)> = Vec::new();
     let mut index: HashMap<(u64, u8), usize> = HashMap::new();
     let mut slot_of = |source: Source, cond: bool| -> usize {
-        let key = match source {
-            Source::Const(c) => (c.to_bits(), 0),
-            Source::Bool(b) => (u64::from(b), 1),
-            Source::Node(id) => (u64::from(id), 2),
-        };
-        *index.entry(key).or_insert_with(|| {
+        *index.entry(key(source)).or_insert_with(|| {
             sources.push((source, cond));
             sources.len() - 1
         })
     };
-    let source = |root: Root| match root {
-        Root::Const(c) => Source::Const(c),
-        Root::Bool(b) => Source::Bool(b),
-        Root::Node(id) => Source::Node(id),
-    };
     let mut raw: Vec<(usize, Option<usize>, Option<usize>, usize)> = Vec::new();
-    for combo in call.combos {
+    for combo in combos {
         let ([rank, filter, weight], longest) = plan.bind_portfolio(call.program, combo.values);
         let rank = slot_of(source(rank.expect("a portfolio has a rank")), false);
         let filter = filter.map(|f| slot_of(source(f), true));
@@ -252,14 +340,7 @@ fn panel(call: &PortfolioSweep<'_>, parallel: bool) -> Result<(Panel, Vec<Slots>
             longest,
         })
         .collect();
-    // The decision rows of every combo, once.
-    let mut rows: Vec<usize> = call
-        .combos
-        .iter()
-        .flat_map(|c| c.decisions.iter().copied())
-        .collect();
-    rows.sort_unstable();
-    rows.dedup();
+    let rows = decision_rows(combos);
     let mut at = vec![NO_BAR; universe.rows];
     for (u, &t) in rows.iter().enumerate() {
         at[t] = u as u32;
