@@ -1331,11 +1331,17 @@ fn param_value(
         ParamKind::Number => n.as_f64(),
     };
     let x = x.ok_or_else(|| {
-        Error::new(format!(
-            "{} ({name}) must be an integer in 1..={}, got {n}",
-            what(),
-            strategy.max_window()
-        ))
+        // The parameter's own range (a portfolio's counts start at 0).
+        let why = n
+            .as_f64()
+            .and_then(|f| strategy.check_value(k, f).err())
+            .unwrap_or_else(|| {
+                format!(
+                    "must be an integer in 1..={}, got {n}",
+                    strategy.max_window()
+                )
+            });
+        Error::new(format!("{} ({name}) {why}", what()))
     })?;
     strategy
         .check_value(k, x)

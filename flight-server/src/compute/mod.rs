@@ -226,6 +226,16 @@ impl Input {
         })
     }
 
+    /// The same input reading the strategy's own columns `columns` (v1.4 `inputs`).
+    pub(crate) fn with_columns(self, columns: Arc<[Arc<[f64]>]>) -> Self {
+        Self { columns, ..self }
+    }
+
+    /// Its key in the kernel cache (none for an upload's series).
+    pub(crate) fn cache_key(&self) -> Option<InputKey> {
+        self.cache
+    }
+
     /// The row of the series (of the upload, for a transient input) that row `r` of the
     /// kernel's closes is.
     pub(crate) fn series_row(&self, r: usize) -> usize {
@@ -368,18 +378,18 @@ fn clip(rows: Option<RowRange>, len: usize, series: Option<&str>) -> Result<Rang
 
 /// The fields of a request a job is made of, whichever body carried them (a `sweep` body,
 /// a session message, an exchange command).
-struct Spec<'a> {
-    strategy: &'a Strategy,
-    grid: &'a Grid,
-    execution: &'a sweepflight_protocol::Execution,
-    fee: f64,
-    series: Option<&'a [String]>,
-    rows: Option<RowRange>,
-    selection: &'a Selection,
+pub(crate) struct Spec<'a> {
+    pub strategy: &'a Strategy,
+    pub grid: &'a Grid,
+    pub execution: &'a sweepflight_protocol::Execution,
+    pub fee: f64,
+    pub series: Option<&'a [String]>,
+    pub rows: Option<RowRange>,
+    pub selection: &'a Selection,
 }
 
 impl<'a> Spec<'a> {
-    fn of(request: &'a SweepRequest) -> Self {
+    pub(crate) fn of(request: &'a SweepRequest) -> Self {
         Self {
             strategy: &request.strategy,
             grid: &request.grid,
@@ -393,7 +403,7 @@ impl<'a> Spec<'a> {
 }
 
 /// Where a job's series come from.
-enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// A stored dataset (its name, for messages).
     Stored(&'a str, Arc<Dataset>),
     /// Series streamed for this call only (DoExchange).
@@ -402,7 +412,7 @@ enum Source<'a> {
 
 impl Source<'_> {
     /// Series `i` (named `name` in a universe) as an input, `rows` of it with `warmup`.
-    fn input(
+    pub(crate) fn input(
         &self,
         i: usize,
         name: Option<&str>,
@@ -915,6 +925,11 @@ impl Compute {
             running,
             filler,
         })
+    }
+
+    /// The kernel cache.
+    pub(crate) fn cache(&self) -> &Arc<KernelCache> {
+        &self.cache
     }
 
     /// Worker threads.

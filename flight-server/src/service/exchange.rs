@@ -12,7 +12,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sweepflight_protocol::{
     ExchangeCommand, ExchangeSweep, SessionReply, Strategy, SweepRequest, WalkForwardRequest,
-    equity_schema, strategy_schema, trades_schema, walk_forward_schema,
+    equity_schema, portfolio_equity_schema, portfolio_trades_schema, strategy_schema,
+    trades_schema, walk_forward_schema,
 };
 use tracing::Instrument;
 
@@ -88,8 +89,14 @@ fn session(
     strategy: Strategy,
     reply: SessionReply,
 ) -> BoxStream<'static, Result<FlightData>> {
+    // A portfolio's trades and equity are its own tables (one book, not one per series); a
+    // session declares them without `time`, which its replies leave out (the dataset, and so
+    // the time's type, is not known when the session opens).
+    let portfolio = strategy.portfolio().is_some();
     let schema = match reply {
         SessionReply::Sweep => strategy_schema(&strategy, keyed),
+        SessionReply::Trades if portfolio => portfolio_trades_schema(keyed, None),
+        SessionReply::Equity if portfolio => portfolio_equity_schema(None),
         SessionReply::Trades => trades_schema(keyed),
         SessionReply::Equity => equity_schema(keyed),
         SessionReply::WalkForward => walk_forward_schema(&strategy, keyed),
@@ -156,6 +163,15 @@ fn session(
                 (SessionReply::Equity, _) => {
                     crate::sweep::detail(&state.engine, &request, keyed, Detail::Equity, None).await?
                 }
+            };
+            let batch = match batch.schema().index_of("time") {
+                Ok(at) if request.strategy.portfolio().is_some() => {
+                    let keep: Vec<usize> = (0..batch.num_columns()).filter(|&k| k != at).collect();
+                    batch
+                        .project(&keep)
+                        .map_err(|e| Error::internal("leave out the time column", e))?
+                }
+                _ => batch,
             };
             let mut reply = encoder
                 .lock()

@@ -69,7 +69,11 @@ pub(crate) fn explain(
             for (k, v) in values.iter_mut().enumerate() {
                 *v = step.value(i, k);
             }
-            lookback = lookback.max(plan.bind(&program, &values).lookback);
+            lookback = lookback.max(if request.strategy.portfolio().is_some() {
+                plan.bind_portfolio(&program, &values).2
+            } else {
+                plan.bind(&program, &values).lookback
+            });
         }
         arrays.extend(plan.array_fingerprints());
         let held = arrays.capacity() as u64 * (size_of::<u128>() as u64 + 1);
@@ -96,7 +100,7 @@ pub(crate) fn explain(
         .into_iter()
         .map(|(f, text)| (f.name().to_owned(), Value::String(text)))
         .collect();
-    Ok(json!({
+    let mut reply = json!({
         "params": program.params.iter().map(|p| json!({"name": p.name, "kind": p.kind.name()})).collect::<Vec<_>>(),
         "formulas": formulas,
         "combos": combos,
@@ -104,5 +108,27 @@ pub(crate) fn explain(
         "arrays": arrays.len(),
         // The bar columns, then the inputs the formulas read (in `inputs` order).
         "columns": columns.iter().map(|c| c.name()).chain(program.inputs_read()).collect::<Vec<_>>(),
-    }))
+    });
+    if request.strategy.portfolio().is_some() {
+        // The call's series and calendar (protocol v1.4), where the dataset is there to read.
+        let (series, calendar) = match dataset(&request.dataset) {
+            Some(d) => {
+                let limits = crate::compute::Limits {
+                    max_combos: max_grid,
+                    max_grid_combos: max_grid,
+                    result_bytes: memory,
+                };
+                let prepared = crate::sweep::portfolio::prepare(
+                    &crate::compute::Spec::of(&request),
+                    &crate::compute::Source::Stored(&request.dataset, d),
+                    &limits,
+                )?;
+                (json!(prepared.series()), json!(prepared.calendar_len()))
+            }
+            None => (Value::Null, Value::Null),
+        };
+        reply["series"] = series;
+        reply["calendar"] = calendar;
+    }
+    Ok(reply)
 }

@@ -9,6 +9,7 @@ pub(crate) mod engine;
 pub(crate) mod explain;
 pub(crate) mod hints;
 pub(crate) mod jobs;
+pub(crate) mod portfolio;
 pub(crate) mod results;
 pub(crate) mod walk_forward;
 
@@ -46,6 +47,11 @@ pub(crate) async fn run(
     keyed: Option<bool>,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
+    if request.strategy.portfolio().is_some() {
+        // One result per combo over the whole universe (docs/portfolios.md).
+        let dataset = dataset(engine, request, keyed)?;
+        return portfolio::sweep(engine, request, dataset, progress).await;
+    }
     let dataset = check(engine, request, keyed)?;
     if let Some(p) = progress {
         p.add_total(runs_of(request, &dataset));
@@ -66,6 +72,14 @@ pub(crate) fn check(
     let limits = limits(engine);
     request.check_limits(limits.max_combos, limits.max_grid_combos)?;
     let dataset = dataset(engine, request, keyed)?;
+    if request.strategy.portfolio().is_some() {
+        portfolio::prepare(
+            &crate::compute::Spec::of(request),
+            &crate::compute::Source::Stored(&request.dataset, Arc::clone(&dataset)),
+            &limits,
+        )?;
+        return Ok(dataset);
+    }
     Job::stored_range(request, Arc::clone(&dataset), &limits, 0..0)?;
     Ok(dataset)
 }
@@ -133,6 +147,9 @@ pub(crate) async fn transient(
     sweep: &ExchangeSweep,
     upload: &NewDataset,
 ) -> Result<RecordBatch> {
+    if sweep.strategy.portfolio().is_some() {
+        return portfolio::transient(engine, sweep, upload).await;
+    }
     let job = Job::uploaded(sweep, upload, &limits(engine))?;
     let runs = engine.compute.run(job.clone()).await?;
     let rows = select_results(&job, &runs, &sweep.selection)?;
@@ -202,6 +219,10 @@ pub(crate) async fn detail(
     detail: Detail,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
+    if request.strategy.portfolio().is_some() {
+        let dataset = dataset(engine, request, keyed)?;
+        return portfolio::detail(engine, request, dataset, detail, progress).await;
+    }
     let limits = limits(engine);
     let dataset = check(engine, request, keyed)?;
     let job = Job {

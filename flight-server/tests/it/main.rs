@@ -21,6 +21,7 @@ mod fuzz_regressions;
 mod jobs;
 mod metrics;
 mod overload;
+mod portfolio;
 mod protocol;
 mod trust;
 mod universe;

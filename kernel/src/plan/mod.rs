@@ -348,31 +348,33 @@ impl Plan {
 
     /// Binds a portfolio `program` (protocol v1.4) to one combo's `values`: the root of each of
     /// its `rank`, `filter` and `weight` formulas (`None` where absent), in that order, and the
-    /// longest window they use (a series with fewer bars is never eligible).
+    /// longest window they use (a series with fewer bars is never eligible) and their largest
+    /// lookback.
     pub fn bind_portfolio(
         &mut self,
         program: &Program,
         values: &[f64],
-    ) -> ([Option<Root>; 3], usize) {
+    ) -> ([Option<Root>; 3], usize, usize) {
         self.combos += 1;
         if self.inputs.is_empty() {
             self.inputs.clone_from(&program.inputs);
         }
         let mut roots = [None; 3];
-        let mut longest = 0;
+        let (mut longest, mut lookback) = (0, 0);
         for bound in &program.formulas {
             let Some(k) = Field::PORTFOLIO.iter().position(|f| *f == bound.field) else {
                 continue;
             };
-            let (root, w, _) = self.bind_formula(bound, values);
+            let (root, w, l) = self.bind_formula(bound, values);
             longest = longest.max(w);
+            lookback = lookback.max(l);
             roots[k] = Some(match root {
                 Val::Const(c) => Root::Const(c),
                 Val::Bool(b) => Root::Bool(b),
                 Val::Node(n) => Root::Node(n),
             });
         }
-        (roots, longest)
+        (roots, longest, lookback)
     }
 
     fn cond_node(&mut self, v: Val) -> u32 {

@@ -203,7 +203,7 @@ pub fn sweep(
         let mut seen: Vec<(Source, bool)> = Vec::new();
         let mut last = first;
         while last < call.combos.len() {
-            let (roots, _) = plan.bind_portfolio(call.program, call.combos[last].values);
+            let (roots, _, _) = plan.bind_portfolio(call.program, call.combos[last].values);
             let mut more = seen.clone();
             for (k, root) in roots.into_iter().enumerate() {
                 if let Some(r) = root {
@@ -250,7 +250,7 @@ pub fn panel_arrays(program: &Program, combos: &[PortfolioCombo<'_>]) -> (usize,
     let mut plan = Plan::new();
     let mut seen: std::collections::HashSet<(u64, u8, bool)> = std::collections::HashSet::new();
     for combo in combos {
-        let (roots, _) = plan.bind_portfolio(program, combo.values);
+        let (roots, _, _) = plan.bind_portfolio(program, combo.values);
         for (k, root) in roots.into_iter().enumerate() {
             if let Some(r) = root {
                 let (bits, tag) = key(source(r));
@@ -310,7 +310,7 @@ fn panel(
     };
     let mut raw: Vec<(usize, Option<usize>, Option<usize>, usize)> = Vec::new();
     for combo in combos {
-        let ([rank, filter, weight], longest) = plan.bind_portfolio(call.program, combo.values);
+        let ([rank, filter, weight], longest, _) = plan.bind_portfolio(call.program, combo.values);
         let rank = slot_of(source(rank.expect("a portfolio has a rank")), false);
         let filter = filter.map(|f| slot_of(source(f), true));
         let weight = weight.map(|w| slot_of(source(w), false));
