@@ -269,8 +269,11 @@ impl WalkForwardRequest {
             &map.remove("folds")
                 .ok_or_else(|| Error::new("a walk-forward body needs `folds`"))?,
         )?;
+        // A portfolio's result has no `pnl`: its folds choose by `total_return`.
+        let portfolio = matches!(map.get("strategy"), Some(Value::Object(o)) if crate::portfolio::is_portfolio(o));
+        let default_by = if portfolio { "total_return" } else { "pnl" };
         let (by, descending) = match map.remove("select") {
-            None => ("pnl".to_owned(), true),
+            None => (default_by.to_owned(), true),
             Some(Value::Object(select)) => {
                 if let Some(unknown) = select.keys().find(|k| *k != "by" && *k != "descending") {
                     return Err(Error::new(format!(
@@ -278,7 +281,7 @@ impl WalkForwardRequest {
                     )));
                 }
                 let by = match select.get("by") {
-                    None => "pnl".to_owned(),
+                    None => default_by.to_owned(),
                     Some(Value::String(s)) => s.clone(),
                     Some(other) => {
                         return Err(Error::new(format!(

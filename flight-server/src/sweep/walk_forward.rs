@@ -45,6 +45,16 @@ type Plan = Vec<(usize, Option<String>, Vec<Fold>)>;
 pub(crate) fn check(engine: &Engine, request: &WalkForwardRequest) -> Result<(Arc<Dataset>, Plan)> {
     let sweep = &request.sweep;
     let dataset = engine.store.get(&sweep.dataset)?;
+    if sweep.strategy.portfolio().is_some() {
+        // A portfolio's folds are the calendar's: its call checks them (and a job's submit
+        // reads the body as that call would).
+        super::portfolio::prepare(
+            &crate::compute::Spec::of(sweep),
+            &crate::compute::Source::Stored(&sweep.dataset, Arc::clone(&dataset)),
+            &limits(engine),
+        )?;
+        return Ok((dataset, Vec::new()));
+    }
     let series: Vec<(usize, Option<String>)> = match dataset.universe() {
         None => {
             if sweep.series.is_some() {
@@ -162,6 +172,9 @@ pub(crate) async fn run(
     keyed: Option<bool>,
     progress: Option<&Arc<Progress>>,
 ) -> Result<RecordBatch> {
+    if request.sweep.strategy.portfolio().is_some() {
+        return portfolio(engine, request, keyed, progress).await;
+    }
     let (dataset, plan) = check(engine, request)?;
     if let Some(k) = keyed
         && k != dataset.universe().is_some()
@@ -244,6 +257,77 @@ pub(crate) async fn run(
         }
     }
     rows.finish(&schema, &request.sweep.strategy)
+}
+
+/// A portfolio's walk-forward (protocol v1.4): folds over the calendar's rows (the v1.2 fold
+/// rules with the calendar's length), each train and test run a portfolio sweep of its own
+/// rows starting from cash; one row per fold, no `series`.
+async fn portfolio(
+    engine: &Engine,
+    request: &WalkForwardRequest,
+    keyed: Option<bool>,
+    progress: Option<&Arc<Progress>>,
+) -> Result<RecordBatch> {
+    let sweep = &request.sweep;
+    let dataset = engine.store.get(&sweep.dataset)?;
+    if let Some(k) = keyed
+        && k != dataset.universe().is_some()
+    {
+        return Err(Error::invalid(format!(
+            "dataset `{}` is {}keyed, but this session was opened for {}keyed datasets",
+            sweep.dataset,
+            if k { "not " } else { "" },
+            if k { "" } else { "un" }
+        )));
+    }
+    let whole = super::portfolio::prepare(
+        &crate::compute::Spec::of(sweep),
+        &crate::compute::Source::Stored(&sweep.dataset, Arc::clone(&dataset)),
+        &limits(engine),
+    )?;
+    let calendar = whole.calendar_len() as u64;
+    let folds = request.folds.of_series(calendar);
+    if folds.is_empty() {
+        return Err(Error::invalid(format!(
+            "no fold fits in the calendar of dataset `{}` ({calendar} rows): every test range starts past its end",
+            sweep.dataset
+        )));
+    }
+    let runs = (folds.len() as u64).saturating_mul(sweep.len() as u64);
+    let max_grid = limits(engine).max_grid_combos as u64;
+    if runs > max_grid {
+        return Err(Error::invalid(format!(
+            "{} combos x {} folds = {runs} in-sample runs; this server allows at most {max_grid} per call (--max-grid-combos)",
+            sweep.len(),
+            folds.len()
+        )));
+    }
+    let schema = walk_forward_schema(&sweep.strategy, false);
+    let mut rows = Rows::default();
+    for fold in &folds {
+        let on = |range: (u64, u64), grid: Grid, selection: Selection| SweepRequest {
+            grid,
+            rows: Some(RowRange {
+                start: range.0,
+                end: range.1,
+            }),
+            selection,
+            compression: None,
+            ..sweep.clone()
+        };
+        let train = on(fold.train, sweep.grid.clone(), sweep.selection.clone());
+        let best = super::portfolio::sweep(engine, &train, Arc::clone(&dataset), progress).await?;
+        let chosen = chosen(&best, request)?;
+        let test = match &chosen {
+            None => None,
+            Some((grid, _)) => {
+                let test = on(fold.test, grid.clone(), Selection::default());
+                Some(super::portfolio::sweep(engine, &test, Arc::clone(&dataset), progress).await?)
+            }
+        };
+        rows.push(None, fold, chosen.map(|(_, s)| (best, s)), test);
+    }
+    rows.finish(&schema, &sweep.strategy)
 }
 
 /// The first combos of the grid, in order, that between them have every line of the grid a

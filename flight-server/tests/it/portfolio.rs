@@ -697,3 +697,78 @@ async fn bad_portfolio_input_is_refused_with_its_code_and_the_fix() {
     let ok = sweep(&mut c, with(p(json!({})), json!({}))).await.unwrap();
     assert_eq!(ok.num_rows(), 1);
 }
+
+#[tokio::test]
+async fn a_portfolio_walks_forward_over_its_calendar() {
+    let server = TestServer::start().await;
+    let mut c = server.client().await;
+    put_with(
+        &mut c,
+        keyed("u"),
+        vec![long_batch(&universe(), true, true)],
+    )
+    .await
+    .unwrap();
+    let grid = json!({"n": [5, 10], "m": [10], "k": [1, 2]});
+    let w = table(
+        &mut c,
+        "walk_forward",
+        &json!({"dataset": "u", "strategy": rotation(),
+        "grid": grid, "folds": {"train": 60, "test": 30}}),
+    )
+    .await
+    .unwrap();
+    let names: Vec<String> = w
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        &names[..6],
+        [
+            "fold",
+            "train_start",
+            "train_end",
+            "test_start",
+            "test_end",
+            "combo"
+        ]
+    );
+    assert!(names.contains(&"turnover".to_owned()) && !names.contains(&"series".to_owned()));
+    // Rolling folds over the 160 calendar rows: train 60, test 30, each test after its train.
+    assert_eq!(i64s(&w, "train_start"), [0, 30, 60]);
+    assert_eq!(i64s(&w, "test_end"), [90, 120, 150]);
+    for f in 0..w.num_rows() {
+        let (a, b) = (i64s(&w, "train_start")[f], i64s(&w, "train_end")[f]);
+        let (x, y) = (i64s(&w, "test_start")[f], i64s(&w, "test_end")[f]);
+        // The in-sample best by total_return (the default for a portfolio) ...
+        let train = sweep(
+            &mut c,
+            json!({"dataset": "u", "strategy": rotation(), "grid": grid,
+            "rows": [a, b], "order_by": "total_return", "top": 1}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(i64s(&w, "combo")[f], i64s(&train, "combo")[0], "fold {f}");
+        assert_eq!(f64s(&w, "train_score")[f], f64s(&train, "total_return")[0]);
+        // ... then run alone on the test rows, from cash.
+        let params = [
+            i64s(&train, "n")[0],
+            i64s(&train, "m")[0],
+            i64s(&train, "k")[0],
+        ];
+        let test = sweep(
+            &mut c,
+            json!({"dataset": "u", "strategy": rotation(),
+            "params": [params], "rows": [x, y]}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            f64s(&w, "total_return")[f],
+            f64s(&test, "total_return")[0],
+            "fold {f}"
+        );
+    }
+}
