@@ -50,6 +50,7 @@ from .errors import (
 )
 from .expr import (
     Expr,
+    Portfolio,
     Strategy,
     abs,
     atr,
@@ -100,6 +101,7 @@ __all__ = [
     "InvalidRequest",
     "Job",
     "NotFound",
+    "Portfolio",
     "PutSummary",
     "ResourceExhausted",
     "ServerError",

@@ -229,6 +229,29 @@ def equity_schema(keyed: bool) -> pa.Schema:
     )
 
 
+def check_portfolio_reply(schema: pa.Schema, kind: str) -> None:
+    """Checks a portfolio's ``trades`` or ``equity`` reply (protocol v1.4): ``combo``, ``row``,
+    ``time`` (where the dataset has one, its type), then the trades' [``series``], ``shares``,
+    ``price``, ``value``, ``fee`` or the equity's ``equity``, ``cash``, ``holdings``.
+
+    Raises:
+        ValueError: naming the first column that differs.
+    """
+    i: pa.DataType = pa.int64()
+    f: pa.DataType = pa.float64()
+    rest: list[tuple[str, pa.DataType]] = (
+        [(SERIES_COLUMN, pa.string()), ("shares", f), ("price", f), ("value", f), ("fee", f)]
+        if kind == "trades"
+        else [("equity", f), ("cash", f), ("holdings", i)]
+    )
+    if kind == "trades" and SERIES_COLUMN not in schema.names:
+        rest = rest[1:]
+    columns: list[tuple[str, pa.DataType]] = [("combo", i), ("row", i)]
+    if "time" in schema.names:
+        columns.append(("time", schema.field("time").type))
+    check_schema(schema, pa.schema(columns + rest))
+
+
 def _keyed(keyed: bool, columns: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
     fields = [pa.field(n, t, nullable=False) for n, t in columns]
     if keyed:
@@ -258,13 +281,34 @@ def param_columns_of(schema: pa.Schema, before: str = "pnl") -> list[tuple[str, 
     return [(f.name, f.type) for f in list(schema)[names.index("combo") + 1 : names.index(before)]]
 
 
+#: A portfolio's metric columns (protocol v1.4), in order, after its parameters.
+PORTFOLIO_METRIC_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("total_return", pa.float64()),
+    ("annual_return", pa.float64()),
+    ("volatility", pa.float64()),
+    ("sharpe", pa.float64()),
+    ("sortino", pa.float64()),
+    ("max_drawdown", pa.float64()),
+    ("turnover", pa.float64()),
+    ("fees", pa.float64()),
+    ("rebalances", pa.int64()),
+    ("avg_holdings", pa.float64()),
+]
+
+
 def check_result_schema(schema: pa.Schema) -> bool:
-    """Checks a result's schema against the contract; True if it is keyed.
+    """Checks a result's schema against the contract; True if it is keyed. A portfolio's result
+    (one row per combo: ``combo``, its parameters, then :data:`PORTFOLIO_METRIC_COLUMNS`) is
+    never keyed.
 
     Raises:
         ValueError: naming the first column that is missing or of another type.
     """
     names = schema.names
+    if "pnl" not in names and "turnover" in names:
+        params = param_columns_of(schema, before="total_return")
+        check_schema(schema, pa.schema([RESULT_COLUMNS[0], *params, *PORTFOLIO_METRIC_COLUMNS]))
+        return False
     keyed = bool(names) and names[0] == SERIES_COLUMN
     rest = list(schema)[1:] if keyed else list(schema)
     params = param_columns_of(schema)

@@ -35,7 +35,7 @@ import pyarrow.flight as flight
 
 from . import _protocol
 from .errors import DeadlineExceeded, InvalidRequest, ServerError, UnusableColumns, from_status, translated
-from .expr import Expr, Strategy, wire_strategy
+from .expr import Expr, Portfolio, Strategy, wire_strategy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -114,7 +114,7 @@ class SweepOptions(TypedDict, total=False):
       time before the put instead).
     """
 
-    strategy: str | Mapping[str, Any] | Strategy
+    strategy: str | Mapping[str, Any] | Strategy | Portfolio
     constraint: str | Expr
     grid: Mapping[str, Iterable[float]]
     sample: Mapping[str, Any]
@@ -628,7 +628,10 @@ class Client(_DetailCalls):
             name: 1-128 characters from ``A-Z a-z 0-9 . _ -``.
             data: anything that exports an Arrow C stream (``__arrow_c_stream__``: polars and
                 pandas frames, pyarrow tables and readers, duckdb results, ...), a pyarrow
-                RecordBatch or array, a polars LazyFrame, or a 1-D numpy array (the closes).
+                RecordBatch or array, a polars LazyFrame, or a 1-D numpy array (the closes); or
+                a universe as a dict of such frames by series name (``{"AAPL": df, ...}``:
+                each becomes the series of that name, ``key`` naming the key column, default
+                ``"symbol"``; a pandas frame's date index is kept as its time).
             key: store a universe: rows with the same value in this column (utf8, a dictionary
                 of strings, or integers) form one series; series in order of first appearance.
             close: the column of ``data`` holding the close price; it is stored as ``close``.
@@ -640,7 +643,11 @@ class Client(_DetailCalls):
                 for a universe, the series), a bad key column.
             ResourceExhausted: the dataset is larger than the server allows, or its disk is full.
         """
-        reader = _as_reader(data, close)
+        if isinstance(data, Mapping):
+            key = key or "symbol"
+            reader = _universe_of(data, key, close).to_reader()
+        else:
+            reader = _as_reader(data, close)
         with translated():
             writer, answer = self._flight.do_put(
                 _protocol.put_descriptor(name, key), reader.schema, options=self._options(timeout)
@@ -1552,9 +1559,14 @@ def _combo_labels(request: SweepRequest, builtins: Mapping[str, _protocol.Kinds]
 
 
 def _reply(table: pa.Table, schema: Callable[[bool], pa.Schema]) -> pl.DataFrame:
-    """A trades or equity reply, checked against its ``schema`` (keyed or not), as polars."""
+    """A trades or equity reply, checked against its ``schema`` (keyed or not), or a
+    portfolio's (its own columns), as polars."""
     try:
-        _protocol.check_schema(table.schema, schema(table.schema.names[:1] == [_protocol.SERIES_COLUMN]))
+        names = table.schema.names
+        if "shares" in names or "holdings" in names:
+            _protocol.check_portfolio_reply(table.schema, "trades" if "shares" in names else "equity")
+            return _frame(table)
+        _protocol.check_schema(table.schema, schema(names[:1] == [_protocol.SERIES_COLUMN]))
     except ValueError as e:
         raise ServerError(f"unexpected reply from the server: {e}") from None
     return _frame(table)
@@ -1589,6 +1601,40 @@ def _series_major(table: pa.Table, first: pa.Table) -> pa.Table:
 def _rows_per_message(batch: pa.RecordBatch) -> int:
     per_row = max(1, batch.nbytes // max(batch.num_rows, 1))
     return max(1, UPLOAD_MESSAGE_BYTES // per_row)
+
+
+def _universe_of(frames: Mapping[Any, Any], key: str, close: str) -> pa.Table:
+    """A dict of frames by series name as one long table keyed by ``key``, series in the dict's
+    order. Every frame must have the same columns and types: nothing is cast or dropped."""
+    if not frames:
+        raise InvalidRequest("a universe needs at least one series: the dict of frames is empty")
+    tables: list[pa.Table] = []
+    for name, frame in frames.items():
+        if not isinstance(name, str):
+            raise InvalidRequest(f"a dict of frames is keyed by series name (a str), got {name!r}")
+        if type(frame).__module__.startswith("pandas") and hasattr(frame, "index"):
+            # pyarrow keeps a date index as a column (its name, or `__index_level_0__`).
+            table = _as_reader(pa.Table.from_pandas(frame), close).read_all()
+        else:
+            table = _as_reader(frame, close).read_all()
+        if key in table.column_names:
+            raise InvalidRequest(
+                f"series {name!r} already has a column {key!r}: give key= another name for the series' names"
+            )
+        table = table.replace_schema_metadata(None)
+        table = table.add_column(
+            0, pa.field(key, pa.string(), nullable=False), pa.array([name] * len(table), pa.string())
+        )
+        if tables and table.schema != tables[0].schema:
+            first = next(iter(frames))
+            raise InvalidRequest(
+                f"series {name!r} has columns {table.schema.names[1:]} of types "
+                f"{[str(t) for t in table.schema.types[1:]]}, series {first!r} "
+                f"{tables[0].schema.names[1:]} of {[str(t) for t in tables[0].schema.types[1:]]}: every "
+                "series of a universe has the same columns and types"
+            )
+        tables.append(table)
+    return pa.concat_tables(tables)
 
 
 def _as_reader(data: Any, close: str) -> pa.RecordBatchReader:

@@ -24,6 +24,7 @@ the formula's field and byte offset.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -344,6 +345,95 @@ class Strategy:
         return hash((tuple(self.formulas.items()), self.inputs))
 
 
+#: The keys of a portfolio strategy object (protocol v1.4).
+PORTFOLIO_FIELDS = ("rank", "filter", "weight", "longs", "shorts", "keep", "rebalance")
+
+#: The words ``rebalance`` takes besides every K rows.
+PERIODS = ("daily", "weekly", "monthly")
+
+
+def _count(name: str, v: Any, words: bool = False) -> int | str:
+    """A count or a period as the body carries it: an integer (a numpy integer too), a
+    parameter (``param("k")`` or its name), or for ``rebalance`` a period word. A float is
+    refused, never rounded."""
+    if isinstance(v, Expr):
+        v = str(v)
+    if isinstance(v, str):
+        if words and v in PERIODS:
+            return v
+        if v.isidentifier() and v == v.lower():
+            return v
+        extra = ', "daily", "weekly", "monthly"' if words else ""
+        raise ValueError(f"{name}= takes an integer{extra} or a parameter name, got {v!r}")
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return int(v)
+    raise ValueError(f"{name}= takes an integer or a parameter (param('k')), got {v!r}")
+
+
+class Portfolio:
+    """A portfolio strategy (protocol v1.4, docs/portfolios.md): at each rebalance, rank every
+    series of a universe by ``rank`` (higher first), keep those where ``filter`` holds, hold
+    the best ``longs`` (and the worst ``shorts``) weighted by ``weight`` (equal without it),
+    with the cash shared; swept like any strategy, one result per combo.
+
+        from sweepflight import Portfolio, close, param, roc, sma
+        momentum = Portfolio(
+            rank=roc(close, param("n")),
+            filter=close > sma(close, 200),
+            longs=param("k"),
+            rebalance="monthly",
+        )
+        sf.sweep("stocks", strategy=momentum, grid={"n": [126, 252], "k": [5, 10]})
+
+    ``longs``, ``shorts`` and ``keep`` (a buffer: a held series stays while its rank is within
+    ``keep``) are integers or parameters; ``rebalance`` every K rows (an integer or a
+    parameter) or ``"daily"``, ``"weekly"``, ``"monthly"``."""
+
+    def __init__(
+        self,
+        rank: Expr | str,
+        *,
+        rebalance: Expr | str | int,
+        longs: Expr | str | int | None = None,
+        shorts: Expr | str | int | None = None,
+        filter: Expr | str | None = None,
+        weight: Expr | str | None = None,
+        keep: Expr | str | int | None = None,
+        inputs: Sequence[str] = (),
+    ) -> None:
+        if longs is None and shorts is None:
+            raise ValueError("a portfolio needs longs= or shorts= (how many series to hold)")
+        self.formulas: dict[str, str] = {"rank": str(rank)}
+        if filter is not None:
+            self.formulas["filter"] = str(filter)
+        if weight is not None:
+            self.formulas["weight"] = str(weight)
+        #: The counts and the period as the body carries them.
+        self.counts: dict[str, int | str] = {}
+        for name, v in (("longs", longs), ("shorts", shorts), ("keep", keep)):
+            if v is not None:
+                self.counts[name] = _count(name, v)
+        self.counts["rebalance"] = _count("rebalance", rebalance, words=True)
+        #: Other dataset columns the formulas read (a model's scores ranked directly).
+        self.inputs: tuple[str, ...] = _inputs(inputs)
+
+    def wire(self) -> dict[str, Any]:
+        """The body's strategy object."""
+        out: dict[str, Any] = {**self.formulas, **self.counts}
+        if self.inputs:
+            out["inputs"] = list(self.inputs)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Portfolio({', '.join(f'{k}={v!r}' for k, v in self.wire().items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Portfolio) and other.wire() == self.wire()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
 def _inputs(inputs: Any) -> tuple[str, ...]:
     if isinstance(inputs, str) or not all(isinstance(n, str) for n in inputs):
         raise ValueError(f"inputs= takes a list of column names, e.g. ['pred'], got {inputs!r}")
@@ -361,6 +451,23 @@ def wire_strategy(strategy: Any) -> str | dict[str, Any] | None:
         if strategy.inputs:
             out["inputs"] = list(strategy.inputs)
         return out
+    if isinstance(strategy, Portfolio):
+        return strategy.wire()
+    if isinstance(strategy, Mapping) and "rank" in strategy:
+        unknown = sorted(set(strategy) - {*PORTFOLIO_FIELDS, "inputs"})
+        if unknown:
+            raise ValueError(f"a portfolio's fields are {', '.join(PORTFOLIO_FIELDS)} and inputs; got {unknown[0]!r}")
+        get = strategy.get
+        return Portfolio(
+            get("rank", ""),
+            rebalance=get("rebalance", ""),
+            longs=get("longs"),
+            shorts=get("shorts"),
+            filter=get("filter"),
+            weight=get("weight"),
+            keep=get("keep"),
+            inputs=get("inputs", ()),
+        ).wire()
     if isinstance(strategy, Mapping):
         unknown = sorted(set(strategy) - {*FIELDS, "inputs"})
         if unknown:
@@ -369,4 +476,6 @@ def wire_strategy(strategy: Any) -> str | dict[str, Any] | None:
         if "inputs" in strategy:
             out["inputs"] = list(_inputs(strategy["inputs"]))
         return out
-    raise TypeError(f"strategy= takes a built-in name, a Strategy or a mapping of formulas, got {strategy!r}")
+    raise TypeError(
+        f"strategy= takes a built-in name, a Strategy, a Portfolio or a mapping of formulas, got {strategy!r}"
+    )

@@ -141,7 +141,9 @@ def plot_equity(
     stitched line per series), by date where the dataset has a time column (else by row), and
     below them each curve's drawdown from its running peak; returns the figure (saved to
     ``path`` if given). Each combo's legend says its parameters where the call said them (a
-    built-in's grid, tuples or lengths) or ``params``, the sweep's frame, gives them."""
+    built-in's grid, tuples or lengths) or ``params``, the sweep's frame, gives them. A
+    portfolio's equity (protocol v1.4: a book that starts at 1.0) is drawn as that multiple,
+    its drawdown in percent of the running peak."""
     plt = _pyplot(path)
     if equity.height == 0:
         raise ValueError("nothing to plot: the equity frame is empty")
@@ -158,6 +160,8 @@ def plot_equity(
     dated = "time" in equity.columns and equity["time"].null_count() == 0
     x_of = "time" if dated else "row"
     labels = _labels(equity, params)
+    # A portfolio's book (its `holdings` column): equity a multiple of the start.
+    book = "holdings" in equity.columns
     for key, part in parts:
         words = []
         for k, v in zip(keys, key, strict=True):
@@ -165,14 +169,19 @@ def plot_equity(
         label = " ".join(words) or "walk-forward, out of sample"
         q = part["equity"]
         (line,) = top.plot(part[x_of], q, linewidth=1, label=label)
-        drawdown = q - q.cum_max()
+        drawdown = (q / q.cum_max() - 1.0) * 100.0 if book else q - q.cum_max()
         bottom.fill_between(part[x_of], drawdown, 0, alpha=0.3, step="post", color=line.get_color())
-    top.axhline(0, color="grey", linewidth=0.6)
-    top.set_ylabel("equity (percentage points)")
-    bottom.set_ylabel("drawdown (pp)")
-    bottom.set_xlabel("date" if dated else "row (bars)")
+    top.axhline(1.0 if book else 0.0, color="grey", linewidth=0.6)
+    top.set_ylabel("equity (x the start)" if book else "equity (percentage points)")
+    bottom.set_ylabel("drawdown (%)" if book else "drawdown (pp)")
+    bottom.set_xlabel("date" if dated else ("calendar row" if book else "row (bars)"))
     top.legend(fontsize="small", loc="upper left")
-    top.set_title(title or "Equity (booked trades plus the open trade's mark)")
+    default = (
+        "Portfolio equity (cash plus holdings at their closes)"
+        if book
+        else ("Equity (booked trades plus the open trade's mark)")
+    )
+    top.set_title(title or default)
     return _finish(fig, path)
 
 

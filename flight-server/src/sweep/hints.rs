@@ -16,8 +16,21 @@ pub(crate) fn with_hint(
     body: &[u8],
     dataset: &dyn Fn(&str) -> Option<Arc<Dataset>>,
 ) -> Error {
+    let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    // A portfolio's `rebalance` word that is not a period is read as a parameter's name.
+    let period = e.unvalued_param().and_then(|name| {
+        let given = value.as_ref()?.pointer("/strategy/rebalance")?.as_str()?;
+        (given == name).then(|| {
+            format!(
+                "`rebalance: \"{name}\"` is read as a parameter named {name}; a period is \"daily\", \"weekly\" or \"monthly\", every K rows an integer (21 for about a month of daily bars)"
+            )
+        })
+    });
+    if let Some(h) = period {
+        return Error::InvalidArgument(format!("{}; {h}", e.0));
+    }
     let hint = e.unvalued_param().and_then(|name| {
-        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let value = value.as_ref()?;
         let d = dataset(value.get("dataset")?.as_str()?)?;
         let inputs: Vec<&str> = value
             .pointer("/strategy/inputs")
