@@ -321,9 +321,194 @@ pub fn strategy_with_inputs(
     .map_err(|e| e.to_string())
 }
 
+/// A count or a period of a portfolio: an integer, or a parameter ([`param`]).
+#[derive(Debug, Clone)]
+pub enum Count {
+    /// The same for every combo.
+    Fixed(u32),
+    /// A parameter's value in each combo.
+    Param(Expr),
+}
+
+impl From<u32> for Count {
+    fn from(n: u32) -> Self {
+        Self::Fixed(n)
+    }
+}
+
+impl From<Expr> for Count {
+    fn from(e: Expr) -> Self {
+        Self::Param(e)
+    }
+}
+
+impl Count {
+    fn wire(&self) -> serde_json::Value {
+        match self {
+            Self::Fixed(n) => serde_json::Value::from(*n),
+            Self::Param(e) => serde_json::Value::String(e.to_string()),
+        }
+    }
+}
+
+/// When a portfolio rebalances: every K calendar rows, or a calendar period.
+#[derive(Debug, Clone)]
+pub enum Rebalance {
+    /// Every K rows (an integer or a parameter).
+    Every(Count),
+    /// The first row of each UTC date.
+    Daily,
+    /// The first row of each ISO week.
+    Weekly,
+    /// The first row of each month.
+    Monthly,
+}
+
+/// A portfolio strategy (protocol v1.4, docs/portfolios.md): rank every series of a universe at
+/// each rebalance, hold the best `longs` (and the worst `shorts`) weighted by `weight`, the
+/// cash shared. Build it with [`Portfolio::new`] and the setters, then [`Portfolio::build`].
+#[derive(Debug, Clone)]
+pub struct Portfolio {
+    rank: Expr,
+    rebalance: Rebalance,
+    filter: Option<Expr>,
+    weight: Option<Expr>,
+    longs: Option<Count>,
+    shorts: Option<Count>,
+    keep: Option<Count>,
+    inputs: Vec<String>,
+}
+
+impl Portfolio {
+    /// Series ranked by `rank` (higher first), decided at `rebalance`.
+    pub fn new(rank: impl Into<Expr>, rebalance: Rebalance) -> Self {
+        Self {
+            rank: rank.into(),
+            rebalance,
+            filter: None,
+            weight: None,
+            longs: None,
+            shorts: None,
+            keep: None,
+            inputs: Vec::new(),
+        }
+    }
+
+    /// Only series where `filter` holds are eligible.
+    #[must_use]
+    pub fn filter(mut self, filter: Expr) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Weights by `weight` (finite and > 0 to be eligible) instead of equally.
+    #[must_use]
+    pub fn weight(mut self, weight: impl Into<Expr>) -> Self {
+        self.weight = Some(weight.into());
+        self
+    }
+
+    /// How many series to hold long.
+    #[must_use]
+    pub fn longs(mut self, n: impl Into<Count>) -> Self {
+        self.longs = Some(n.into());
+        self
+    }
+
+    /// How many series to hold short.
+    #[must_use]
+    pub fn shorts(mut self, n: impl Into<Count>) -> Self {
+        self.shorts = Some(n.into());
+        self
+    }
+
+    /// A held series stays while its rank position is within `n`.
+    #[must_use]
+    pub fn keep(mut self, n: impl Into<Count>) -> Self {
+        self.keep = Some(n.into());
+        self
+    }
+
+    /// Other dataset columns the formulas read ([`column`]).
+    #[must_use]
+    pub fn inputs(mut self, inputs: &[&str]) -> Self {
+        self.inputs = inputs.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// The strategy object as a body carries it.
+    pub fn wire(&self) -> serde_json::Value {
+        let mut map = serde_json::Map::new();
+        map.insert("rank".into(), self.rank.to_string().into());
+        for (k, v) in [("filter", &self.filter), ("weight", &self.weight)] {
+            if let Some(e) = v {
+                map.insert(k.into(), e.to_string().into());
+            }
+        }
+        for (k, v) in [
+            ("longs", &self.longs),
+            ("shorts", &self.shorts),
+            ("keep", &self.keep),
+        ] {
+            if let Some(c) = v {
+                map.insert(k.into(), c.wire());
+            }
+        }
+        map.insert(
+            "rebalance".into(),
+            match &self.rebalance {
+                Rebalance::Every(c) => c.wire(),
+                Rebalance::Daily => "daily".into(),
+                Rebalance::Weekly => "weekly".into(),
+                Rebalance::Monthly => "monthly".into(),
+            },
+        );
+        if !self.inputs.is_empty() {
+            map.insert(
+                "inputs".into(),
+                serde_json::Value::from(self.inputs.clone()),
+            );
+        }
+        serde_json::Value::Object(map)
+    }
+
+    /// The strategy, checked as the server checks it (its parameters numbered and typed).
+    ///
+    /// # Errors
+    /// What the contract refuses: a formula of the wrong kind, neither `longs` nor `shorts`,
+    /// a count named like a column, a parameter named like a reply column.
+    pub fn build(&self, constraint: Option<&Expr>) -> Result<Strategy, String> {
+        let constraint = constraint.map(ToString::to_string);
+        Strategy::decode(Some(&self.wire()), constraint.as_deref()).map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_portfolio_builds_as_the_server_reads_it() {
+        let n = param("n");
+        let p = Portfolio::new(roc(close(), n.clone()), Rebalance::Monthly)
+            .filter(close().gt(sma(close(), 200)))
+            .longs(param("k"))
+            .keep(20)
+            .build(None)
+            .unwrap();
+        let names: Vec<&str> = p.params().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["n", "k"]);
+        assert_eq!(p.name(), "portfolio");
+        let e = Portfolio::new(close().gt(1.0), Rebalance::Every(5.into()))
+            .longs(2)
+            .build(None)
+            .unwrap_err();
+        assert!(e.contains("`rank` must be a number or a series"), "{e}");
+        let e = Portfolio::new(close(), Rebalance::Daily)
+            .build(None)
+            .unwrap_err();
+        assert!(e.contains("needs `longs` or `shorts`"), "{e}");
+    }
 
     #[test]
     fn canonical_text_as_the_server_prints_it() {

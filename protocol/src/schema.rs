@@ -301,6 +301,36 @@ fn series_field(keyed: bool) -> Vec<Field> {
         .collect()
 }
 
+/// A portfolio's result (`combo`, its parameters, [`PORTFOLIO_METRIC_COLUMNS`], then
+/// `block_pnl` when asked for), never keyed.
+fn check_portfolio_schema(fields: &[arrow_schema::FieldRef]) -> Result<()> {
+    let first = fields
+        .iter()
+        .position(|f| f.name() == "total_return")
+        .ok_or_else(|| Error::new("a portfolio's result has no `total_return` column"))?;
+    for f in &fields[1..first] {
+        if !matches!(f.data_type(), DataType::Int64 | DataType::Float64) {
+            return Err(Error::new(format!(
+                "parameter column `{}` has type {}, expected Int64 or Float64",
+                f.name(),
+                f.data_type()
+            )));
+        }
+    }
+    for (i, (name, t, _)) in PORTFOLIO_METRIC_COLUMNS.iter().enumerate() {
+        match fields.get(first + i) {
+            Some(f) if f.name() == name && f.data_type() == t => {}
+            _ => {
+                return Err(Error::new(format!(
+                    "result column {} should be `{name}` ({t})",
+                    first + i
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks a received result schema: `series` (utf8) first or not at all, `combo`, the
 /// strategy's parameter columns (int64 or float64: hma_sar's six windows in v1, a built-in's,
 /// or a formula strategy's), `pnl` and `trades` with their types; extension columns, when
@@ -329,6 +359,9 @@ pub fn check_result_schema(schema: &Schema) -> Result<bool> {
                 "result column {at} should be `combo` (Int64)"
             )));
         }
+    }
+    if schema.field_with_name("pnl").is_err() && schema.field_with_name("turnover").is_ok() {
+        return check_portfolio_schema(rest).map(|()| false);
     }
     let pnl = rest.iter().position(|f| f.name() == "pnl").ok_or_else(|| {
         Error::new("the result has no `pnl` column (Float64) after its parameter columns")

@@ -153,6 +153,13 @@ impl Strategy {
             None => (Some(Self::default()), Vec::new()),
             Some(serde_json::Value::String(name)) => (Some(Self::from_name(name)?), Vec::new()),
             Some(serde_json::Value::Object(map)) if crate::portfolio::is_portfolio(map) => {
+                if let Some((field, _)) = stops.first() {
+                    return Err(crate::Error::new(format!(
+                        "`{}` does not apply to a portfolio strategy (a portfolio holds target \
+                         weights, rebalanced at its decision rows); leave it out",
+                        field.name()
+                    )));
+                }
                 return Ok(Self::Portfolio(Arc::new(Portfolio::decode(
                     map, constraint,
                 )?)));

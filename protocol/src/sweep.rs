@@ -303,8 +303,18 @@ impl SweepRequest {
 
     /// A request for combos of `strategy` on `dataset`, every option at its default.
     pub fn strategy(dataset: impl Into<String>, strategy: Strategy, grid: Grid) -> Self {
+        // A portfolio trades at the next open unless told (docs/portfolios.md).
+        let execution = Execution {
+            fill: if strategy.portfolio().is_some() {
+                Fill::NextOpen
+            } else {
+                Fill::Close
+            },
+            ..Execution::default()
+        };
         Self {
             strategy,
+            execution,
             ..Self::new(dataset, grid)
         }
     }

@@ -984,3 +984,93 @@ fn trust_rules_from_the_command_line() {
     ignoring.push("--ignore-time");
     ok(cli(s.uri(), &ignoring));
 }
+
+/// A portfolio from the shell (protocol v1.4): a keyed CSV universe with dates, swept with
+/// `--rank` / `--longs` / `--rebalance` and a grid, one row per combo; its trades by series; a
+/// count that is not an integer refused by value, and a stop beside a portfolio refused.
+#[test]
+fn a_portfolio_from_the_command_line() {
+    let s = Served::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("symbol,Date,Open,Close\n");
+    for (k, sym) in ["AAA", "BBB", "CCC"].iter().enumerate() {
+        for i in 0..200u32 {
+            if k == 2 && i % 7 == 3 {
+                continue;
+            }
+            let x = f64::from(i);
+            let c = 100.0 + (x * (0.05 + 0.02 * k as f64)).sin() * 5.0 + x * 0.01 * k as f64;
+            text.push_str(&format!("{sym},{},{},{c}\n", chrono_day(i), c * 0.998));
+        }
+    }
+    let path = dir.path().join("u.csv");
+    std::fs::write(&path, text).unwrap();
+    ok(cli(
+        s.uri(),
+        &["put", "u", path.to_str().unwrap(), "--key", "symbol"],
+    ));
+    let base = [
+        "sweep",
+        "u",
+        "--rank",
+        "roc(close, n)",
+        "--filter",
+        "close > sma(close, 20)",
+        "--longs",
+        "k",
+        "--rebalance",
+        "weekly",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--grid", "n=5,10", "k=1,2", "--output", "csv"]);
+    let out = ok(cli(s.uri(), &args));
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("combo,n,k,total_return,annual_return") && header.contains("turnover"),
+        "{header}"
+    );
+    assert_eq!(lines.count(), 4, "{out}");
+    let mut trades = vec!["trades"];
+    trades.extend_from_slice(&base[1..]);
+    trades.extend(["--grid", "n=10", "k=2", "--output", "csv"]);
+    let t = ok(cli(s.uri(), &trades));
+    assert!(
+        t.lines()
+            .next()
+            .unwrap()
+            .starts_with("combo,row,time,series,shares,price,value,fee"),
+        "{t}"
+    );
+    assert!(
+        t.contains(",AAA,") || t.contains(",BBB,") || t.contains(",CCC,"),
+        "{t}"
+    );
+    // One combo of no parameters.
+    let empty = dir.path().join("one.json");
+    std::fs::write(&empty, "[[]]").unwrap();
+    for (extra, said) in [
+        (
+            vec!["--longs", "2.5"],
+            "`strategy.longs` must be an integer in 0..=100000 or a parameter name, got 2.5",
+        ),
+        (
+            vec!["--stop-loss", "0.05"],
+            "`stop_loss` does not apply to a portfolio strategy",
+        ),
+        (
+            vec!["--stop-loss", "2 * atr(14) / close"],
+            "`stop_loss` does not apply to a portfolio strategy",
+        ),
+    ] {
+        let mut args: Vec<&str> = vec!["sweep", "u", "--rank", "roc(close, 5)", "--rebalance", "5"];
+        if extra[0] != "--longs" {
+            args.extend(["--longs", "1"]);
+        }
+        args.extend(extra.iter().copied());
+        args.extend(["--params", empty.to_str().unwrap()]);
+        let (c, err) = code(cli(s.uri(), &args));
+        assert_ne!(c, 0, "{extra:?}");
+        assert!(err.contains(said), "{extra:?}: {err}");
+    }
+}

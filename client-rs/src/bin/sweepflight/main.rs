@@ -234,6 +234,30 @@ struct SweepArgs {
     /// The condition to close a short position.
     #[arg(long)]
     exit_short: Option<String>,
+    /// A portfolio over a keyed universe (docs/portfolios.md): rank the series by this formula
+    /// at each rebalance, higher first (`"roc(close, n)"`); with --longs / --shorts and
+    /// --rebalance.
+    #[arg(long, conflicts_with_all = ["long", "short", "exit_long", "exit_short"])]
+    rank: Option<String>,
+    /// A portfolio's eligibility condition (`"close > sma(close, 200)"`).
+    #[arg(long, requires = "rank")]
+    filter: Option<String>,
+    /// A portfolio's weights (`"1 / std(roc(close, 1), 20)"`; equal without it).
+    #[arg(long, requires = "rank")]
+    weight: Option<String>,
+    /// How many series a portfolio holds long: an integer or a parameter name (`k`).
+    #[arg(long, requires = "rank")]
+    longs: Option<String>,
+    /// How many series a portfolio holds short: an integer or a parameter name.
+    #[arg(long, requires = "rank")]
+    shorts: Option<String>,
+    /// A portfolio's buffer: a held series stays while its rank is within this.
+    #[arg(long, requires = "rank")]
+    keep: Option<String>,
+    /// When a portfolio rebalances: every K rows (an integer or a parameter name), or daily,
+    /// weekly, monthly.
+    #[arg(long, requires = "rank")]
+    rebalance: Option<String>,
     /// Other columns of the dataset your formulas read as series (a model's predictions, a
     /// vendor's VWAP): `--inputs pred,vwap`.
     #[arg(long, value_delimiter = ',')]
@@ -368,6 +392,25 @@ impl SweepArgs {
         })
         .collect();
         let mut formulas = formulas;
+        let portfolio = self.rank.is_some();
+        if let Some(rank) = &self.rank {
+            formulas.insert("rank".into(), rank.clone().into());
+            for (k, v) in [("filter", &self.filter), ("weight", &self.weight)] {
+                if let Some(t) = v {
+                    formulas.insert(k.into(), t.clone().into());
+                }
+            }
+            for (k, v) in [
+                ("longs", &self.longs),
+                ("shorts", &self.shorts),
+                ("keep", &self.keep),
+                ("rebalance", &self.rebalance),
+            ] {
+                if let Some(t) = v {
+                    formulas.insert(k.into(), count_value(t));
+                }
+            }
+        }
         if !self.inputs.is_empty() {
             if formulas.is_empty() {
                 return Err(input::InputError(
@@ -415,7 +458,12 @@ impl SweepArgs {
                 stop_loss: self.stop_loss.and_then(Stop::number),
                 take_profit: self.take_profit.and_then(Stop::number),
                 trailing_stop: self.trailing_stop.and_then(Stop::number),
-                fill: self.fill.unwrap_or_default(),
+                // A portfolio trades at the next open unless told (docs/portfolios.md).
+                fill: self.fill.unwrap_or(if portfolio {
+                    Fill::NextOpen
+                } else {
+                    Fill::Close
+                }),
                 stops: self.stops.unwrap_or_default(),
                 slippage: self.slippage.unwrap_or(0.0),
                 warmup: self.warmup.unwrap_or(0),
@@ -435,6 +483,23 @@ impl SweepArgs {
         request.rows = self.rows;
         request.compression = self.compression;
         Ok(request)
+    }
+}
+
+/// A portfolio count or period as given on the command line: a number as a JSON number (so a
+/// `2.5` is refused by value, never cut), anything else as text (a parameter name or a
+/// period word, which the server reads).
+fn count_value(text: &str) -> serde_json::Value {
+    match text.parse::<u64>() {
+        Ok(n) => n.into(),
+        Err(_) => match text
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            Some(n) => serde_json::Value::Number(n),
+            None => text.into(),
+        },
     }
 }
 
