@@ -133,16 +133,21 @@ def job_ref(job: str) -> bytes:
     return json.dumps({"job": job}, separators=(",", ":")).encode()
 
 
-def walk_forward_schema(keyed: bool, params: list[tuple[str, pa.DataType]] | None = None) -> pa.Schema:
+def walk_forward_schema(
+    keyed: bool, params: list[tuple[str, pa.DataType]] | None = None, portfolio: bool = False
+) -> pa.Schema:
     """The ``walk_forward`` reply: [``series``], ``fold``, ``train_start``, ``train_end``,
     ``test_start``, ``test_end``, ``combo`` and the parameters (``params``; hma_sar's windows
     by default),
-    ``train_score``, then the test run's metrics (``pnl`` .. ``sqn``); nullable from ``combo``
-    on."""
+    ``train_score``, then the test run's metrics (``pnl`` .. ``sqn``, or a portfolio's
+    :data:`PORTFOLIO_METRIC_COLUMNS`); nullable from ``combo`` on."""
     fields: list[pa.Field[Any]] = [pa.field(n, pa.int64(), nullable=False) for n in WALK_FORWARD_FOLD_COLUMNS]
     columns = [RESULT_COLUMNS[0], *(params if params is not None else _HMA_SAR_PARAMS)]
     fields += [pa.field(n, t, nullable=True) for n, t in columns]
     fields.append(pa.field("train_score", pa.float64(), nullable=True))
+    if portfolio:
+        fields += [pa.field(n, t, nullable=True) for n, t in PORTFOLIO_METRIC_COLUMNS]
+        return pa.schema(fields)
     fields += [pa.field(n, t, nullable=True) for n, t in METRIC_COLUMNS]
     fields += [pa.field(n, pa.float64(), nullable=True) for n in V12_METRIC_COLUMNS]
     fields.append(pa.field(TOTAL_RETURN_COLUMN, pa.float64(), nullable=True))

@@ -432,7 +432,7 @@ class _Calls:
         params: Params | None = ...,
         *,
         folds: Folds,
-        select: str | Mapping[str, Any] = ...,
+        select: str | Mapping[str, Any] | None = ...,
         as_arrow: Literal[False] = ...,
         **options: Unpack[CallArgs],
     ) -> pl.DataFrame: ...
@@ -445,7 +445,7 @@ class _Calls:
         params: Params | None = ...,
         *,
         folds: Folds,
-        select: str | Mapping[str, Any] = ...,
+        select: str | Mapping[str, Any] | None = ...,
         as_arrow: Literal[True],
         **options: Unpack[CallArgs],
     ) -> pa.Table: ...
@@ -457,7 +457,7 @@ class _Calls:
         params: Params | None = None,
         *,
         folds: Folds,
-        select: str | Mapping[str, Any] = "pnl",
+        select: str | Mapping[str, Any] | None = None,
         as_arrow: bool = False,
         **options: Unpack[CallArgs],
     ) -> pl.DataFrame | pa.Table:
@@ -471,9 +471,9 @@ class _Calls:
         ``folds``: ``{"train": N, "test": M, "step": P (default M), "anchored": False}`` (fold
         k trains on rows ``[k*P, k*P + N)``, anchored ``[0, k*P + N)``, and tests on the next M
         rows, while they fit in the series) or a list of ``(train_start, train_end, test_start,
-        test_end)``. ``select``: a result column (largest first), or ``{"by": column,
-        "descending": False}``. The other options are :class:`SweepOptions` (not ``rows``,
-        ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
+        test_end)``. ``select``: a result column (largest first; default ``pnl``, a
+        portfolio's ``total_return``), or ``{"by": column, "descending": False}``. The other
+        options are :class:`SweepOptions` (not ``rows``, ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
         chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
         (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
         Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
@@ -1082,10 +1082,12 @@ def _walk_forward(request: SweepRequest, folds: Folds | None, select: str | Mapp
         if any(len(f) != 4 for f in rows):
             raise InvalidRequest("each fold is (train_start, train_end, test_start, test_end)")
         spelled = tuple((f[0], f[1], f[2], f[3]) for f in rows)
+    # A portfolio's result has no pnl: it is judged by its total return unless told.
+    default = "total_return" if isinstance(request.strategy, Mapping) and "rank" in request.strategy else "pnl"
     if select is None or isinstance(select, str):
-        by, descending = select or "pnl", True
+        by, descending = select or default, True
     elif isinstance(select, Mapping):
-        by, descending = str(select.get("by", "pnl")), bool(select.get("descending", True))
+        by, descending = str(select.get("by", default)), bool(select.get("descending", True))
     else:
         raise InvalidRequest(f'select= is a result column or {{"by": column, "descending": bool}}, got {select!r}')
     return WalkForward(request, spelled, by, descending)
@@ -1095,7 +1097,8 @@ def _walk_forward_frame(table: pa.Table, wf: WalkForward) -> pl.DataFrame:
     keyed = table.schema.names[:1] == [_protocol.SERIES_COLUMN]
     try:
         params = _protocol.param_columns_of(table.schema, before="train_score")
-        expected = _protocol.walk_forward_schema(keyed, params=params)
+        portfolio = "turnover" in table.schema.names and "pnl" not in table.schema.names
+        expected = _protocol.walk_forward_schema(keyed, params=params, portfolio=portfolio)
         _protocol.check_schema(table.schema, expected)
     except ValueError as e:
         raise ServerError(f"unexpected walk-forward reply from the server: {e}") from None

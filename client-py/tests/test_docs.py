@@ -128,9 +128,25 @@ def check_strategies(ns: dict[str, Any]) -> None:
     assert ns["stoch"].height == 4 and ns["stoch"]["trades"].sum() > 0
 
 
+def check_portfolios(ns: dict[str, Any]) -> None:
+    assert ns["momentum"].height == 4 and ns["momentum"].columns[1:3] == ["n", "k"]
+    sharpe = ns["momentum"]["sharpe"].to_list()
+    assert sharpe == sorted(sharpe, reverse=True)
+    # The equity has a row per calendar row: the union of the stocks' dates.
+    assert ns["book"].height == ns["stocks"]["time"].n_unique()
+    # k holdings, and now and then one more: a stock without a bar on a fill day is sold later.
+    assert ns["book"]["holdings"].median() == ns["best"]["k"]
+    # A wider buffer trades less.
+    assert ns["weighted"].height == 2 and ns["weighted"]["turnover"][1] < ns["weighted"]["turnover"][0]
+    assert ns["quantiles"].height == 1 and (ns["fills"]["shares"] < 0).any() and (ns["fills"]["shares"] > 0).any()
+    assert ns["ranked"].height == 3 and ns["walked"].height >= 5 and "series" not in ns["walked"].columns
+    assert set(ns["walked"]["k"].to_list()) <= {5, 10, 20}
+
+
 #: Per file with runnable blocks: what its blocks must have computed.
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "README.md": check_readme,
+    "docs/portfolios.md": check_portfolios,
     "docs/protocol.md": check_protocol,
     "docs/strategies.md": check_strategies,
 }
@@ -142,7 +158,9 @@ def test_every_file_with_runnable_blocks_is_checked() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_runnable_blocks_run(name: str, server: Any) -> None:
+def test_runnable_blocks_run(name: str, server: Any, tmp_path: pathlib.Path, monkeypatch: Any) -> None:
+    # What a page's example writes (a plot's file) goes to a scratch directory.
+    monkeypatch.chdir(tmp_path)
     blocks = runnable_blocks(ROOT / name)
     assert blocks, f"{name} has no runnable blocks"
     source = "\n".join(blocks).replace("grpc://127.0.0.1:8815", server.uri)
