@@ -473,8 +473,8 @@ class _Calls:
         rows, while they fit in the series) or a list of ``(train_start, train_end, test_start,
         test_end)``. ``select``: a result column (largest first; default ``pnl``, a
         portfolio's ``total_return``), or ``{"by": column, "descending": False}``. The other
-        options are :class:`SweepOptions` (not ``rows``, ``order_by``, ``top``, ``blocks``). One row per series and fold: the fold's rows, the
-        chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
+        options are :class:`SweepOptions` (not ``rows``, ``order_by``, ``top``, ``blocks``).
+        One row per series and fold: the fold's rows, the chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
         (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
         Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
         the test runs' equity.
