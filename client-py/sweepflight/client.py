@@ -474,8 +474,9 @@ class _Calls:
         test_end)``. ``select``: a result column (largest first; default ``pnl``, a
         portfolio's ``total_return``), or ``{"by": column, "descending": False}``. The other
         options are :class:`SweepOptions` (not ``rows``, ``order_by``, ``top``, ``blocks``).
-        One row per series and fold: the fold's rows, the chosen ``combo`` and parameters, ``train_score``, and the test run's ``pnl`` .. ``sqn``
-        (null where no combo passed ``where``). Runs as a job: progress from the kernel, and
+        One row per series and fold: the fold's rows, the chosen ``combo`` and parameters,
+        ``train_score``, and the test run's ``pnl`` .. ``sqn`` (a portfolio's own metrics, one
+        row per fold; null where no combo passed ``where``). Runs as a job: progress from the kernel, and
         Ctrl-C or ``timeout`` cancel it on the server. :meth:`walk_forward_equity` stitches
         the test runs' equity.
 
