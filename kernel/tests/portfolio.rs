@@ -659,7 +659,12 @@ fn the_fast_sweep_equals_the_plain_run_on_random_gappy_universes() {
             })
             .collect();
         let bars: Vec<Bars<'_>> = data.iter().map(|(_, _, c)| Bars::closes(c)).collect();
-        let universe = Universe::new(on.clone());
+        let fill_rows: Vec<usize> = schedules
+            .iter()
+            .flatten()
+            .flat_map(|&r| [r, r + 1])
+            .collect();
+        let universe = Universe::new(on.clone(), &fill_rows);
         let blocks = (end - start >= 3).then_some(3);
         let call = PortfolioSweep {
             universe: &universe,
@@ -753,7 +758,9 @@ fn cutting_the_calendar_after_a_row_changes_nothing_before_it() {
                     close,
                 })
                 .collect();
-            let universe = Universe::new(on);
+            // No fill row copied: every price is read from the series' own rows.
+            let fill_rows: Vec<usize> = Vec::new();
+            let universe = Universe::new(on, &fill_rows);
             let bars: Vec<Bars<'_>> = kept.iter().map(|(_, _, c)| Bars::closes(c)).collect();
             let decisions = every(0, cal.len(), 3);
             let values = [4.0];

@@ -185,6 +185,10 @@ impl Calendar {
                 times.dedup();
                 break;
             }
+            if **s == times[..] {
+                // Series of one market usually share their times: nothing to merge.
+                continue;
+            }
             merged.clear();
             let (mut i, mut j) = (0, 0);
             while i < times.len() && j < s.len() {

@@ -39,48 +39,87 @@ pub struct Universe<'a> {
     pub series: Vec<OnCalendar<'a>>,
     /// Calendar rows.
     pub rows: usize,
-    /// `marks[t * S + s]`: series `s`'s close at its last bar at a row `<= t` (NaN before its
-    /// first).
-    marks: Vec<f64>,
+    /// Calendar row -> its position among the fill rows copied ([`NO_BAR`] where not one).
+    fill_at: Vec<u32>,
+    /// `closes[k * S + s]`: series `s`'s close at fill row `k` (NaN without a bar there).
+    closes: Vec<f64>,
+    /// Its open there, likewise (empty unless every series has opens).
+    opens: Vec<f64>,
 }
 
 impl<'a> Universe<'a> {
-    /// The universe of `series` (each `row_of` as long as the calendar).
-    pub fn new(series: Vec<OnCalendar<'a>>) -> Self {
+    /// The universe of `series` (each `row_of` as long as the calendar), with the prices of
+    /// the calendar rows `fill_rows` (those a call's decisions fill at) copied row-major.
+    pub fn new(series: Vec<OnCalendar<'a>>, fill_rows: &[usize]) -> Self {
         let n = series.len();
         let rows = series.first().map_or(0, |on| on.row_of.len());
-        let mut marks = vec![f64::NAN; rows * n];
-        // Blocks of series, row by row: each block reads its series' rows in step and writes
-        // a contiguous run of each row.
-        const BLOCK: usize = 64;
-        let mut last = [f64::NAN; BLOCK];
-        for s0 in (0..n).step_by(BLOCK) {
-            let block = &series[s0..(s0 + BLOCK).min(n)];
-            last.fill(f64::NAN);
-            for t in 0..rows {
-                for (k, on) in block.iter().enumerate() {
-                    if let Some(i) = on.at(t) {
-                        last[k] = on.close[i];
+        let with_opens = !series.is_empty() && series.iter().all(|on| on.open.is_some());
+        let mut fill_at = vec![NO_BAR; rows];
+        let mut kept = 0usize;
+        for &f in fill_rows {
+            if f < rows && fill_at[f] == NO_BAR {
+                fill_at[f] = kept as u32;
+                kept += 1;
+            }
+        }
+        let mut closes = vec![f64::NAN; kept * n];
+        let mut opens = if with_opens {
+            vec![f64::NAN; kept * n]
+        } else {
+            Vec::new()
+        };
+        let mut rows_kept: Vec<usize> = fill_rows.iter().copied().filter(|&f| f < rows).collect();
+        rows_kept.sort_unstable();
+        rows_kept.dedup();
+        for (s, on) in series.iter().enumerate() {
+            for &f in &rows_kept {
+                let k = fill_at[f];
+                if let Some(i) = on.at(f) {
+                    closes[k as usize * n + s] = on.close[i];
+                    if let Some(open) = on.open.filter(|_| with_opens) {
+                        opens[k as usize * n + s] = open[i];
                     }
                 }
-                marks[t * n + s0..t * n + s0 + block.len()].copy_from_slice(&last[..block.len()]);
             }
         }
         Self {
             series,
             rows,
-            marks,
+            fill_at,
+            closes,
+            opens,
         }
     }
 
-    /// Bytes it holds besides the series' own columns.
-    pub fn bytes(series: usize, rows: usize) -> usize {
-        series * rows * 8
+    /// Series `s`'s price at calendar row `f` for `fill` (its open or close there), if it has
+    /// a bar there. Read from the row-major copy of the fill rows, so a fill's prices are one
+    /// row; a NaN there is a missing bar unless the series' own row says otherwise.
+    #[inline]
+    fn price(&self, f: usize, s: usize, fill: PortfolioFill) -> Option<f64> {
+        let on = &self.series[s];
+        let k = self.fill_at[f];
+        if k == NO_BAR {
+            let i = on.at(f)?;
+            return Some(match fill {
+                PortfolioFill::NextOpen => on.open.expect("next_open needs opens")[i],
+                PortfolioFill::Close => on.close[i],
+            });
+        }
+        let at = k as usize * self.series.len() + s;
+        let p = match fill {
+            PortfolioFill::NextOpen => self.opens[at],
+            PortfolioFill::Close => self.closes[at],
+        };
+        if !p.is_nan() {
+            return Some(p);
+        }
+        on.at(f).map(|_| p)
     }
 
-    #[inline]
-    fn mark(&self, t: usize, s: usize) -> f64 {
-        self.marks[t * self.series.len() + s]
+    /// Bytes it holds besides the series' own columns, for `fill_rows` fill rows of a
+    /// calendar of `rows`.
+    pub fn bytes(series: usize, rows: usize, fill_rows: usize) -> usize {
+        rows * 4 + 2 * series * fill_rows * 8
     }
 
     /// Each series' last calendar row with a bar below `end`.
@@ -222,11 +261,40 @@ pub fn sweep(
         }
         let combos = &call.combos[first..last];
         let (panel, slots) = panel(call, combos, parallel)?;
+        // The combos of one key share their selection lists.
+        let mut keys: Vec<(usize, Option<usize>, Option<usize>, usize)> = Vec::new();
+        let mut key_of: Vec<usize> = Vec::with_capacity(combos.len());
+        for s in &slots {
+            let key = (s.rank, s.filter, s.weight, s.longest);
+            key_of.push(keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+                keys.push(key);
+                keys.len() - 1
+            }));
+        }
+        let shared: Vec<Lists> = (0..keys.len())
+            .map(|k| {
+                let members: Vec<&PortfolioCombo<'_>> = (0..combos.len())
+                    .filter(|&c| key_of[c] == k)
+                    .map(|c| &combos[c])
+                    .collect();
+                let first = key_of
+                    .iter()
+                    .position(|&x| x == k)
+                    .expect("a key has a combo");
+                lists(&panel, &slots[first], &members, universe.rows, parallel)
+            })
+            .collect();
         let run = |c: usize| -> Result<PortfolioRun> {
             if (call.cancelled)() {
                 return Err(Error::Cancelled);
             }
-            let out = run_combo(call, &panel, &slots[c], &combos[c], &last_bars);
+            let out = run_combo(
+                call,
+                &panel,
+                (&slots[c], &shared[key_of[c]]),
+                &combos[c],
+                &last_bars,
+            );
             (call.progress)();
             Ok(out)
         };
@@ -264,10 +332,13 @@ pub fn panel_arrays(program: &Program, combos: &[PortfolioCombo<'_>]) -> (usize,
 
 /// Every decision row of `combos`, ascending, once.
 pub fn decision_rows(combos: &[PortfolioCombo<'_>]) -> Vec<usize> {
-    let mut rows: Vec<usize> = combos
-        .iter()
-        .flat_map(|c| c.decisions.iter().copied())
-        .collect();
+    decision_rows_of(combos.iter())
+}
+
+fn decision_rows_of<'c, 'a: 'c>(
+    combos: impl Iterator<Item = &'c PortfolioCombo<'a>>,
+) -> Vec<usize> {
+    let mut rows: Vec<usize> = combos.flat_map(|c| c.decisions.iter().copied()).collect();
     rows.sort_unstable();
     rows.dedup();
     rows
@@ -419,6 +490,99 @@ fn panel(
     Ok((panel, slots))
 }
 
+/// The selection lists combos share (those of one `rank`, `filter`, `weight` and longest
+/// window): at each of their decision rows, the first eligible series by descending rank and
+/// by ascending rank, sorted (ties by series order), as deep as the deepest of them needs
+/// (`max(keep, longs)`; `max(keep, shorts) + longs` on the short side, whose list leaves the
+/// long set out). Each combo then only picks from them.
+#[derive(Debug, Default)]
+struct Lists {
+    /// Calendar row -> its position among the lists' rows ([`NO_BAR`] where none).
+    at: Vec<u32>,
+    desc: Vec<(usize, f64)>,
+    desc_at: Vec<u32>,
+    asc: Vec<(usize, f64)>,
+    asc_at: Vec<u32>,
+}
+
+/// The series eligible at panel row `row` for `slots` (a bar, a finite rank, the filter, a
+/// weight > 0, the window fits), with their ranks, in series order.
+fn eligible(panel: &Panel, slots: &Slots, row: usize, out: &mut Vec<(usize, f64)>) {
+    out.clear();
+    let base = row * panel.series;
+    let ranks = &panel.numbers[slots.rank];
+    for s in 0..panel.series {
+        let r = ranks[base + s];
+        if !r.is_finite() || slots.longest > panel.lengths[s] {
+            continue;
+        }
+        if let Some(f) = slots.filter
+            && panel.conds[f][base + s] == 0
+        {
+            continue;
+        }
+        if let Some(w) = slots.weight {
+            let w = panel.numbers[w][base + s];
+            if !(w.is_finite() && w > 0.0) {
+                continue;
+            }
+        }
+        out.push((s, r));
+    }
+}
+
+/// The lists of the combos `members` of one key, at the union of their decision rows.
+fn lists(
+    panel: &Panel,
+    slots: &Slots,
+    members: &[&PortfolioCombo<'_>],
+    calendar: usize,
+    parallel: bool,
+) -> Lists {
+    let rows = decision_rows_of(members.iter().copied());
+    let depth_desc = members
+        .iter()
+        .filter(|c| c.rules.longs > 0)
+        .map(|c| c.rules.keep.unwrap_or(0).max(c.rules.longs))
+        .max()
+        .unwrap_or(0);
+    let depth_asc = members
+        .iter()
+        .filter(|c| c.rules.shorts > 0)
+        .map(|c| c.rules.keep.unwrap_or(0).max(c.rules.shorts) + c.rules.longs)
+        .max()
+        .unwrap_or(0);
+    let one = |&t: &usize| {
+        let mut all = Vec::new();
+        eligible(panel, slots, panel.at[t] as usize, &mut all);
+        let mut desc = all.clone();
+        let d = best(&mut desc, depth_desc, descending);
+        desc.truncate(d);
+        let a = best(&mut all, depth_asc, ascending);
+        all.truncate(a);
+        (desc, all)
+    };
+    let per_row: Vec<(Vec<(usize, f64)>, Vec<(usize, f64)>)> = if parallel {
+        rows.par_iter().map(one).collect()
+    } else {
+        rows.iter().map(one).collect()
+    };
+    let mut out = Lists {
+        at: vec![NO_BAR; calendar],
+        desc_at: vec![0],
+        asc_at: vec![0],
+        ..Lists::default()
+    };
+    for (k, (&t, (desc, asc))) in rows.iter().zip(per_row).enumerate() {
+        out.at[t] = k as u32;
+        out.desc.extend(desc);
+        out.asc.extend(asc);
+        out.desc_at.push(out.desc.len() as u32);
+        out.asc_at.push(out.asc.len() as u32);
+    }
+    out
+}
+
 /// The order of the descending list: larger rank first, ties by series order.
 #[inline]
 fn descending(a: &(usize, f64), b: &(usize, f64)) -> Ordering {
@@ -485,7 +649,7 @@ fn pick(
 fn run_combo(
     call: &PortfolioSweep<'_>,
     panel: &Panel,
-    slots: &Slots,
+    (slots, lists): (&Slots, &Lists),
     combo: &PortfolioCombo<'_>,
     last_bars: &[usize],
 ) -> PortfolioRun {
@@ -504,12 +668,12 @@ fn run_combo(
     let mut book = Book {
         cash: 1.0,
         shares: vec![0.0; n],
+        last: vec![f64::NAN; n],
         held: Vec::new(),
         fees: 0.0,
         trades: Vec::new(),
         keep: call.keep,
     };
-    let mut eligible: Vec<(usize, f64)> = Vec::with_capacity(n);
     let mut list: Vec<(usize, f64)> = Vec::with_capacity(n);
     let (mut prev_long, mut prev_short): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
     let (mut long, mut short): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
@@ -540,54 +704,22 @@ fn run_combo(
             next_decision += 1;
             let row = panel.at[t] as usize;
             let base = row * panel.series;
-            // Eligible: a finite rank (NaN without a bar), the filter, a weight > 0, fits.
-            eligible.clear();
-            let ranks = &panel.numbers[slots.rank];
-            for s in 0..n {
-                let r = ranks[base + s];
-                if !r.is_finite() || slots.longest > panel.lengths[s] {
-                    continue;
-                }
-                if let Some(f) = slots.filter
-                    && panel.conds[f][base + s] == 0
-                {
-                    continue;
-                }
-                if let Some(w) = slots.weight {
-                    let w = panel.numbers[w][base + s];
-                    if !(w.is_finite() && w > 0.0) {
-                        continue;
-                    }
-                }
-                eligible.push((s, r));
-            }
+            // The shared lists of this decision row: the best by descending rank, the best by
+            // ascending rank, each as deep as any combo of the lists needs.
+            let k = lists.at[t] as usize;
+            let desc = &lists.desc[lists.desc_at[k] as usize..lists.desc_at[k + 1] as usize];
+            let asc = &lists.asc[lists.asc_at[k] as usize..lists.asc_at[k + 1] as usize];
             let within_long = rules.keep.unwrap_or(rules.longs).max(rules.longs);
-            list.clear();
-            list.extend_from_slice(&eligible);
             if rules.longs > 0 {
-                let depth = best(&mut list, within_long, descending);
-                pick(
-                    &list[..depth],
-                    within_long,
-                    &prev_long,
-                    rules.longs,
-                    &mut long,
-                );
+                pick(desc, within_long, &prev_long, rules.longs, &mut long);
             } else {
                 long.clear();
             }
             if rules.shorts > 0 {
                 let within_short = rules.keep.unwrap_or(rules.shorts).max(rules.shorts);
                 list.clear();
-                list.extend(eligible.iter().filter(|(s, _)| !long.contains(s)));
-                let depth = best(&mut list, within_short, ascending);
-                pick(
-                    &list[..depth],
-                    within_short,
-                    &prev_short,
-                    rules.shorts,
-                    &mut short,
-                );
+                list.extend(asc.iter().filter(|(s, _)| !long.contains(s)));
+                pick(&list, within_short, &prev_short, rules.shorts, &mut short);
             } else {
                 short.clear();
             }
@@ -617,9 +749,14 @@ fn run_combo(
                 }
             }
         }
+        // Each holding's last close (a gap keeps the one before), then the marks.
         let mut e = book.cash;
         for &s in &book.held {
-            e += book.shares[s] * universe.mark(t, s);
+            let on = &universe.series[s];
+            if let Some(i) = on.at(t) {
+                book.last[s] = on.close[i];
+            }
+            e += book.shares[s] * book.last[s];
         }
         held_sum += book.held.len() as f64;
         equity.push(e);
@@ -645,10 +782,13 @@ fn run_combo(
     }
 }
 
-/// A combo's book: cash, shares, the series held (ascending), fees, trades.
+/// A combo's book: cash, shares, the series held (ascending) and each one's last close, fees,
+/// trades.
 struct Book {
     cash: f64,
     shares: Vec<f64>,
+    /// A held series' close at its last bar so far (kept up to date for held series only).
+    last: Vec<f64>,
     held: Vec<usize>,
     fees: f64,
     trades: Vec<PortfolioTrade>,
@@ -712,18 +852,11 @@ fn fill(
         let last = last_bars[s];
         if last == NO_BAR as usize || last < f {
             let d = -book.shares[s];
-            traded += book.trade(f, s, d, universe.mark(f, s), (phi, u));
+            traded += book.trade(f, s, d, book.last[s], (phi, u));
             book.shares[s] = 0.0;
         }
     }
-    let price = |s: usize| -> Option<f64> {
-        let on = &universe.series[s];
-        let i = on.at(f)?;
-        Some(match rules.fill {
-            PortfolioFill::NextOpen => on.open.expect("next_open needs opens")[i],
-            PortfolioFill::Close => on.close[i],
-        })
-    };
+    let price = |s: usize| universe.price(f, s, rules.fill);
     // 2. Marks.
     let mut ep = book.cash;
     let mut untradable = 0.0;
@@ -733,7 +866,7 @@ fn fill(
             match price(s) {
                 Some(p) => ep += sh * p,
                 None => {
-                    let m = universe.mark(f, s);
+                    let m = book.last[s];
                     ep += sh * m;
                     untradable += sh * m;
                 }
