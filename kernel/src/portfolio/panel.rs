@@ -505,6 +505,9 @@ struct Lists {
     asc_at: Vec<u32>,
 }
 
+/// Series with their ranks, in a list's order.
+type Ranked = Vec<(usize, f64)>;
+
 /// The series eligible at panel row `row` for `slots` (a bar, a finite rank, the filter, a
 /// weight > 0, the window fits), with their ranks, in series order.
 fn eligible(panel: &Panel, slots: &Slots, row: usize, out: &mut Vec<(usize, f64)>) {
@@ -562,7 +565,7 @@ fn lists(
         all.truncate(a);
         (desc, all)
     };
-    let per_row: Vec<(Vec<(usize, f64)>, Vec<(usize, f64)>)> = if parallel {
+    let per_row: Vec<(Ranked, Ranked)> = if parallel {
         rows.par_iter().map(one).collect()
     } else {
         rows.iter().map(one).collect()
