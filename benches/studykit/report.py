@@ -812,6 +812,67 @@ class Report:
         )
         return lines
 
+    def section_portfolios(self, p: dict[str, Any]) -> list[str]:
+        calls = p["calls"]
+        med = {k: v["median"] for k, v in calls.items()}
+        aligned = next(k for k in med if k.startswith("aligned"))
+        lines = [
+            "## Portfolios: a rotation over a universe against vectorbt",
+            "",
+            f"A momentum rotation (docs/portfolios.md) over a daily universe of {p['series']:,} random-walk",
+            f"series x {p['bars']:,} bars: rank `roc(close, n)`, filter `close > sma(close, m)`, hold the best",
+            f"`k` equally weighted, rebalance every `r` rows, fill at the next open: {p['combos']:,} combos in",
+            "one cold call (each round a new dataset, nothing cached). The peer is the same rotations",
+            "written for vectorbt 1.2 as its users write them (`benches/vbt_portfolio.py`: roc and the",
+            "SMA with pandas, the top k picked with numpy, `Portfolio.from_orders(size_type=",
+            '"targetpercent", cash_sharing=True, call_seq="auto")` a dozen combos a call), run once in',
+            "its own process before our rounds (it takes minutes); every combo's total return was",
+            "compared with ours before any time counted.",
+            "",
+        ]
+        lines += table_md(SAMPLE_HEAD, sample_rows(calls))
+        vbt = p.get("vectorbt") or {}
+        growth = statistics.median(p["server_growth"][aligned])
+        if vbt:
+            ratio = vbt["seconds"] / med[aligned]
+            lines += [
+                f"vectorbt 1.2: {vbt['seconds']:.1f} s for the {vbt['combos']:,} combos, peak RSS "
+                f"{vbt['peak_rss'] / MB:,.0f} MB; every total return equal to ours within "
+                f"{vbt['max_relative_difference']:.1e} (relative).",
+                "",
+            ]
+            what = f"{p['combos']} combos, one cold call: >= 200x faster than vectorbt"
+            self.target("#47", what, f"{ratio:.0f}x", ratio >= 200)
+            self.target(
+                "#47",
+                "server memory growth <= 1/20 of vectorbt's peak",
+                f"{growth / MB:.0f} MB vs {vbt['peak_rss'] / MB:,.0f} MB (1/{vbt['peak_rss'] / max(growth, 1):.0f})",
+                growth * 20 <= vbt["peak_rss"],
+            )
+        else:
+            lines += ["vectorbt was not run (a quick run).", ""]
+        for name, limit, label in (
+            ("gappy (late starts, early ends, missing days)", 1.2, "a gappy universe <= 1.2x the aligned one"),
+            ("twice the series", 2.2, "twice the series <= 2.2x"),
+            ("twice the bars", 2.2, "twice the bars <= 2.2x"),
+            ("twice the longs values (same arrays)", 2.0, "twice the longs values <= 2x"),
+        ):
+            r = med[name] / med[aligned]
+            self.target("#47", label, f"{r:.2f}x", r <= limit)
+        warm = p["one_combo_warm"]
+        self.target("#47", "one combo over the universe, warm: <= 50 ms", fmt_s(warm["p50"]), warm["p50"] <= 0.05)
+        lines += [
+            f"One combo over the same universe, warm (the dataset swept before; n={warm['n']}): p50",
+            f"{fmt_s(warm['p50'])}, p99 {fmt_s(warm['p99'])}.",
+            "",
+        ]
+        lines += table_md(
+            ["server memory growth during the call (median)", ""],
+            [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in p["server_growth"].items()],
+            "lr",
+        )
+        return lines
+
     def section_bars(self, b: dict[str, Any]) -> list[str]:
         lines = ["## Real bars: backtesting.py's own example, execution options, OHLCV puts", ""]
         bt = b.get("backtesting")
