@@ -309,6 +309,12 @@ class Cluster(_Calls):
         ds = self._dataset(name)
         if request.series is not None and ds.key is None:
             raise InvalidRequest(f"dataset `{name}` is not keyed: `series` applies to datasets put with a key")
+        if ds.shards is not None and isinstance(request.strategy, Mapping) and "rank" in request.strategy:
+            # A portfolio ranks every series at each rebalance: each server needs them all.
+            raise InvalidRequest(
+                f"dataset `{name}` is sharded (each series on one server); a portfolio ranks every series "
+                "together: put it with shard=False (replicated), and the cluster splits the combos"
+            )
         if request.sample is not None or request.grid_goes_whole:
             # Drawn, or numbered, by the server: one server takes the call whole.
             chunks = [(0, request)]

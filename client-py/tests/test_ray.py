@@ -129,6 +129,18 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         "stop_loss": "m * atr(14) / close",
         "slippage": 0.0005,
     }
+    # A portfolio over the universe with dates.
+    days = pl.date_range(pl.date(2010, 1, 1), pl.date(2020, 1, 1), "1d", eager=True)[:3_000]
+    timed = frame.with_columns(pl.Series("time", np.tile(days.to_numpy(), 7)))
+    rotation = {
+        "strategy": sweepflight.Portfolio(
+            rank=sweepflight.roc(sweepflight.close, sweepflight.param("n")),
+            longs=sweepflight.param("k"),
+            rebalance=sweepflight.param("r"),
+        ),
+        "grid": {"n": range(5, 105, 5), "k": [1, 2, 3, 4, 5], "r": [1, 5, 21]},
+    }
+    best = {**rotation, "order_by": "total_return", "top": 10}
     want = single_server(
         ("g", (close, None), {"params": params}),
         ("s", (close, None), sma),
@@ -141,6 +153,8 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         ("s", (close, None), mine),
         ("s", (close, None), constrained),
         ("b", (bars, None), real),
+        ("p", (timed, "symbol"), rotation),
+        ("p", (timed, "symbol"), best),
     )
     want_grid, want_sma, want_universe, want_subset = want[:4]
     with sfray.Cluster(threads_per_server=1, chunk_combos=250) as cluster:
@@ -168,6 +182,14 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
         cluster.put("b", bars)
         assert want[10].height == 28 * 28 * 2  # seven chunks of 250
         assert cluster.sweep("b", **real).equals(want[10])  # type: ignore[arg-type]
+        # A portfolio: the universe replicated, the combos split (300 combos, two chunks); a
+        # sharded universe refused (a portfolio ranks every series together).
+        cluster.put("p", timed, key="symbol")
+        assert cluster.sweep("p", **rotation).equals(want[11])  # type: ignore[arg-type]
+        assert cluster.sweep("p", **best).equals(want[12])  # type: ignore[arg-type]
+        cluster.put("q", timed, key="symbol", shard=True)
+        with pytest.raises(sweepflight.InvalidRequest, match="a portfolio ranks every series together"):
+            cluster.sweep("q", **rotation)  # type: ignore[arg-type]
 
 
 def test_walk_forward_and_background_jobs_equal_one_server(ray_cluster: RayCluster) -> None:

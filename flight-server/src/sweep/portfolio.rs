@@ -528,9 +528,24 @@ async fn table(
         p.add_total(all.len() as u64);
     }
     let keep = Keep::default();
-    let runs = execute(engine, Arc::clone(&prepared), all.clone(), keep, progress).await?;
-    let batch = sweep_batch(&prepared, &all, &runs)?;
-    select(batch, 1, selection)
+    // With `top`, a grid larger than one step runs in steps, each step's rows selected and
+    // merged with the best so far (as a per-series sweep's steps are): the memory of the
+    // results stays one step's whatever the grid.
+    let step = if selection.top.is_some() {
+        engine.config.top_step_rows.max(1)
+    } else {
+        all.len().max(1)
+    };
+    let mut best: Option<RecordBatch> = None;
+    for pick in all.chunks(step) {
+        let runs = execute(engine, Arc::clone(&prepared), pick.to_vec(), keep, progress).await?;
+        let part = select(sweep_batch(&prepared, pick, &runs)?, 1, selection)?;
+        best = Some(crate::sweep::results::merge_selected(best, part, selection)?);
+    }
+    match best {
+        Some(b) => Ok(b),
+        None => select(sweep_batch(&prepared, &[], &[])?, 1, selection),
+    }
 }
 
 /// The sweep table of combos `pick` with their `runs`.

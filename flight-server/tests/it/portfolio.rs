@@ -772,3 +772,25 @@ async fn a_portfolio_walks_forward_over_its_calendar() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_ranked_grid_larger_than_a_step_runs_in_steps_with_the_same_rows() {
+    let stepped = TestServer::with(|c| c.top_step_rows = 3).await;
+    let whole = TestServer::start().await;
+    let grid = json!({"n": [5, 10, 15, 20], "m": [10, 20], "k": [1, 2]});
+    let mut answers = Vec::new();
+    for server in [&stepped, &whole] {
+        let mut c = server.client().await;
+        put_with(&mut c, keyed("u"), vec![long_batch(&universe(), true, true)])
+            .await
+            .unwrap();
+        answers.push(
+            sweep(&mut c, json!({"dataset": "u", "strategy": rotation(), "grid": grid,
+                "where": {"turnover": [0.5, null]}, "order_by": "sharpe", "top": 5}))
+            .await
+            .unwrap(),
+        );
+    }
+    assert_eq!(answers[0].num_rows(), 5);
+    assert_eq!(answers[0], answers[1]);
+}
