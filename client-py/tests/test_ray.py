@@ -139,6 +139,7 @@ def test_replicated_and_sharded_sweeps_equal_one_server(ray_cluster: RayCluster)
             rebalance=sweepflight.param("r"),
         ),
         "grid": {"n": range(5, 105, 5), "k": [1, 2, 3, 4, 5], "r": [1, 5, 21]},
+        "fill": "close",  # closes only: filled at the decision's close
     }
     best = {**rotation, "order_by": "total_return", "top": 10}
     want = single_server(

@@ -540,7 +540,9 @@ async fn table(
     for pick in all.chunks(step) {
         let runs = execute(engine, Arc::clone(&prepared), pick.to_vec(), keep, progress).await?;
         let part = select(sweep_batch(&prepared, pick, &runs)?, 1, selection)?;
-        best = Some(crate::sweep::results::merge_selected(best, part, selection)?);
+        best = Some(crate::sweep::results::merge_selected(
+            best, part, selection,
+        )?);
     }
     match best {
         Some(b) => Ok(b),

@@ -781,12 +781,19 @@ async fn a_ranked_grid_larger_than_a_step_runs_in_steps_with_the_same_rows() {
     let mut answers = Vec::new();
     for server in [&stepped, &whole] {
         let mut c = server.client().await;
-        put_with(&mut c, keyed("u"), vec![long_batch(&universe(), true, true)])
-            .await
-            .unwrap();
+        put_with(
+            &mut c,
+            keyed("u"),
+            vec![long_batch(&universe(), true, true)],
+        )
+        .await
+        .unwrap();
         answers.push(
-            sweep(&mut c, json!({"dataset": "u", "strategy": rotation(), "grid": grid,
-                "where": {"turnover": [0.5, null]}, "order_by": "sharpe", "top": 5}))
+            sweep(
+                &mut c,
+                json!({"dataset": "u", "strategy": rotation(), "grid": grid,
+                "where": {"turnover": [0.5, null]}, "order_by": "sharpe", "top": 5}),
+            )
             .await
             .unwrap(),
         );
