@@ -47,6 +47,7 @@ pub mod record;
 mod signal;
 pub mod strategy;
 mod sweep;
+pub mod timeframe;
 
 pub use builtins::{Params, Strategy};
 pub use certified::CertifiedBars;

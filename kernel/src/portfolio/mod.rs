@@ -252,55 +252,7 @@ pub fn period_starts(start: usize, end: usize, period: &[i64]) -> Vec<usize> {
         .collect()
 }
 
-/// The civil date (year, month 1-12, day 1-31) of `days` since 1970-01-01.
-pub fn civil(days: i64) -> (i64, u32, u32) {
-    // Howard Hinnant's days-to-civil algorithm (public domain), in the proleptic Gregorian
-    // calendar.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// A day's key: the day itself.
-pub fn day_key(days: i64) -> i64 {
-    days
-}
-
-/// A day's ISO week as one key (ISO year * 100 + week): weeks start on Monday, and week 1 is
-/// the one holding the year's first Thursday.
-pub fn week_key(days: i64) -> i64 {
-    // 1970-01-01 was a Thursday: Monday is 0.
-    let weekday = (days + 3).rem_euclid(7);
-    let thursday = days - weekday + 3;
-    let (year, _, _) = civil(thursday);
-    let jan1 = days_from_civil(year, 1, 1);
-    let week = (thursday - jan1) / 7 + 1;
-    year * 100 + week
-}
-
-/// A day's month as one key (year * 12 + month - 1).
-pub fn month_key(days: i64) -> i64 {
-    let (y, m, _) = civil(days);
-    y * 12 + i64::from(m) - 1
-}
-
-/// Days since 1970-01-01 of a civil date.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+pub use crate::timeframe::{civil, day_key, days_from_civil, month_key, week_key};
 
 /// The chosen sets of one decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
