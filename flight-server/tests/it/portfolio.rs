@@ -801,3 +801,48 @@ async fn a_ranked_grid_larger_than_a_step_runs_in_steps_with_the_same_rows() {
     assert_eq!(answers[0].num_rows(), 5);
     assert_eq!(answers[0], answers[1]);
 }
+
+#[tokio::test]
+async fn a_portfolio_past_the_memory_budget_is_refused_before_any_work() {
+    // The smallest budget the server keeps (one 64 KiB unit); 20 series x 800 days need more
+    // for one combo (their rows on the calendar alone are 64,000 bytes).
+    let server = TestServer::with(|c| c.sweep_memory_bytes = 1).await;
+    let mut c = server.client().await;
+    const NAMES: [&str; 20] = [
+        "A0", "A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "B0", "B1", "B2", "B3", "B4",
+        "B5", "B6", "B7", "B8", "B9",
+    ];
+    let many: Vec<Series> = NAMES
+        .iter()
+        .enumerate()
+        .map(|(k, &name)| {
+            let close: Vec<f64> = (0..800)
+                .map(|d| 100.0 + f64::from(d % (7 + k as i32)))
+                .collect();
+            Series {
+                name,
+                days: (0..800).collect(),
+                open: close.clone(),
+                close,
+            }
+        })
+        .collect();
+    put_with(&mut c, keyed("u"), vec![long_batch(&many, true, true)])
+        .await
+        .unwrap();
+    let e = sweep(
+        &mut c,
+        json!({"dataset": "u", "strategy": rotation(), "params": [[5, 10, 1]]}),
+    )
+    .await
+    .unwrap_err();
+    let msg = match &e {
+        arrow_flight::error::FlightError::Tonic(s) => s.message().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(&e), Code::ResourceExhausted, "{msg}");
+    assert!(
+        msg.contains("one combo of this portfolio needs") && msg.contains("--sweep-memory-bytes"),
+        "{msg}"
+    );
+}
