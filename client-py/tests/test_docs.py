@@ -116,6 +116,9 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert "bars out of time order (row 1: time 2025-06-21 is not after" in ns["refusal"]
     assert "sort the bars by time" in ns["refusal"]
     assert ns["in_rows"].num_rows == 1
+    assert ns["book"].num_rows == 4 and ns["book"].column_names[1:3] == ["n", "k"]
+    assert "pnl" not in ns["book"].column_names and ns["book"]["rebalances"][0].as_py() > 30
+    assert ns["fills"].column_names == ["combo", "row", "time", "series", "shares", "price", "value", "fee"]
 
 
 def check_strategies(ns: dict[str, Any]) -> None:
