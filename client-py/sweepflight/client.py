@@ -916,7 +916,7 @@ class Client(_DetailCalls):
         self,
         *,
         keyed: bool = False,
-        strategy: str | Mapping[str, Any] | Strategy | None = None,
+        strategy: str | Mapping[str, Any] | Strategy | Portfolio | None = None,
         action: Literal["sweep", "trades", "equity", "walk_forward"] = "sweep",
         timeout: float | None = None,
     ) -> Session:

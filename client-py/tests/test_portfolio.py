@@ -132,7 +132,7 @@ def test_mistakes_are_refused_with_the_fix(sf: sweepflight.Client) -> None:
 def test_a_session_answers_a_portfolio_on_each_action(sf: sweepflight.Client) -> None:
     params = [(15, 20, 2)]
     for action in ("sweep", "trades", "equity"):
-        with sf.session(action=action, strategy=MOMENTUM, keyed=True) as s:  # type: ignore[arg-type]
+        with sf.session(action=action, strategy=MOMENTUM, keyed=True) as s:
             got = getattr(s, action)("u", params=params)
         direct = getattr(sf, action)("u", strategy=MOMENTUM, params=params)
         # A session's schema is sent before any dataset: its trades and equity leave out `time`.
