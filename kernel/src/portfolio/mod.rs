@@ -6,8 +6,10 @@
 //! gives them (every sum in series or row order from 0.0, every product and division as
 //! written), so it is also the oracle any faster form is tested against. It takes what the
 //! server computes per series: each series' rows placed on the calendar ([`OnCalendar`]), its
-//! prices, and one combo's formula values on its own rows ([`ComboArrays`]). How those arrays
-//! are planned, shared between combos and evaluated is the formula layer's (`crate::eval`).
+//! prices, and one combo's formula values on its own rows ([`ComboArrays`]). The sweep the
+//! server runs is [`panel`]: every combo of a call at once, the formula values planned and
+//! evaluated by the formula layer (`crate::eval`) and kept at the decision rows only, the
+//! selection lists shared between combos; it equals [`run`] bit for bit.
 //!
 //! Accounting (the contract's "Fills and accounting"): cash starts at 1.0; a trade of `d`
 //! shares at price `p` fills at `p * (1 + u)` (buy) or `p * (1 - u)` (sell) and pays `fee / 2`
