@@ -400,6 +400,19 @@ impl<'a> Spec<'a> {
             selection: &request.selection,
         }
     }
+
+    /// The fields of a stateless exchange sweep (its series come with it).
+    pub(crate) fn of_exchange(sweep: &'a ExchangeSweep) -> Self {
+        Self {
+            strategy: &sweep.strategy,
+            grid: &sweep.grid,
+            execution: &sweep.execution,
+            fee: sweep.fee(),
+            series: sweep.series.as_deref(),
+            rows: sweep.rows,
+            selection: &sweep.selection,
+        }
+    }
 }
 
 /// Where a job's series come from.
@@ -698,16 +711,12 @@ impl Job {
         upload: &NewDataset,
         limits: &Limits,
     ) -> Result<Self> {
-        let spec = Spec {
-            strategy: &sweep.strategy,
-            grid: &sweep.grid,
-            execution: &sweep.execution,
-            fee: sweep.fee(),
-            series: sweep.series.as_deref(),
-            rows: sweep.rows,
-            selection: &sweep.selection,
-        };
-        Self::build(&spec, Source::Upload(upload), limits, 0..sweep.grid.len())
+        Self::build(
+            &Spec::of_exchange(sweep),
+            Source::Upload(upload),
+            limits,
+            0..sweep.grid.len(),
+        )
     }
 
     /// The one place a request becomes work: the limits (before the grid is expanded, so a

@@ -499,17 +499,8 @@ pub(crate) async fn transient(
     sweep: &ExchangeSweep,
     upload: &NewDataset,
 ) -> Result<RecordBatch> {
-    let spec = Spec {
-        strategy: &sweep.strategy,
-        grid: &sweep.grid,
-        execution: &sweep.execution,
-        fee: sweep.fee(),
-        series: sweep.series.as_deref(),
-        rows: sweep.rows,
-        selection: &sweep.selection,
-    };
     let prepared = prepare(
-        &spec,
+        &Spec::of_exchange(sweep),
         &Source::Upload(upload),
         &crate::sweep::limits(engine),
     )?;

@@ -46,16 +46,6 @@ fn closes_only(b: &RecordBatch) -> RecordBatch {
     RecordBatch::try_from_iter([("close", Arc::clone(b.column(0)))]).unwrap()
 }
 
-/// The code and message of a refused call (the status's own message, unescaped).
-fn refused(
-    result: Result<impl std::fmt::Debug, arrow_flight::error::FlightError>,
-) -> (Code, String) {
-    match result.unwrap_err() {
-        arrow_flight::error::FlightError::Tonic(s) => (s.code(), s.message().to_owned()),
-        other => panic!("expected a gRPC status, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn bars_out_of_time_order_are_refused_on_every_verb_unless_ignore_time() {
     let server = TestServer::start().await;

@@ -230,6 +230,14 @@ pub fn code(e: &FlightError) -> tonic::Code {
     }
 }
 
+/// The code and message of a refused call (the status's own message, unescaped).
+pub fn refused(result: Result<impl std::fmt::Debug, FlightError>) -> (tonic::Code, String) {
+    match result.unwrap_err() {
+        FlightError::Tonic(s) => (s.code(), s.message().to_owned()),
+        other => panic!("expected a gRPC status, got {other:?}"),
+    }
+}
+
 /// A float64 column by name.
 pub fn f64s(b: &RecordBatch, name: &str) -> Vec<f64> {
     let c = b.column_by_name(name).unwrap();
