@@ -65,16 +65,22 @@ pub const PORTFOLIO_METRIC_COLUMNS: [(&str, DataType, bool); 10] = [
     ("avg_holdings", DataType::Float64, false),
 ];
 
+/// `combo` and the strategy's parameter columns (int64 windows and counts, float64 numbers).
+fn combo_and_params(strategy: &Strategy) -> Vec<Field> {
+    std::iter::once(Field::new("combo", DataType::Int64, false))
+        .chain(
+            strategy
+                .params()
+                .iter()
+                .map(|(name, kind)| Field::new(*name, param_type(*kind), false)),
+        )
+        .collect()
+}
+
 /// A portfolio's sweep schema: `combo`, its parameters, [`PORTFOLIO_METRIC_COLUMNS`], then
 /// `block_pnl` with `blocks` (one row per combo: no `series`).
 fn portfolio_schema(strategy: &Strategy, blocks: Option<u8>) -> SchemaRef {
-    let mut fields = vec![Field::new("combo", DataType::Int64, false)];
-    fields.extend(
-        strategy
-            .params()
-            .iter()
-            .map(|(name, kind)| Field::new(*name, param_type(*kind), false)),
-    );
+    let mut fields = combo_and_params(strategy);
     fields.extend(
         PORTFOLIO_METRIC_COLUMNS
             .iter()
@@ -141,13 +147,7 @@ fn build(strategy: &Strategy, keyed: bool) -> SchemaRef {
     if keyed {
         fields.push(Field::new(SERIES_COLUMN, DataType::Utf8, false));
     }
-    fields.push(Field::new("combo", DataType::Int64, false));
-    fields.extend(
-        strategy
-            .params()
-            .iter()
-            .map(|(name, kind)| Field::new(*name, param_type(*kind), false)),
-    );
+    fields.extend(combo_and_params(strategy));
     fields.extend(
         COMBO_COLUMNS[COMBO_COLUMNS.len() - METRIC_COLUMNS..]
             .iter()
