@@ -29,12 +29,43 @@ impl Timeframe {
     /// The three, in the order the language names them.
     pub const ALL: [Self; 3] = [Self::Daily, Self::Weekly, Self::Monthly];
 
+    /// Its periods, in words: `UTC days`, `ISO weeks`, `months`.
+    pub fn periods(self) -> &'static str {
+        match self {
+            Self::Daily => "UTC days",
+            Self::Weekly => "ISO weeks",
+            Self::Monthly => "months",
+        }
+    }
+
+    /// Its position in [`Timeframe::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The function's name in the language.
     pub fn name(self) -> &'static str {
         match self {
             Self::Daily => "daily",
             Self::Weekly => "weekly",
             Self::Monthly => "monthly",
+        }
+    }
+
+    /// The days `[first, next)` of the period that holds day `day` (days since 1970-01-01).
+    pub fn days_of(self, day: i64) -> (i64, i64) {
+        match self {
+            Self::Daily => (day, day + 1),
+            Self::Weekly => {
+                // 1970-01-01 was a Thursday: Monday is 0.
+                let monday = day - (day + 3).rem_euclid(7);
+                (monday, monday + 7)
+            }
+            Self::Monthly => {
+                let (y, m, _) = civil(day);
+                let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+                (days_from_civil(y, m, 1), days_from_civil(ny, nm, 1))
+            }
         }
     }
 
@@ -69,58 +100,55 @@ pub struct PeriodBars {
 
 impl PeriodBars {
     /// The period bars of `bars` (a computed range) whose UTC dates are `days` (one per bar),
-    /// for `timeframe`.
+    /// for `timeframe`. Every column `bars` has is gathered (pass bars without the columns a
+    /// call does not read to skip them).
+    ///
+    /// One pass finds the runs: a bar starts a period when its day is outside the current
+    /// period's days `[first, next)` (a comparison per bar; the calendar arithmetic runs once
+    /// per period). Then one pass per column over the runs.
     ///
     /// # Panics
     /// If `days` and the bars differ in length.
     pub fn of(bars: &Bars<'_>, days: &[i64], timeframe: Timeframe) -> Self {
         let n = bars.len();
         assert_eq!(days.len(), n, "one day per bar");
-        let mut of_bar = Vec::with_capacity(n);
-        // Where each period's run starts.
+        let mut of_bar: Vec<u32> = Vec::with_capacity(n);
+        // Where each period's run starts; its end is the next one's start.
         let mut starts: Vec<usize> = Vec::new();
-        let mut last_key = None;
+        let (mut first, mut next) = (i64::MAX, i64::MIN);
+        let mut period = u32::MAX;
         for (i, &d) in days.iter().enumerate() {
-            let key = timeframe.key(d);
-            if last_key != Some(key) {
+            if d < first || d >= next {
+                (first, next) = timeframe.days_of(d);
                 starts.push(i);
-                last_key = Some(key);
+                period = period.wrapping_add(1);
             }
-            of_bar.push((starts.len() - 1) as u32);
+            of_bar.push(period);
         }
-        let runs: Vec<(usize, usize)> = starts
-            .iter()
-            .enumerate()
-            .map(|(k, &a)| (a, starts.get(k + 1).copied().unwrap_or(n)))
-            .collect();
-        let first = |x: &[f64]| runs.iter().map(|&(a, _)| x[a]).collect::<Vec<f64>>();
-        let last = |x: &[f64]| runs.iter().map(|&(_, b)| x[b - 1]).collect::<Vec<f64>>();
+        starts.push(n);
+        let runs = || starts.windows(2).map(|w| (w[0], w[1]));
+        let first_of = |x: &[f64]| runs().map(|(a, _)| x[a]).collect::<Vec<f64>>();
+        let last_of = |x: &[f64]| runs().map(|(_, b)| x[b - 1]).collect::<Vec<f64>>();
         let fold = |x: &[f64], f: fn(f64, f64) -> f64| {
-            runs.iter()
-                .map(|&(a, b)| x[a + 1..b].iter().fold(x[a], |m, &v| f(m, v)))
+            runs()
+                .map(|(a, b)| x[a + 1..b].iter().fold(x[a], |m, &v| f(m, v)))
                 .collect::<Vec<f64>>()
         };
         let sum = |x: &[f64]| {
-            runs.iter()
-                .map(|&(a, b)| {
-                    let mut s = 0.0;
-                    for v in &x[a..b] {
-                        s += v;
-                    }
-                    s
-                })
+            runs()
+                .map(|(a, b)| x[a..b].iter().fold(0.0, |s, &v| s + v))
                 .collect::<Vec<f64>>()
         };
         Self {
-            open: bars.open.map(first),
+            open: bars.open.map(first_of),
             high: bars.high.map(|h| fold(h, f64::max)),
             low: bars.low.map(|l| fold(l, f64::min)),
-            close: last(bars.close),
+            close: last_of(bars.close),
             volume: bars.volume.map(sum),
             inputs: (0..bars.inputs.len())
                 .map(|k| {
                     bars.input(k)
-                        .map_or_else(|| vec![f64::NAN; runs.len()], last)
+                        .map_or_else(|| vec![f64::NAN; starts.len() - 1], last_of)
                         .into()
                 })
                 .collect(),
@@ -148,6 +176,7 @@ impl PeriodBars {
             volume: self.volume.as_deref(),
             inputs: &self.inputs,
             inputs_from: 0,
+            days: None,
         }
     }
 }

@@ -57,6 +57,7 @@ fn each_column_gathers_by_its_rule_and_a_series_may_start_mid_week() {
         volume: Some(&volume),
         inputs: &inputs,
         inputs_from: 0,
+        days: None,
     };
     let w = PeriodBars::of(&bars, &days, Timeframe::Weekly);
     assert_eq!(w.of_bar, [0, 0, 0, 1, 1]);
@@ -153,6 +154,422 @@ fn cutting_the_bars_after_any_bar_changes_no_value_seen_at_or_before_it() {
                     );
                 }
             }
+        }
+    }
+}
+
+// ---- The functions `daily(x)`, `weekly(x)`, `monthly(x)` in formulas ----
+
+use sweepflight_kernel::eval::{NodeArray, node_arrays, oracle as interp, sweep_program};
+use sweepflight_kernel::expr::{Field, ParamKind, Program};
+use sweepflight_kernel::oracle::same_bits;
+use sweepflight_kernel::plan::{Plan, Root};
+use sweepflight_kernel::{Execution, NoCache, Records, Side, SweepControl};
+
+mod common;
+use common::Rng;
+
+/// One random series: its bar columns, an input (`pred`, with NaNs) and each bar's UTC day.
+struct Series {
+    open: Vec<f64>,
+    high: Vec<f64>,
+    low: Vec<f64>,
+    close: Vec<f64>,
+    volume: Vec<f64>,
+    inputs: Vec<Arc<[f64]>>,
+    days: Vec<i64>,
+}
+
+impl Series {
+    /// `len` bars from a seed: daily bars on weekdays with random holidays (a month or a week
+    /// may be short or missing), or, `intraday`, six-hour bars whose days cross UTC midnight;
+    /// prices on a 0.25 grid some of the time (ties).
+    fn random(len: usize, seed: u64, intraday: bool) -> Self {
+        let mut r = Rng(seed | 1);
+        let ticks = r.below(2) == 0;
+        let mut days = Vec::with_capacity(len);
+        let mut d = day(2019, 12, 20) + r.below(40) as i64;
+        let mut hour = 0i64;
+        while days.len() < len {
+            if intraday {
+                hour += 6 * (1 + r.below(2) as i64);
+                days.push(d + hour.div_euclid(24));
+            } else {
+                d += 1;
+                let weekday = (d + 3).rem_euclid(7);
+                // Weekends skipped; a holiday, or now and then a gap of weeks.
+                if weekday >= 5 || r.below(12) == 0 {
+                    continue;
+                }
+                if r.below(150) == 0 {
+                    d += 20;
+                }
+                days.push(d);
+            }
+        }
+        let mut p = 100.0;
+        let mut close = Vec::with_capacity(len);
+        for _ in 0..len {
+            p *= 1.0 + (r.unit() - 0.5) * 0.03;
+            close.push(if ticks { (p * 4.0f64).round() / 4.0 } else { p });
+        }
+        let high: Vec<f64> = close
+            .iter()
+            .map(|c| c + (r.unit() * 4.0).floor() * 0.25)
+            .collect();
+        let low: Vec<f64> = close
+            .iter()
+            .map(|c| c - (r.unit() * 4.0).floor() * 0.25)
+            .collect();
+        let open: Vec<f64> = low
+            .iter()
+            .zip(&high)
+            .map(|(l, h)| l + (h - l) * 0.5)
+            .collect();
+        let volume: Vec<f64> = close.iter().map(|_| (r.unit() * 1000.0).round()).collect();
+        let pred: Arc<[f64]> = (0..len)
+            .map(|i| {
+                if i < 5 || r.below(9) == 0 {
+                    f64::NAN
+                } else {
+                    r.unit() - 0.5
+                }
+            })
+            .collect();
+        Self {
+            open,
+            high,
+            low,
+            close,
+            volume,
+            inputs: vec![pred],
+            days,
+        }
+    }
+
+    fn bars(&self) -> Bars<'_> {
+        self.cut(self.close.len())
+    }
+
+    /// Its first `n` bars.
+    fn cut(&self, n: usize) -> Bars<'_> {
+        Bars {
+            open: Some(&self.open[..n]),
+            high: Some(&self.high[..n]),
+            low: Some(&self.low[..n]),
+            close: &self.close[..n],
+            volume: Some(&self.volume[..n]),
+            inputs: &self.inputs,
+            inputs_from: 0,
+            days: Some(&self.days[..n]),
+        }
+    }
+}
+
+/// Every function of the table inside a higher timeframe (`X` an argument series, `a` a
+/// window parameter); a condition function as `where`'s condition.
+const INSIDE: [&str; 28] = [
+    "lag(X, a)",
+    "change(X, 2)",
+    "roc(X, a)",
+    "sum(X, 3)",
+    "sma(X, a)",
+    "wma(X, a)",
+    "std(X, 4)",
+    "highest(X, a)",
+    "lowest(X, 3)",
+    "ema(X, a)",
+    "rma(X, 3)",
+    "rsi(X, a)",
+    "tr()",
+    "atr(a)",
+    "hma(X, a)",
+    "hma(X, 2, a, 2)",
+    "hma3(X, 2, 3, a)",
+    "abs(X - open)",
+    "sqrt(X)",
+    "log(X)",
+    "min(X, open)",
+    "max(high, X)",
+    "where(cross_above(X, sma(X, 3)), high, low)",
+    "where(cross_below(X, lag(X, 1)), 1, 0)",
+    "X",
+    "volume",
+    "pred * k",
+    "k",
+];
+
+const ARGS: [&str; 5] = ["close", "high", "low", "volume / 1000", "pred"];
+
+#[test]
+fn period_bars_equal_their_oracle_on_random_daily_and_intraday_bars() {
+    for seed in 0..24u64 {
+        let s = Series::random(300 + 7 * seed as usize, seed, seed % 3 == 0);
+        let bars = s.bars();
+        for tf in Timeframe::ALL {
+            let fast = PeriodBars::of(&bars, &s.days, tf);
+            let plain = interp::period_bars(&bars, tf);
+            assert_eq!(fast.of_bar, plain.of_bar, "seed {seed} {}", tf.name());
+            for (a, b) in [
+                (fast.open.as_deref(), plain.open.as_deref()),
+                (fast.high.as_deref(), plain.high.as_deref()),
+                (fast.low.as_deref(), plain.low.as_deref()),
+                (Some(&fast.close[..]), Some(&plain.close[..])),
+                (fast.volume.as_deref(), plain.volume.as_deref()),
+                (Some(&fast.inputs[0][..]), Some(&plain.inputs[0][..])),
+            ] {
+                assert!(
+                    same_bits(a.unwrap(), b.unwrap()),
+                    "seed {seed} {}",
+                    tf.name()
+                );
+            }
+        }
+    }
+}
+
+/// The values of portfolio rank formula `text` for parameter values `values` on `bars`, by the
+/// fast path's phase 1 (what a sweep's shared arrays are) and by the oracle, with whether the
+/// windows fit.
+fn both_ways(text: &str, values: &[f64], bars: &Bars<'_>) -> (Vec<f64>, Vec<f64>, bool, bool) {
+    let inputs = if text.contains("pred") {
+        vec!["pred".to_owned()]
+    } else {
+        vec![]
+    };
+    let program = Program::portfolio(&[(Field::Rank, text)], &[], &inputs)
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    let mut plan = Plan::new();
+    let ([rank, ..], windows, _) = plan.bind_portfolio(&program, values);
+    let len = bars.len();
+    let (fast, have) = match rank.expect("a rank") {
+        Root::Node(n) => {
+            let (arrays, have) = node_arrays(bars, &program, &plan, &[n], false, &NoCache).unwrap();
+            let NodeArray::Numbers(a) = &arrays[0] else {
+                panic!("a number")
+            };
+            (a.to_vec(), have)
+        }
+        Root::Const(c) => (vec![c; len], windows),
+        Root::Bool(_) => panic!("a number"),
+    };
+    let (v, fits) = interp::evaluate(bars, program.formula(Field::Rank).unwrap(), values);
+    let plain = match v {
+        interp::Value::Const(c) => vec![c; len],
+        interp::Value::Series(s) => s,
+        _ => panic!("a number"),
+    };
+    (fast, plain, windows.fit(&have), fits)
+}
+
+#[test]
+fn every_function_inside_each_timeframe_equals_its_oracle_and_never_reads_ahead() {
+    let s = Series::random(150, 5, false);
+    let intraday = Series::random(150, 8, true);
+    for (which, s) in [("daily bars", &s), ("six-hour bars", &intraday)] {
+        for tf in Timeframe::ALL {
+            for (k, inside) in INSIDE.iter().enumerate() {
+                let x = ARGS[k % ARGS.len()];
+                let text = format!("{}({}) + 0 * close", tf.name(), inside.replace('X', x));
+                for a in [1.0, 3.0, 9.0] {
+                    let values: Vec<f64> = [a, 1.5].to_vec();
+                    let program =
+                        Program::portfolio(&[(Field::Rank, &text)], &[], &["pred".to_owned()])
+                            .unwrap();
+                    let values: Vec<f64> = program
+                        .params
+                        .iter()
+                        .map(|p| {
+                            if p.kind == ParamKind::Int {
+                                values[0]
+                            } else {
+                                values[1]
+                            }
+                        })
+                        .collect();
+                    let (fast, plain, fits_fast, fits_plain) = both_ways(&text, &values, &s.bars());
+                    let what = format!("{text} a={a} on {which}");
+                    assert!(same_bits(&fast, &plain), "{what}");
+                    assert_eq!(fits_fast, fits_plain, "{what}");
+                    // Cut after bar t: no value at or before t changes (every fifth cut).
+                    for t in (0..s.close.len()).step_by(5) {
+                        let (cut, cut_plain, ..) = both_ways(&text, &values, &s.cut(t + 1));
+                        assert!(same_bits(&cut, &cut_plain), "{what} cut at {t}");
+                        assert!(
+                            same_bits(&cut, &fast[..=t]),
+                            "{what}: cut at {t} changed a value"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn hand_computed_weekly_values_and_nodes_keyed_by_their_timeframe() {
+    // Mon 2020-12-21 .. Fri 2021-01-15, weekdays: weeks 52 and 53 of 2020, week 1 and 2 of
+    // 2021; closes 1, 2, 3, ...
+    let days: Vec<i64> = (0..26)
+        .map(|k| day(2020, 12, 21) + k)
+        .filter(|d| (d + 3).rem_euclid(7) < 5)
+        .collect();
+    let close: Vec<f64> = (1..=days.len()).map(|k| k as f64).collect();
+    let bars = Bars {
+        days: Some(&days),
+        ..Bars::closes(&close)
+    };
+    // Weekly closes 5, 10, 15, 20; their 2-week mean 7.5, 12.5, 17.5 from the second week.
+    let (fast, plain, ..) = both_ways("weekly(sma(close, 2))", &[], &bars);
+    assert!(same_bits(&fast, &plain));
+    let want: Vec<f64> = (0..20)
+        .map(|i| match i / 5 {
+            0 | 1 => f64::NAN,
+            2 => 7.5,
+            _ => 12.5,
+        })
+        .collect();
+    assert!(same_bits(&fast, &want), "{fast:?}");
+    // `monthly(close)`: December's last close (9) from January's first bar.
+    let (m, ..) = both_ways("monthly(close)", &[], &bars);
+    assert!(m[..9].iter().all(|v| v.is_nan()) && m[9..].iter().all(|&v| v == 9.0));
+    // The nodes: `sma(close, 2)` on the bars and in weekly are two, the call a third.
+    let program = Program::new(&[(
+        Field::Long,
+        "sma(close, 2) > weekly(sma(close, 2)) and weekly(sma(close, 2)) > 0",
+    )])
+    .unwrap();
+    let mut plan = Plan::new();
+    plan.bind(&program, &[]);
+    assert_eq!(plan.arrays(), 3);
+    let prints = plan.array_fingerprints();
+    assert_eq!(prints.len(), 3);
+    assert!(prints[0] != prints[1] && prints[1] != prints[2] && prints[0] != prints[2]);
+}
+
+#[test]
+fn higher_timeframe_calls_are_refused_where_the_language_says() {
+    let refused = |text: &str, says: &str| {
+        let e = Program::new(&[(Field::Long, text)])
+            .expect_err(text)
+            .to_string();
+        assert!(e.contains(says), "{text}: {e}");
+    };
+    refused("close > weekly(daily(close))", "do not nest");
+    refused("close > weekly(sma(monthly(close), 3))", "do not nest");
+    refused("weekly(close > open)", "got a condition");
+    refused("weekly(close)", "must be a condition");
+    refused(
+        "close > weekly(close, 2)",
+        "weekly takes weekly(x), got 2 arguments",
+    );
+    refused("close > yearly(close)", "unknown function `yearly`");
+    // A constraint reads parameters only.
+    let e = Program::new(&[
+        (Field::Long, "close > a"),
+        (Field::Constraint, "weekly(a) > 1"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no columns, no functions"), "{e}");
+    // Without days the kernel says what it needs.
+    let program = Program::new(&[(Field::Long, "close > weekly(close)")]).unwrap();
+    let close = [1.0, 2.0, 3.0];
+    let e = sweep_program(
+        &Bars::closes(&close),
+        &program,
+        &[],
+        1,
+        &Execution::default(),
+        &SweepControl::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("weekly(x)") && e.contains("timestamp or date"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_window_longer_than_the_period_bars_gives_no_signal_even_under_not() {
+    let s = Series::random(200, 3, false);
+    // About ten months of bars: `monthly(sma(close, 12))` is NaN everywhere, and `not (close <
+    // ...)` would be true everywhere were it not for the rule.
+    let program = Program::new(&[(Field::Long, "not (close < monthly(sma(close, n)))")]).unwrap();
+    let exec = Execution::default();
+    let months = PeriodBars::of(&s.bars(), &s.days, Timeframe::Monthly).len();
+    for (n, trades) in [
+        (months as f64 + 1.0, false),
+        (months as f64, true),
+        (2.0, true),
+    ] {
+        let results = sweep_program(
+            &s.bars(),
+            &program,
+            &[n],
+            1,
+            &exec,
+            &SweepControl::default(),
+        )
+        .unwrap();
+        let plain = interp::run(&s.bars(), &program, &[n], &exec);
+        assert_eq!(results[0].trades as usize, plain.len(), "n={n}");
+        assert_eq!(!plain.is_empty(), trades, "n={n} of {months} months");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Random strategies with higher-timeframe filters and crosses: the fast sweep books the
+    /// plain interpreter's trades bit for bit, for every combo, side, fill and group size.
+    #[test]
+    fn random_timeframe_strategies_trade_as_the_interpreter(seed in proptest::prelude::any::<u64>()) {
+        let mut r = Rng(seed | 1);
+        let series = |r: &mut Rng| {
+            let k = r.below(INSIDE.len());
+            let tf = Timeframe::ALL[r.below(3)].name();
+            format!("{tf}({})", INSIDE[k].replace('X', ARGS[r.below(ARGS.len())]))
+        };
+        let long = match r.below(3) {
+            0 => format!("close > {}", series(&mut r)),
+            1 => format!("cross_above(close, {}) or close > {}", series(&mut r), series(&mut r)),
+            _ => format!("not ({} < {}) and rsi(close, a) < 70", series(&mut r), series(&mut r)),
+        };
+        let short = format!("cross_below(sma(close, 3), {})", series(&mut r));
+        let exit = format!("close < {} * 0.99", series(&mut r));
+        let texts = [(Field::Long, long.as_str()), (Field::Short, short.as_str()), (Field::ExitLong, exit.as_str())];
+        let program = Program::with_inputs(&[], &texts, &["pred".to_owned()]).unwrap();
+        let s = Series::random(500 + r.below(900), seed, r.below(3) == 0);
+        let bars = s.bars();
+        let combos: Vec<Vec<f64>> = (0..5).map(|_| program.params.iter().map(|p| match p.kind {
+            ParamKind::Int => (1 + r.below(30)) as f64,
+            ParamKind::Number => [0.5, 1.0, 2.0][r.below(3)],
+        }).collect()).collect();
+        let flat = combos.concat();
+        let exec = Execution {
+            side: [Side::Both, Side::Long, Side::Short][r.below(3)],
+            fill: if r.below(2) == 0 { sweepflight_kernel::Fill::Close } else { sweepflight_kernel::Fill::NextOpen },
+            start: r.below(40),
+            ..Execution::new(0.0009)
+        };
+        let records = Records::new(combos.len(), bars.len(), exec.start, true, 0).unwrap();
+        let tight = r.below(2) == 0;
+        let control = SweepControl {
+            records: Some(&records),
+            working_set_bytes: if tight { 1 } else { 512 << 20 },
+            parallel: Some(!tight),
+            ..SweepControl::default()
+        };
+        let results = sweep_program(&bars, &program, &flat, combos.len(), &exec, &control).unwrap();
+        let kept = records.into_records();
+        for (i, values) in combos.iter().enumerate() {
+            let want = interp::run(&bars, &program, values, &exec);
+            let got: Vec<(i8, usize, usize, u64, u64)> = kept[i].trades.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+            let plain: Vec<(i8, usize, usize, u64, u64)> = want.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+            proptest::prop_assert_eq!(&got, &plain, "{:?} {:?}", texts, values);
+            proptest::prop_assert_eq!(results[i].trades as usize, want.len());
         }
     }
 }

@@ -1175,6 +1175,15 @@ fn tuple(i: usize, t: &[serde_json::Value]) -> Result<[u32; 6]> {
 /// is decoded, so every step, fold and chunk of the call shares one warm-up.
 fn auto_warmup(strategy: &Strategy, grid: &Grid) -> Result<u64> {
     let (program, _) = strategy.program();
+    // A higher timeframe's lookback is in periods, not bars (expressions.md).
+    if let Some(tf) = program.timeframes().first() {
+        return Err(Error::new(format!(
+            "`\"warmup\": \"auto\"` counts lookbacks in bars, and `{}(x)` looks back in {}, \
+             not bars: give `warmup` as a number of bars (e.g. 5 ISO weeks of daily bars: 25)",
+            tf.name(),
+            tf.periods()
+        )));
+    }
     let width = program.params.len();
     let lookback = |values: &[f64]| sweepflight_kernel::plan::lookback(&program, values) as u64;
     Ok(match grid {

@@ -160,6 +160,9 @@ pub(crate) struct Input {
     ignore_time: bool,
     /// The strategy's `inputs` (v1.4) over every row of the dataset (or upload), in its order.
     columns: Arc<[Arc<[f64]>]>,
+    /// Each row's UTC date over every row of the dataset (or upload), when the strategy calls
+    /// a higher timeframe (v1.4; [`period_days`]).
+    days: Option<Arc<[i64]>>,
 }
 
 /// The computed range of `rows` with `warmup` bars before it, and where `rows` starts in it.
@@ -199,6 +202,7 @@ impl Input {
             cache,
             ignore_time: false,
             columns: Arc::new([]),
+            days: None,
         })
     }
 
@@ -223,12 +227,19 @@ impl Input {
             cache: None,
             ignore_time: false,
             columns: Arc::new([]),
+            days: None,
         })
     }
 
     /// The same input reading the strategy's own columns `columns` (v1.4 `inputs`).
     pub(crate) fn with_columns(self, columns: Arc<[Arc<[f64]>]>) -> Self {
         Self { columns, ..self }
+    }
+
+    /// The same input with each row's UTC date (every row of the dataset or upload), for a
+    /// strategy's higher timeframes.
+    pub(crate) fn with_days(self, days: Option<Arc<[i64]>>) -> Self {
+        Self { days, ..self }
     }
 
     /// Its key in the kernel cache (none for an upload's series).
@@ -292,6 +303,7 @@ impl Input {
             volume: columns.slice("volume", range.clone()),
             inputs: &self.columns,
             inputs_from: range.start,
+            days: self.days.as_deref().map(|d| &d[range]),
         }
     }
 
@@ -331,6 +343,42 @@ pub(crate) fn check_time_order(bars: &BarColumns, what: &str) -> Result<()> {
              order with no time"
         ))),
     }
+}
+
+/// Each row's UTC date (days since 1970-01-01) over every row of `bars`' dataset or upload, for
+/// the higher timeframes `program` calls (protocol v1.4, `daily` / `weekly` / `monthly`):
+/// computed once per call; `None` when it calls none.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming the function and the reason when the time is read as absent
+/// (`ignore_time`), absent, unusable, or int64 (a number without a unit has no date).
+pub(crate) fn period_days(
+    program: &sweepflight_kernel::expr::Program,
+    bars: &BarColumns,
+    ignore_time: bool,
+) -> Result<Option<Arc<[i64]>>> {
+    let Some(tf) = program.timeframes().first().copied() else {
+        return Ok(None);
+    };
+    let what = format!(
+        "`{}(x)` (the bars gathered into {} by their time)",
+        tf.name(),
+        tf.periods()
+    );
+    if ignore_time {
+        return Err(Error::invalid(format!(
+            "{what} needs the dataset's time, which `\"ignore_time\": true` reads as absent"
+        )));
+    }
+    bars.require(&["time"], &what)?;
+    let time = bars.time.as_ref().expect("required above");
+    let days = time.utc_days().ok_or_else(|| {
+        Error::invalid(format!(
+            "{what} reads each bar's UTC date, and the dataset's time is int64, a number \
+             without a unit: put the time as a timestamp or a date column"
+        ))
+    })?;
+    Ok(Some(days.into()))
 }
 
 /// Seconds in a year of 365.25 days (protocol v1.3, `"periods_per_year": "auto"`).
@@ -797,9 +845,12 @@ impl Job {
             }
             _ => Arc::new([]),
         };
+        let (program, _) = spec.strategy.program();
+        let days = period_days(&program, bars, spec.execution.ignore_time)?;
         for input in &mut inputs {
             input.ignore_time = spec.execution.ignore_time;
             input.columns = Arc::clone(&own);
+            input.days = days.clone();
         }
         let exec = execution(spec.fee, spec.execution);
         let mut reads: Vec<&str> = exec.columns().to_vec();

@@ -143,6 +143,7 @@ pub(crate) fn prepare(spec: &Spec<'_>, source: &Source<'_>, limits: &Limits) -> 
         crate::datasets::bars::input_columns(schema, batches, &portfolio.program.inputs, &what)?
             .into()
     };
+    let days = crate::compute::period_days(&portfolio.program, bars, false)?;
     let inputs: Vec<Input> = picked
         .iter()
         .enumerate()
@@ -150,7 +151,8 @@ pub(crate) fn prepare(spec: &Spec<'_>, source: &Source<'_>, limits: &Limits) -> 
             let name = names.as_ref().map(|n| n[k].as_str());
             Ok(source
                 .input(i, name, None, 0)?
-                .with_columns(Arc::clone(&own)))
+                .with_columns(Arc::clone(&own))
+                .with_days(days.clone()))
         })
         .collect::<Result<_>>()?;
     let next_open = spec.execution.fill == Fill::NextOpen;

@@ -12,6 +12,11 @@
 //!    per-combo array of the whole series is ever written.
 //!
 //! The results do not depend on grouping, block size or thread count.
+//!
+//! Higher timeframes (protocol v1.4): a series' period bars are gathered once per call for
+//! each timeframe its formulas call ([`Frames`]); the nodes of a timeframe are phase-1 arrays
+//! computed on those period bars by the same code as any other, and the call itself
+//! (`weekly(x)`) is a phase-1 array on the bars, each bar reading the previous period's value.
 
 pub mod oracle;
 
@@ -26,8 +31,9 @@ use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
 use crate::lines::{Bars, Input};
-use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan};
+use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan, Windows};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
+use crate::timeframe::{PeriodBars, Timeframe, seen_from_next};
 use crate::{ComboResult, Error, Result};
 
 /// Bars per block of the per-combo phase: a few blocks of f64 and bytes stay in L1/L2.
@@ -69,6 +75,77 @@ pub(crate) fn column<'a>(bars: &Bars<'a>, c: Column) -> Option<&'a [f64]> {
         Column::Volume => bars.volume,
         Column::Input(k) => bars.input(usize::from(k)),
     }
+}
+
+/// A series' period bars for each higher timeframe a call's formulas use, gathered once per
+/// series and call (only the columns the formulas read).
+#[derive(Debug, Default)]
+pub struct Frames {
+    periods: [Option<PeriodBars>; 3],
+}
+
+impl Frames {
+    /// The period bars `program` needs over `bars`.
+    ///
+    /// # Errors
+    /// [`Error::Strategy`] when the formulas call a higher timeframe and the bars carry no
+    /// days (no time of a timestamp or date type).
+    pub fn of(bars: &Bars<'_>, program: &Program) -> Result<Self> {
+        let mut out = Self::default();
+        let timeframes = program.timeframes();
+        if timeframes.is_empty() {
+            return Ok(out);
+        }
+        let Some(days) = bars.days else {
+            return Err(Error::Strategy(format!(
+                "`{}(x)` reads the bars' periods, which need a time of a timestamp or date type",
+                timeframes[0].name()
+            )));
+        };
+        // Only the columns the formulas read are gathered.
+        let reads = program.columns();
+        let read = Bars {
+            open: bars.open.filter(|_| reads.contains(&Column::Open)),
+            high: bars.high.filter(|_| reads.contains(&Column::High)),
+            low: bars.low.filter(|_| reads.contains(&Column::Low)),
+            volume: bars.volume.filter(|_| reads.contains(&Column::Volume)),
+            ..*bars
+        };
+        for tf in timeframes {
+            out.periods[tf.index()] = Some(PeriodBars::of(&read, days, tf));
+        }
+        Ok(out)
+    }
+
+    /// What a series has for windows to fit in: its bars and its period bars.
+    pub fn have(&self, bars: usize) -> Windows {
+        Windows {
+            bars,
+            periods: self
+                .periods
+                .each_ref()
+                .map(|p| p.as_ref().map_or(0, PeriodBars::len)),
+        }
+    }
+
+    fn views(&self) -> Views<'_> {
+        Views {
+            bars: self
+                .periods
+                .each_ref()
+                .map(|p| p.as_ref().map(PeriodBars::bars)),
+            of_bar: self
+                .periods
+                .each_ref()
+                .map(|p| p.as_ref().map(|p| &p.of_bar[..])),
+        }
+    }
+}
+
+/// The period bars of [`Frames`] as evaluation reads them.
+struct Views<'a> {
+    bars: [Option<Bars<'a>>; 3],
+    of_bar: [Option<&'a [u32]>; 3],
 }
 
 /// A materialised node of a group.
@@ -159,6 +236,9 @@ pub fn sweep_program(
     exec.validate()?;
     exec.check_bars(bars)?;
     check_columns(program, bars)?;
+    let frames = Frames::of(bars, program)?;
+    let have = frames.have(bars.len());
+    let views = frames.views();
     let width = program.params.len();
     debug_assert_eq!(values.len(), width * combos);
     let value = |i: usize| &values[i * width..(i + 1) * width];
@@ -214,7 +294,13 @@ pub fn sweep_program(
             }
         }
         group.mark_common(len);
-        let arrays = materialise(bars, &group.plan, &group.shared, parallel, control.cache)?;
+        let arrays = materialise(
+            (bars, &views),
+            &group.plan,
+            &group.shared,
+            parallel,
+            control.cache,
+        )?;
         for (stops, members) in by_table(members, &sharing) {
             let tables: StopTables = stops
                 .and_then(|s| stop_table(bars, exec, (group.plan.defs(), &arrays), &s))
@@ -225,12 +311,14 @@ pub fn sweep_program(
              -> Result<(usize, ComboResult)> {
                 check()?;
                 let ledger = books.ledger(exec, i);
-                let result = if combo.longest_window > len {
+                let result = if !combo.windows.fit(&have) {
                     ledger.done()
                 } else {
                     let ctx = Ctx {
                         bars,
                         defs: group.plan.defs(),
+                        frames: group.plan.frames(),
+                        views: &views,
                         arrays: &arrays,
                         stops: books.stops,
                         tables: &tables,
@@ -321,7 +409,8 @@ pub enum NodeArray {
 /// The values of the nodes `roots` of `plan` over the whole of `bars` (a portfolio's rank,
 /// filter and weight of one series, protocol v1.4): every node they reach is computed once,
 /// by the same computation as a sweep's shared arrays ([`sweep_program`]'s phase 1, the cache
-/// asked first and offered what is computed), and the roots are returned in order.
+/// asked first and offered what is computed), and the roots are returned in order, with what
+/// the series has for windows to fit in (its bars and period bars).
 ///
 /// # Errors
 /// [`Error::Strategy`] for a column the bars lack.
@@ -332,8 +421,10 @@ pub fn node_arrays(
     roots: &[u32],
     parallel: bool,
     cache: &dyn ArrayCache,
-) -> Result<Vec<NodeArray>> {
+) -> Result<(Vec<NodeArray>, Windows)> {
     check_columns(program, bars)?;
+    let frames = Frames::of(bars, program)?;
+    let views = frames.views();
     let mut shared = vec![false; plan.defs().len()];
     let mut stack: Vec<u32> = roots.to_vec();
     while let Some(id) = stack.pop() {
@@ -344,8 +435,9 @@ pub fn node_arrays(
         shared[id as usize] = true;
         stack.extend(def.inputs());
     }
-    let arrays = materialise(bars, plan, &shared, parallel, cache)?;
-    Ok(roots
+    let arrays = materialise((bars, &views), plan, &shared, parallel, cache)?;
+    let have = frames.have(bars.len());
+    let roots = roots
         .iter()
         .map(
             |&id| match (&plan.defs()[id as usize], &arrays[id as usize]) {
@@ -358,14 +450,15 @@ pub fn node_arrays(
                 (_, None) => unreachable!("a root is shared"),
             },
         )
-        .collect())
+        .collect();
+    Ok((roots, have))
 }
 
 /// Phase 1: the nodes of `plan` marked `shared`, in dependency order, each level's in
 /// parallel. A function's series is asked of `cache` first, under its canonical key
 /// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
 fn materialise(
-    bars: &Bars<'_>,
+    (bars, views): (&Bars<'_>, &Views<'_>),
     plan: &Plan,
     shared: &[bool],
     parallel: bool,
@@ -373,16 +466,26 @@ fn materialise(
 ) -> Result<Vec<Option<Array>>> {
     let no_tables = StopTables::new();
     let defs = plan.defs();
-    let len = bars.len();
+    let frames = plan.frames();
+    // A node's length: its timeframe's period bars, or the bars.
+    let len_of = |id: usize| match frames[id] {
+        Some(tf) => views.bars[tf.index()].as_ref().map_or(0, Bars::len),
+        None => bars.len(),
+    };
     // The keys of the function series (others are not cached: conditions are bytes, and an
     // operator node costs about what reading it would).
     let keys: Vec<Option<ArrayKey>> = if cache.may_hold() || cache.keeps() {
         plan.fingerprints()
             .into_iter()
-            .zip(defs)
-            .map(|(f, d)| match d {
+            .zip(defs.iter().zip(frames))
+            .map(|(f, (d, frame))| match d {
                 Def::Call { func, .. } if matches!(function(*func).compute, Compute::Series(_)) => {
-                    Some(builtin_line(bars, defs, d).unwrap_or(ArrayKey::Node(f)))
+                    // A built-in's line is one of the bars, never of period bars.
+                    let line = frame
+                        .is_none()
+                        .then(|| builtin_line(bars, defs, d))
+                        .flatten();
+                    Some(line.unwrap_or(ArrayKey::Node(f)))
                 }
                 _ => None,
             })
@@ -409,7 +512,7 @@ fn materialise(
         ids.retain(|&id| {
             let held = keys[id]
                 .and_then(|k| cache.get(k))
-                .filter(|line| line.len() == len);
+                .filter(|line| line.len() == len_of(id));
             match held {
                 Some(line) => {
                     arrays[id] = Some(Array::Shared(line));
@@ -421,6 +524,8 @@ fn materialise(
         let ctx = Ctx {
             bars,
             defs,
+            frames,
+            views,
             arrays: &arrays,
             stops: &crate::execution::NO_SHARED_STOPS,
             tables: &no_tables,
@@ -511,8 +616,14 @@ fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
 
 /// What evaluation reads: the bars, the group's nodes and its shared arrays.
 struct Ctx<'a> {
+    /// The bars of the nodes evaluated (a timeframe's period bars inside [`Ctx::whole`] of one
+    /// of its nodes).
     bars: &'a Bars<'a>,
     defs: &'a [Def],
+    /// Each def's timeframe ([`Plan::frames`]).
+    frames: &'a [Option<Timeframe>],
+    /// The series' period bars.
+    views: &'a Views<'a>,
     arrays: &'a [Option<Array>],
     /// What the execution loop's stop checks share (phase 2).
     stops: &'a crate::execution::SharedStops,
@@ -521,13 +632,30 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The context of node `id`'s bars: the period bars of its timeframe, or these.
+    fn of_node(&self, id: usize) -> Self {
+        match self.frames[id] {
+            None => Self { ..*self },
+            Some(tf) => Self {
+                bars: self.views.bars[tf.index()]
+                    .as_ref()
+                    .expect("a timeframe's nodes have its period bars"),
+                ..*self
+            },
+        }
+    }
+
     /// A whole-series input (a column, a shared array or a constant).
     fn input(&self, a: &CallArg) -> Input<'a> {
         match *a {
             CallArg::Window(w) => Input::Window(w as usize),
             CallArg::Operand(Operand::Const(bits)) => Input::Const(f64::from_bits(bits)),
             CallArg::Operand(Operand::Node(n)) => match &self.defs[n as usize] {
-                Def::Column(c) => Input::Series(column(self.bars, *c).expect("checked")),
+                // A column of the node's own bars (a higher-timeframe call reads its period
+                // bars' column).
+                Def::Column(c) => {
+                    Input::Series(column(self.of_node(n as usize).bars, *c).expect("checked"))
+                }
                 _ => match self.arrays[n as usize]
                     .as_ref()
                     .expect("a call's inputs are shared")
@@ -540,13 +668,34 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Node `id` over the whole series (phase 1).
+    /// Node `id` over the whole series (phase 1); a node of a timeframe over its period bars.
     fn whole(&self, id: usize) -> Array {
+        self.of_node(id).whole_here(id)
+    }
+
+    /// [`Ctx::whole`] on these bars.
+    fn whole_here(&self, id: usize) -> Array {
         let len = self.bars.len();
         let def = &self.defs[id];
         if let Def::Call { func, args } = def {
             let inputs: Vec<Input<'_>> = args.iter().map(|a| self.input(a)).collect();
             return match function(*func).compute {
+                // The previous period's value at each bar (expressions.md).
+                Compute::Frame(tf) => {
+                    let of_bar = self.views.of_bar[tf.index()]
+                        .expect("a timeframe's call has its period bars");
+                    let seen = match inputs[0] {
+                        Input::Series(x) => seen_from_next(x, of_bar),
+                        Input::Const(c) => {
+                            let periods = of_bar.last().map_or(0, |&p| p as usize + 1);
+                            seen_from_next(&vec![c; periods], of_bar)
+                        }
+                        Input::Window(_) | Input::Cond(_) => {
+                            unreachable!("the binder checked a timeframe's argument is a number")
+                        }
+                    };
+                    Array::Shared(seen.into())
+                }
                 // Written where it may stay: the line a cache keeps (no copy to offer it).
                 Compute::Series(f) => {
                     let mut line = crate::lines::filled_line(len, 0.0);
@@ -764,7 +913,9 @@ fn evaluate_block(
                         let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
                         match function(*func).compute {
                             Compute::Cond(f) => f(&inputs, b0, &mut out),
-                            Compute::Series(_) => unreachable!("series calls are shared"),
+                            Compute::Series(_) | Compute::Frame(_) => {
+                                unreachable!("series calls are shared")
+                            }
                         }
                     }
                     Def::Column(_) | Def::Neg(_) | Def::Arith(..) => unreachable!("series"),

@@ -8,6 +8,7 @@
 use super::parse::{self, ParseError};
 use super::registry::{Arg, Returns, function};
 use super::tree::{Column, Formula, Node};
+use crate::timeframe::Timeframe;
 use crate::{Error, Result};
 
 /// The largest window a formula may use.
@@ -187,6 +188,9 @@ pub struct Bound {
     pub kinds: Vec<Kind>,
     /// For each node that is a parameter, its index in [`Program::params`].
     pub params: Vec<Option<u16>>,
+    /// For each node, the higher timeframe it is computed on: that of the `daily` / `weekly` /
+    /// `monthly` call it is inside (`None` outside any; such calls do not nest).
+    pub frames: Vec<Option<Timeframe>>,
 }
 
 /// A strategy's formulas, checked together.
@@ -360,6 +364,23 @@ impl Program {
             .collect()
     }
 
+    /// The higher timeframes the formulas call (`daily`, `weekly`, `monthly`), each once, in
+    /// that order. A program with any has no lookback in bars (expressions.md: `warmup:
+    /// "auto"` is refused and explain's `lookback` is null).
+    pub fn timeframes(&self) -> Vec<Timeframe> {
+        Timeframe::ALL
+            .into_iter()
+            .filter(|tf| {
+                self.formulas.iter().any(|b| {
+                    b.formula.nodes.iter().any(|n| match n {
+                        Node::Call { func, .. } => function(*func).timeframe() == Some(*tf),
+                        _ => false,
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// The names of the inputs the formulas read, in `inputs` order.
     pub fn inputs_read(&self) -> Vec<&str> {
         let read = |k: usize| {
@@ -470,7 +491,32 @@ fn check(
     // Windows are found where they are used, after the parameter node itself: note them, and
     // mark the parameters int once every node is seen.
     let mut windows: Vec<u16> = Vec::new();
+    // For each node, a higher-timeframe call in its subtree (itself included), if any.
+    let mut framed: Vec<Option<u32>> = Vec::with_capacity(n);
     for (i, node) in formula.nodes.iter().enumerate() {
+        let inner = node.operands().iter().find_map(|&o| framed[o as usize]);
+        if let Node::Call { func, .. } = node
+            && let Some(tf) = function(*func).timeframe()
+        {
+            if let Some(inner) = inner {
+                let Node::Call { func: g, .. } = formula.node(inner) else {
+                    unreachable!("a framed node is a call")
+                };
+                return Err(here(
+                    inner,
+                    format!(
+                        "{}(...) inside {}(...): higher-timeframe calls do not nest; compute the \
+                         inner formula on one timeframe (e.g. `{}(sma(close, 10))`)",
+                        function(*g).name,
+                        tf.name(),
+                        tf.name()
+                    ),
+                ));
+            }
+            framed.push(Some(i as u32));
+        } else {
+            framed.push(inner);
+        }
         let id = i as u32;
         let number = |a: u32, what: &str| -> Result<()> {
             match kinds[a as usize] {
@@ -639,10 +685,22 @@ fn check(
             "a constraint reads only parameters and numbers (no columns, no functions)".into(),
         ));
     }
+    // Each node's timeframe, from the root down (a parent comes after its operands).
+    let mut frames: Vec<Option<Timeframe>> = vec![None; n];
+    for (i, node) in formula.nodes.iter().enumerate().rev() {
+        let inside = match node {
+            Node::Call { func, .. } => function(*func).timeframe().or(frames[i]),
+            _ => frames[i],
+        };
+        for o in node.operands() {
+            frames[o as usize] = inside;
+        }
+    }
     Ok(Bound {
         field,
         formula,
         kinds,
         params: indices,
+        frames,
     })
 }

@@ -6,6 +6,7 @@
 
 use super::tree::Column;
 use crate::lines::{Bars, Input, multi, plain, series};
+use crate::timeframe::Timeframe;
 
 /// The kind of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,11 @@ pub enum Compute {
     Series(fn(&Bars<'_>, &[Input<'_>], &mut [f64])),
     /// Writes one byte per bar of `from..from + out.len()` (the arguments are whole series).
     Cond(fn(&[Input<'_>], usize, &mut [u8])),
+    /// A higher timeframe (protocol v1.4): its argument is computed on the bars gathered into
+    /// this timeframe's periods and seen from the next period
+    /// ([`crate::timeframe::seen_from_next`]). The planner keys the nodes inside by it and the
+    /// evaluator gives them the period bars.
+    Frame(Timeframe),
 }
 
 /// A function's oracle: the spec's definition bar by bar (`crate::lines::plain`).
@@ -43,6 +49,9 @@ pub enum Plain {
     Series(fn(&Bars<'_>, &[Input<'_>]) -> Vec<f64>),
     /// A condition.
     Cond(fn(&Bars<'_>, &[Input<'_>]) -> Vec<bool>),
+    /// A higher timeframe: the oracle gathers its own period bars and evaluates the argument
+    /// on them (`crate::eval::oracle`).
+    Frame(Timeframe),
 }
 
 /// A shared pass over one series for many windows: one line per window.
@@ -369,7 +378,38 @@ pub static FUNCTIONS: &[Function] = &[
         series::cross_below,
         plain::cross_below
     ),
+    timeframe("daily", "daily(x)", Timeframe::Daily),
+    timeframe("weekly", "weekly(x)", Timeframe::Weekly),
+    timeframe("monthly", "monthly(x)", Timeframe::Monthly),
 ];
+
+/// `daily(x)`, `weekly(x)`, `monthly(x)`: one entry each, all the same but for the period.
+const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -> Function {
+    Function {
+        name,
+        args: &[S],
+        signature,
+        returns: Returns::Series,
+        reads: &[],
+        // Not a number of bars (expressions.md): the binder marks the program, and
+        // `warmup: "auto"` and explain's lookback read that mark instead.
+        lookback: |_| 0,
+        expands: None,
+        compute: Compute::Frame(tf),
+        multi: None,
+        plain: Plain::Frame(tf),
+    }
+}
+
+impl Function {
+    /// The timeframe of a higher-timeframe function.
+    pub fn timeframe(&self) -> Option<Timeframe> {
+        match self.compute {
+            Compute::Frame(tf) => Some(tf),
+            _ => None,
+        }
+    }
+}
 
 /// The entry of function `id`.
 pub fn function(id: u16) -> &'static Function {

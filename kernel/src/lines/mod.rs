@@ -49,6 +49,9 @@ pub struct Bars<'a> {
     pub inputs: &'a [std::sync::Arc<[f64]>],
     /// The row of each input that is bar 0.
     pub inputs_from: usize,
+    /// Each bar's UTC date as days since 1970-01-01, where the series has a time of a
+    /// timestamp or date type (protocol v1.4: the periods of `daily`, `weekly`, `monthly`).
+    pub days: Option<&'a [i64]>,
 }
 
 impl<'a> Bars<'a> {
@@ -111,6 +114,7 @@ impl<'a> Bars<'a> {
             volume: cut(self.volume),
             inputs: self.inputs,
             inputs_from: self.inputs_from + from,
+            days: self.days.map(|d| &d[from..to]),
         }
     }
 }

@@ -7,6 +7,11 @@
 //! constants are compared by their bits, so `x / 0.0` and `x / -0.0`, which differ, stay two).
 //! Binding walks each formula's post-order arena with a loop: no recursion, whatever the
 //! formula.
+//!
+//! A node inside a higher-timeframe call (`weekly(sma(close, 10))`, protocol v1.4) is a node
+//! of that timeframe: its key is the def *and* the timeframe ([`Plan::frames`]), so
+//! `sma(close, 10)` inside `weekly` and outside it are two nodes, computed on the period bars
+//! and on the bars; the call itself is a node on the bars that reads one of that timeframe.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -14,6 +19,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use crate::expr::bind::{Bound, Field, Kind, MAX_WINDOW, Program};
 use crate::expr::registry::{Arg, Returns, full_form, function};
 use crate::expr::{BinOp, CmpOp, Column, Node};
+use crate::timeframe::Timeframe;
 
 /// An operand of a node: another node, or a constant (its bits, so keys hash and compare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,6 +189,42 @@ pub enum Cond {
     Node(u32),
 }
 
+/// The longest window a combo's formulas use on the bars and on each higher timeframe's period
+/// bars: a combo gives no signal on a series where one of them does not fit (expressions.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Windows {
+    /// On the bars.
+    pub bars: usize,
+    /// On the period bars, in [`Timeframe::ALL`] order.
+    pub periods: [usize; 3],
+}
+
+impl Windows {
+    /// Whether every window fits in `have` (a series' bars and its period bars).
+    pub fn fit(&self, have: &Self) -> bool {
+        self.bars <= have.bars && self.periods.iter().zip(&have.periods).all(|(w, h)| w <= h)
+    }
+
+    /// The longer of each window.
+    #[must_use]
+    pub fn max(self, other: Self) -> Self {
+        let mut out = self;
+        out.bars = out.bars.max(other.bars);
+        for (a, b) in out.periods.iter_mut().zip(other.periods) {
+            *a = (*a).max(b);
+        }
+        out
+    }
+
+    fn note(&mut self, frame: Option<Timeframe>, w: usize) {
+        let slot = match frame {
+            None => &mut self.bars,
+            Some(tf) => &mut self.periods[tf.index()],
+        };
+        *slot = (*slot).max(w);
+    }
+}
+
 /// One combo as the plan holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComboPlan {
@@ -191,8 +233,8 @@ pub struct ComboPlan {
     /// The stop formulas' values (`stop_loss`, `take_profit`, `trailing_stop`): a node or a
     /// constant; `None` where the body gives a number or nothing.
     pub stops: [Option<Operand>; 3],
-    /// The longest window any of its formulas uses (0 with none).
-    pub longest_window: usize,
+    /// The longest window its formulas use on each timeframe (0 with none).
+    pub windows: Windows,
     /// The largest lookback of its formulas (docs/language.md's table).
     pub lookback: usize,
 }
@@ -201,7 +243,9 @@ pub struct ComboPlan {
 #[derive(Debug, Default)]
 pub struct Plan {
     defs: Vec<Def>,
-    index: HashMap<Def, u32>,
+    /// Each def's higher timeframe (`None`: the bars).
+    frames: Vec<Option<Timeframe>>,
+    index: HashMap<(Option<Timeframe>, Def), u32>,
     /// How many combos reach each node, and the last combo that did (to count each once).
     reached: Vec<(u32, u32)>,
     /// Combos bound so far.
@@ -230,6 +274,12 @@ impl Plan {
         &self.defs
     }
 
+    /// Each def's timeframe, in [`Plan::defs`] order: `None` for a node on the bars, the
+    /// timeframe of the `daily` / `weekly` / `monthly` call a node is inside.
+    pub fn frames(&self) -> &[Option<Timeframe>] {
+        &self.frames
+    }
+
     /// The number of distinct series nodes that are not columns: `explain`'s `arrays`.
     pub fn arrays(&self) -> usize {
         self.defs.iter().filter(|d| d.is_array()).count()
@@ -251,10 +301,16 @@ impl Plan {
     /// a collision among 10^9 nodes has odds of about 10^-21.
     pub fn fingerprints(&self) -> Vec<u128> {
         let mut out: Vec<u128> = Vec::with_capacity(self.defs.len());
-        for def in &self.defs {
+        for (def, frame) in self.defs.iter().zip(&self.frames) {
             let half = |salt: u64| {
                 let mut h = DefaultHasher::new();
                 salt.hash(&mut h);
+                // A node of a higher timeframe never shares a key (nor a cached line) with the
+                // bars' node of the same def; the bars' keys are as before timeframes.
+                if let Some(tf) = frame {
+                    h.write_u8(0xfe);
+                    tf.hash(&mut h);
+                }
                 def.hash_with(&out, &self.inputs, &mut h);
                 h.finish()
             };
@@ -263,13 +319,15 @@ impl Plan {
         out
     }
 
-    fn intern(&mut self, def: Def) -> u32 {
-        let id = match self.index.get(&def) {
+    fn intern(&mut self, frame: Option<Timeframe>, def: Def) -> u32 {
+        let key = (frame, def);
+        let id = match self.index.get(&key) {
             Some(&id) => id,
             None => {
                 let id = self.defs.len() as u32;
-                self.defs.push(def.clone());
-                self.index.insert(def, id);
+                self.defs.push(key.1.clone());
+                self.frames.push(frame);
+                self.index.insert(key, id);
                 self.reached.push((0, u32::MAX));
                 id
             }
@@ -288,9 +346,9 @@ impl Plan {
         self.reached[id as usize].0
     }
 
-    /// The id of `def` if the plan holds it (for walks over a finished plan).
+    /// The id of `def` on the bars if the plan holds it (for walks over a finished plan).
     pub fn find(&self, def: &Def) -> Option<u32> {
-        self.index.get(def).copied()
+        self.index.get(&(None, def.clone())).copied()
     }
 
     /// Binds `program` to one combo's parameter `values` (in [`Program::params`] order),
@@ -309,11 +367,11 @@ impl Plan {
         }
         let mut conditions = [Cond::Always(false); 4];
         let mut stops = [None; 3];
-        let mut longest_window = 0;
+        let mut windows = Windows::default();
         let mut lookback = 0;
         for bound in &program.formulas {
             let (root, w, l) = self.bind_formula(bound, values);
-            longest_window = longest_window.max(w);
+            windows = windows.max(w);
             lookback = lookback.max(l);
             let slot = match bound.field {
                 Field::Long => 0,
@@ -341,26 +399,26 @@ impl Plan {
         ComboPlan {
             conditions,
             stops,
-            longest_window,
+            windows,
             lookback,
         }
     }
 
     /// Binds a portfolio `program` (protocol v1.4) to one combo's `values`: the root of each of
     /// its `rank`, `filter` and `weight` formulas (`None` where absent), in that order, and the
-    /// longest window they use (a series with fewer bars is never eligible) and their largest
-    /// lookback.
+    /// longest windows they use (a series where one does not fit is never eligible) and their
+    /// largest lookback.
     pub fn bind_portfolio(
         &mut self,
         program: &Program,
         values: &[f64],
-    ) -> ([Option<Root>; 3], usize, usize) {
+    ) -> ([Option<Root>; 3], Windows, usize) {
         self.combos += 1;
         if self.inputs.is_empty() {
             self.inputs.clone_from(&program.inputs);
         }
         let mut roots = [None; 3];
-        let (mut longest, mut lookback) = (0, 0);
+        let (mut longest, mut lookback) = (Windows::default(), 0);
         for bound in &program.formulas {
             let Some(k) = Field::PORTFOLIO.iter().position(|f| *f == bound.field) else {
                 continue;
@@ -377,33 +435,34 @@ impl Plan {
         (roots, longest, lookback)
     }
 
-    fn cond_node(&mut self, v: Val) -> u32 {
+    fn cond_node(&mut self, frame: Option<Timeframe>, v: Val) -> u32 {
         match v {
-            Val::Bool(b) => self.intern(Def::Always(b)),
+            Val::Bool(b) => self.intern(frame, Def::Always(b)),
             Val::Node(n) => n,
             Val::Const(_) => unreachable!("the binder checked kinds"),
         }
     }
 
-    /// The root's value, the longest window and the lookback of one formula for one combo.
-    fn bind_formula(&mut self, bound: &Bound, values: &[f64]) -> (Val, usize, usize) {
+    /// The root's value, the longest windows and the lookback of one formula for one combo.
+    fn bind_formula(&mut self, bound: &Bound, values: &[f64]) -> (Val, Windows, usize) {
         let f = &bound.formula;
         let mut vals: Vec<Val> = Vec::with_capacity(f.nodes.len());
         let mut looks: Vec<usize> = Vec::with_capacity(f.nodes.len());
-        let mut longest = 0usize;
+        let mut longest = Windows::default();
         let operand = |v: Val| match v {
             Val::Const(c) => Operand::constant(c),
             Val::Node(n) => Operand::Node(n),
             Val::Bool(_) => unreachable!("the binder checked kinds"),
         };
         for (i, node) in f.nodes.iter().enumerate() {
+            let frame = bound.frames[i];
             let (val, look) = match node {
                 Node::Number { value, .. } => (Val::Const(*value), 0),
                 Node::Param(_) => (
                     Val::Const(values[bound.params[i].expect("a parameter") as usize]),
                     0,
                 ),
-                Node::Column(c) => (Val::Node(self.intern(Def::Column(*c))), 0),
+                Node::Column(c) => (Val::Node(self.intern(frame, Def::Column(*c))), 0),
                 Node::Call { func, args } => {
                     let mut entry = function(*func);
                     let mut id = *func;
@@ -427,7 +486,7 @@ impl Plan {
                                 arg_looks.push(looks[a as usize]);
                             }
                             Arg::Cond => {
-                                let n = self.cond_node(v);
+                                let n = self.cond_node(frame, v);
                                 call.push(CallArg::Operand(Operand::Node(n)));
                                 arg_looks.push(looks[a as usize]);
                             }
@@ -449,7 +508,7 @@ impl Plan {
                     }
                     for a in &call {
                         if let CallArg::Window(w) = a {
-                            longest = longest.max(*w as usize);
+                            longest.note(frame, *w as usize);
                         }
                     }
                     let look = (entry.lookback)(&arg_looks);
@@ -457,12 +516,12 @@ impl Plan {
                         func: id,
                         args: call.into(),
                     };
-                    (Val::Node(self.intern(def)), look)
+                    (Val::Node(self.intern(frame, def)), look)
                 }
                 Node::Neg(a) => match vals[*a as usize] {
                     Val::Const(c) => (Val::Const(-c), 0),
                     v => (
-                        Val::Node(self.intern(Def::Neg(operand(v)))),
+                        Val::Node(self.intern(frame, Def::Neg(operand(v)))),
                         looks[*a as usize],
                     ),
                 },
@@ -471,7 +530,7 @@ impl Plan {
                     match (vals[*a as usize], vals[*b as usize]) {
                         (Val::Const(x), Val::Const(y)) => (Val::Const(op.apply(x, y)), 0),
                         (x, y) => (
-                            Val::Node(self.intern(Def::Arith(*op, operand(x), operand(y)))),
+                            Val::Node(self.intern(frame, Def::Arith(*op, operand(x), operand(y)))),
                             look,
                         ),
                     }
@@ -481,7 +540,9 @@ impl Plan {
                     match (vals[*a as usize], vals[*b as usize]) {
                         (Val::Const(x), Val::Const(y)) => (Val::Bool(op.apply(x, y)), 0),
                         (x, y) => (
-                            Val::Node(self.intern(Def::Compare(*op, operand(x), operand(y)))),
+                            Val::Node(
+                                self.intern(frame, Def::Compare(*op, operand(x), operand(y))),
+                            ),
                             look,
                         ),
                     }
@@ -489,8 +550,11 @@ impl Plan {
                 Node::Not(a) => match vals[*a as usize] {
                     Val::Bool(b) => (Val::Bool(!b), 0),
                     v => {
-                        let n = self.cond_node(v);
-                        (Val::Node(self.intern(Def::Not(n))), looks[*a as usize])
+                        let n = self.cond_node(frame, v);
+                        (
+                            Val::Node(self.intern(frame, Def::Not(n))),
+                            looks[*a as usize],
+                        )
                     }
                 },
                 Node::And(a, b) | Node::Or(a, b) => {
@@ -501,9 +565,9 @@ impl Plan {
                             (Val::Bool(if and { x && y } else { x || y }), 0)
                         }
                         (x, y) => {
-                            let (x, y) = (self.cond_node(x), self.cond_node(y));
+                            let (x, y) = (self.cond_node(frame, x), self.cond_node(frame, y));
                             let def = if and { Def::And(x, y) } else { Def::Or(x, y) };
-                            (Val::Node(self.intern(def)), look)
+                            (Val::Node(self.intern(frame, def)), look)
                         }
                     }
                 }

@@ -781,11 +781,11 @@ impl SeriesValues {
         use crate::eval::oracle::{Value, evaluate};
         use crate::expr::Field;
         let len = bars.len();
-        let mut longest = 0;
+        let mut fits = true;
         let mut read = |field: Field| {
             program.formula(field).map(|bound| {
-                let (v, w) = evaluate(bars, bound, values);
-                longest = longest.max(w);
+                let (v, f) = evaluate(bars, bound, values);
+                fits &= f;
                 v
             })
         };
@@ -805,7 +805,7 @@ impl SeriesValues {
             rank,
             filter,
             weight,
-            fits: longest <= len,
+            fits,
         }
     }
 

@@ -29,7 +29,7 @@ use crate::eval::{NodeArray, node_arrays};
 use crate::expr::Program;
 use crate::keys::ArrayCache;
 use crate::lines::Bars;
-use crate::plan::{Plan, Root};
+use crate::plan::{Plan, Root, Windows};
 use crate::{Error, Result};
 
 /// A call's series on its calendar, with what every combo reads of their prices.
@@ -194,7 +194,7 @@ struct Slots {
     rank: usize,
     filter: Option<usize>,
     weight: Option<usize>,
-    longest: usize,
+    longest: Windows,
 }
 
 /// The call's distinct formula values at its decision rows, row-major.
@@ -207,8 +207,8 @@ pub struct Panel {
     numbers: Vec<Vec<f64>>,
     /// `conds[k][u * S + s]`, 1 where it holds (0 where `s` has no bar).
     conds: Vec<Vec<u8>>,
-    /// Each series' own bars (a combo's longest window must fit them).
-    lengths: Vec<usize>,
+    /// Each series' own bars and period bars (a combo's longest windows must fit them).
+    lengths: Vec<Windows>,
 }
 
 impl Panel {
@@ -262,7 +262,7 @@ pub fn sweep(
         let combos = &call.combos[first..last];
         let (panel, slots) = panel(call, combos, parallel)?;
         // The combos of one key share their selection lists.
-        let mut keys: Vec<(usize, Option<usize>, Option<usize>, usize)> = Vec::new();
+        let mut keys: Vec<(usize, Option<usize>, Option<usize>, Windows)> = Vec::new();
         let mut key_of: Vec<usize> = Vec::with_capacity(combos.len());
         for s in &slots {
             let key = (s.rank, s.filter, s.weight, s.longest);
@@ -379,7 +379,7 @@ fn panel(
             sources.len() - 1
         })
     };
-    let mut raw: Vec<(usize, Option<usize>, Option<usize>, usize)> = Vec::new();
+    let mut raw: Vec<(usize, Option<usize>, Option<usize>, Windows)> = Vec::new();
     for combo in combos {
         let ([rank, filter, weight], longest, _) = plan.bind_portfolio(call.program, combo.values);
         let rank = slot_of(source(rank.expect("a portfolio has a rank")), false);
@@ -426,10 +426,11 @@ fn panel(
     let u_n = rows.len();
     // One series' column of every slot: `numbers` slots' values then `conds`', each at
     // every decision row.
-    let column = |s: usize| -> Result<(Vec<f64>, Vec<u8>)> {
+    let column = |s: usize| -> Result<(Vec<f64>, Vec<u8>, Windows)> {
         let on = &universe.series[s];
         let cache = (call.cache)(s);
-        let arrays = node_arrays(&call.bars[s], call.program, &plan, &nodes, false, &*cache)?;
+        let (arrays, have) =
+            node_arrays(&call.bars[s], call.program, &plan, &nodes, false, &*cache)?;
         let mut of_node = arrays.into_iter();
         let mut nums = vec![f64::NAN; numbers * u_n];
         let mut flags = vec![0u8; conds * u_n];
@@ -449,14 +450,14 @@ fn panel(
                 }
             }
         }
-        Ok((nums, flags))
+        Ok((nums, flags, have))
     };
     let mut panel = Panel {
         at,
         series: n,
         numbers: vec![vec![f64::NAN; u_n * n]; numbers],
         conds: vec![vec![0u8; u_n * n]; conds],
-        lengths: call.bars.iter().map(Bars::len).collect(),
+        lengths: vec![Windows::default(); n],
     };
     // Series in batches: a batch's columns are written into the row-major panel, then
     // dropped, so the transposition holds one batch besides the panel.
@@ -466,7 +467,7 @@ fn panel(
             return Err(Error::Cancelled);
         }
         let last = (first + batch).min(n);
-        let columns: Vec<(Vec<f64>, Vec<u8>)> = if parallel {
+        let columns: Vec<(Vec<f64>, Vec<u8>, Windows)> = if parallel {
             (first..last)
                 .into_par_iter()
                 .map(column)
@@ -474,7 +475,8 @@ fn panel(
         } else {
             (first..last).map(column).collect::<Result<_>>()?
         };
-        for (s, (nums, flags)) in (first..last).zip(columns) {
+        for (s, (nums, flags, have)) in (first..last).zip(columns) {
+            panel.lengths[s] = have;
             for (j, out) in panel.numbers.iter_mut().enumerate() {
                 for u in 0..u_n {
                     out[u * n + s] = nums[j * u_n + u];
@@ -516,7 +518,7 @@ fn eligible(panel: &Panel, slots: &Slots, row: usize, out: &mut Vec<(usize, f64)
     let ranks = &panel.numbers[slots.rank];
     for s in 0..panel.series {
         let r = ranks[base + s];
-        if !r.is_finite() || slots.longest > panel.lengths[s] {
+        if !r.is_finite() || !slots.longest.fit(&panel.lengths[s]) {
             continue;
         }
         if let Some(f) = slots.filter
