@@ -350,13 +350,32 @@ pub(crate) fn check_time_order(bars: &BarColumns, what: &str) -> Result<()> {
 /// computed once per call; `None` when it calls none.
 ///
 /// # Errors
-/// INVALID_ARGUMENT naming the function and the reason when the time is read as absent
-/// (`ignore_time`), absent, unusable, or int64 (a number without a unit has no date).
+/// As [`check_period_time`].
 pub(crate) fn period_days(
     program: &sweepflight_kernel::expr::Program,
     bars: &BarColumns,
     ignore_time: bool,
 ) -> Result<Option<Arc<[i64]>>> {
+    let Some(time) = check_period_time(program, bars, ignore_time)? else {
+        return Ok(None);
+    };
+    let days = time
+        .utc_days()
+        .ok_or_else(|| Error::Internal("a time with a unit has UTC dates".into()))?;
+    Ok(Some(days.into()))
+}
+
+/// The time column the higher timeframes of `program` read, checked (`None` when it calls
+/// none): what a sweep refuses, `explain` refuses too, without reading the dates.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming the function and the reason when the time is read as absent
+/// (`ignore_time`), absent, unusable, or int64 (a number without a unit has no date).
+pub(crate) fn check_period_time<'a>(
+    program: &sweepflight_kernel::expr::Program,
+    bars: &'a BarColumns,
+    ignore_time: bool,
+) -> Result<Option<&'a crate::datasets::bars::TimeColumn>> {
     let Some(tf) = program.timeframes().first().copied() else {
         return Ok(None);
     };
@@ -372,13 +391,13 @@ pub(crate) fn period_days(
     }
     bars.require(&["time"], &what)?;
     let time = bars.time.as_ref().expect("required above");
-    let days = time.utc_days().ok_or_else(|| {
-        Error::invalid(format!(
+    if time.unit_seconds().is_none() {
+        return Err(Error::invalid(format!(
             "{what} reads each bar's UTC date, and the dataset's time is int64, a number \
              without a unit: put the time as a timestamp or a date column"
-        ))
-    })?;
-    Ok(Some(days.into()))
+        )));
+    }
+    Ok(Some(time))
 }
 
 /// Seconds in a year of 365.25 days (protocol v1.3, `"periods_per_year": "auto"`).

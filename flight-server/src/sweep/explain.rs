@@ -43,6 +43,7 @@ pub(crate) fn explain(
     if let Some(d) = dataset(&request.dataset) {
         let what = format!("dataset `{}`", request.dataset);
         crate::datasets::bars::input_indices(d.schema(), &program.inputs, &what)?;
+        crate::compute::check_period_time(&program, &d.data.bars, request.execution.ignore_time)?;
     }
     // Combos a constraint skips are not counted (docs/language.md, "Constraint").
     let runs = request
@@ -104,7 +105,8 @@ pub(crate) fn explain(
         "params": program.params.iter().map(|p| json!({"name": p.name, "kind": p.kind.name()})).collect::<Vec<_>>(),
         "formulas": formulas,
         "combos": combos,
-        "lookback": lookback,
+        // A higher timeframe looks back in periods, not bars (expressions.md): null.
+        "lookback": if program.timeframes().is_empty() { json!(lookback) } else { Value::Null },
         "arrays": arrays.len(),
         // The bar columns, then the inputs the formulas read (in `inputs` order).
         "columns": columns.iter().map(|c| c.name()).chain(program.inputs_read()).collect::<Vec<_>>(),

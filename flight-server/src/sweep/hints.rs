@@ -29,6 +29,16 @@ pub(crate) fn with_hint(
     if let Some(h) = period {
         return Error::InvalidArgument(format!("{}; {h}", e.0));
     }
+    // A function's name without its call (`close > weekly`) is read as a parameter's.
+    if let Some(name) = e.unvalued_param()
+        && sweepflight_kernel::expr::registry::is_function(name)
+    {
+        return Error::InvalidArgument(format!(
+            "{}; `{name}` is a function, read here as a parameter's name: call it, e.g. \
+             `{name}(close)`",
+            e.0
+        ));
+    }
     let hint = e.unvalued_param().and_then(|name| {
         let value = value.as_ref()?;
         let d = dataset(value.get("dataset")?.as_str()?)?;

@@ -23,6 +23,7 @@ mod metrics;
 mod overload;
 mod portfolio;
 mod protocol;
+mod timeframes;
 mod trust;
 mod universe;
 mod walk_forward;
