@@ -282,29 +282,28 @@ async fn a_portfolio_ranks_by_a_timeframe_as_by_the_same_values_sent_as_an_input
     let series: Vec<Daily> = (0..4).map(|k| daily(260 - 20 * k, k as f64)).collect();
     // Each series' `weekly(roc(close, 3))` by the interpreter, over its own rows.
     let rank = Program::portfolio(&[(Field::Rank, "weekly(roc(close, 3))")], &[], &[]).unwrap();
-    let mut cols: (Vec<&str>, Vec<i64>, Vec<f64>, Vec<f64>, Vec<f64>) = Default::default();
+    let (mut symbol, mut time, mut open, mut close, mut wk) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for (s, name) in series.iter().zip(names) {
         let (v, _) = oracle::evaluate(&s.bars(), rank.formula(Field::Rank).unwrap(), &[]);
         let oracle::Value::Series(v) = v else {
             panic!("a series")
         };
-        for i in 0..s.close.len() {
-            cols.0.push(name);
-            cols.1.push(s.days[i] * 86_400 * 1_000_000_000);
-            cols.2.push(s.open[i]);
-            cols.3.push(s.close[i]);
-            cols.4.push(v[i]);
-        }
+        symbol.extend(std::iter::repeat_n(name, v.len()));
+        time.extend(s.days.iter().map(|d| d * 86_400 * 1_000_000_000));
+        open.extend_from_slice(&s.open);
+        close.extend_from_slice(&s.close);
+        wk.extend(v);
     }
     let batch = RecordBatch::try_from_iter([
-        ("symbol", Arc::new(StringArray::from(cols.0)) as ArrayRef),
+        ("symbol", Arc::new(StringArray::from(symbol)) as ArrayRef),
         (
             "time",
-            Arc::new(TimestampNanosecondArray::from(cols.1).with_timezone("UTC")),
+            Arc::new(TimestampNanosecondArray::from(time).with_timezone("UTC")),
         ),
-        ("open", Arc::new(Float64Array::from(cols.2))),
-        ("close", Arc::new(Float64Array::from(cols.3))),
-        ("wk", Arc::new(Float64Array::from(cols.4))),
+        ("open", Arc::new(Float64Array::from(open))),
+        ("close", Arc::new(Float64Array::from(close))),
+        ("wk", Arc::new(Float64Array::from(wk))),
     ])
     .unwrap();
     put_with(
