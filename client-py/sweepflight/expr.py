@@ -303,10 +303,31 @@ def cross_below(a: Any, b: Any) -> Expr:
     return _call("cross_below", a, b)
 
 
+def daily(x: Any) -> Expr:
+    """``x`` computed on the bars gathered into UTC days, seen from the next day's bars on:
+    nothing of a day is read before it has ended (``daily(close)`` is yesterday's close on
+    intraday bars). Needs a time column of a timestamp or date type."""
+    return _call("daily", x)
+
+
+def weekly(x: Any) -> Expr:
+    """``x`` computed on weekly bars (ISO weeks: open the week's first, high its largest, low
+    its smallest, close its last, volume its sum), seen from the next week's bars on:
+    ``close > weekly(sma(close, n))`` trades daily bars with last week's trend, never this
+    week's unfinished one. Windows inside count weeks. Calls do not nest."""
+    return _call("weekly", x)
+
+
+def monthly(x: Any) -> Expr:
+    """``x`` computed on monthly bars (UTC months), seen from the next month's bars on."""
+    return _call("monthly", x)
+
+
 #: The functions of the language, as the server's registry names them.
 FUNCTIONS = (
     "lag", "change", "roc", "sum", "sma", "wma", "std", "highest", "lowest", "ema", "rma", "rsi",
     "tr", "atr", "hma", "hma3", "abs", "sqrt", "log", "min", "max", "where", "cross_above", "cross_below",
+    "daily", "weekly", "monthly",
 )  # fmt: skip
 
 #: The fields of a strategy object.

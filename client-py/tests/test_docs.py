@@ -116,6 +116,8 @@ def check_protocol(ns: dict[str, Any]) -> None:
     assert "bars out of time order (row 1: time 2025-06-21 is not after" in ns["refusal"]
     assert "sort the bars by time" in ns["refusal"]
     assert ns["in_rows"].num_rows == 1
+    assert ns["framed"].num_rows == 3 and ns["framed"]["trades"].to_pylist() != [0, 0, 0]
+    assert ns["weeks"]["lookback"] is None and ns["weeks"]["arrays"] == 8
     assert ns["book"].num_rows == 4 and ns["book"].column_names[1:3] == ["n", "k"]
     assert "pnl" not in ns["book"].column_names and ns["book"]["rebalances"][0].as_py() > 30
     assert ns["fills"].column_names == ["combo", "row", "time", "series", "shares", "price", "value", "fee"]
@@ -129,6 +131,11 @@ def check_strategies(ns: dict[str, Any]) -> None:
     assert ns["breaks"].height == 4 and ns["breaks"]["trades"].sum() > 0
     assert ns["trend"].height == 3 and ns["trend"]["trades"].sum() > 0
     assert ns["stoch"].height == 4 and ns["stoch"]["trades"].sum() > 0
+    # The weekly filter on GOOG: every combo trades, and fewer times than without the filter.
+    assert ns["weekly_runs"].height == 8 and ns["weekly_runs"]["trades"].min() > 0
+    plain = {(r["fast"], r["slow"]): r["trades"] for r in ns["unfiltered"].iter_rows(named=True)}
+    assert all(r["trades"] < plain[(r["fast"], r["slow"])] for r in ns["weekly_runs"].iter_rows(named=True))
+    assert (ns["weekly_plan"]["arrays"], ns["weekly_plan"]["lookback"]) == (8, None)
 
 
 def check_portfolios(ns: dict[str, Any]) -> None:
