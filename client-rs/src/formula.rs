@@ -274,6 +274,26 @@ pub fn abs(x: impl Into<Expr>) -> Expr {
     call("abs", &[x.into()])
 }
 
+macro_rules! timeframe {
+    ($($name:ident: $doc:literal),* $(,)?) => {$(
+        #[doc = $doc]
+        ///
+        /// A higher timeframe (protocol v1.4): `x` is computed on the bars gathered into these
+        /// periods (open the first, high the largest, low the smallest, close the last, volume
+        /// the sum) and each period's value is seen from the next period's first bar, so no
+        /// bar reads its own unfinished period. Windows inside count periods; calls do not
+        /// nest; the dataset needs a time of a timestamp or date type.
+        pub fn $name(x: impl Into<Expr>) -> Expr {
+            call(stringify!($name), &[x.into()])
+        }
+    )*};
+}
+timeframe!(
+    daily: "`x` on UTC days: `daily(close)` is the previous day's close on intraday bars.",
+    weekly: "`x` on ISO weeks: `close().gt(weekly(sma(close(), n)))` is a weekly trend filter.",
+    monthly: "`x` on months.",
+);
+
 /// A strategy of these formulas and an optional constraint.
 ///
 /// # Errors
@@ -508,6 +528,33 @@ mod tests {
             .build(None)
             .unwrap_err();
         assert!(e.contains("needs `longs` or `shorts`"), "{e}");
+    }
+
+    #[test]
+    fn a_higher_timeframe_prints_and_binds_as_the_server_reads_it() {
+        let n = param("n");
+        let trend = close().gt(weekly(sma(close(), &n)));
+        assert_eq!(trend.to_string(), "close > weekly(sma(close, n))");
+        assert_eq!(daily(close()).to_string(), "daily(close)");
+        let s = strategy(
+            Some(&trend.and(close().gt(monthly(close())))),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = s.params().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["n"]);
+        let e = strategy(
+            Some(&close().gt(weekly(daily(close())))),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("do not nest"), "{e}");
     }
 
     #[test]

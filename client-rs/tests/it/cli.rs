@@ -786,6 +786,33 @@ fn ohlcv_csv_and_execution_options_from_the_command_line() {
     ));
     assert!(formula.starts_with("combo,fast,slow,m,pnl"), "{formula}");
     assert_eq!(formula.lines().count(), 4);
+    // A weekly trend filter (protocol v1.4): windows inside count weeks; a call inside
+    // another is refused with the fix.
+    let weekly = [
+        "sweep",
+        "goog",
+        "--long",
+        "cross_above(sma(close, 5), sma(close, 20)) and close > weekly(sma(close, w))",
+        "--short",
+        "cross_below(sma(close, 5), sma(close, 20))",
+        "--grid",
+        "w=2,4,8",
+        "--output",
+        "csv",
+    ];
+    let framed = ok(cli(s.uri(), &weekly));
+    assert!(framed.starts_with("combo,w,pnl,trades"), "{framed}");
+    assert_eq!(framed.lines().count(), 4);
+    let ranged = ok(cli(
+        s.uri(),
+        &[&weekly[..], &["--rows", "300:600", "--warmup", "60"]].concat(),
+    ));
+    assert_eq!(ranged.lines().count(), 4);
+    let mut nested = weekly;
+    nested[3] = "close > weekly(daily(close))";
+    let (c, err) = code(cli(s.uri(), &nested));
+    assert_ne!(c, 0);
+    assert!(err.contains("do not nest"), "{err}");
     // A bad High: stored with a warning, refused where the stops read it.
     let bad = dir.path().join("bad.csv");
     let mut rows: Vec<String> = text.lines().map(str::to_owned).collect();
