@@ -129,10 +129,8 @@ impl PeriodBars {
         let runs = || starts.windows(2).map(|w| (w[0], w[1]));
         let first_of = |x: &[f64]| runs().map(|(a, _)| x[a]).collect::<Vec<f64>>();
         let last_of = |x: &[f64]| runs().map(|(_, b)| x[b - 1]).collect::<Vec<f64>>();
-        let fold = |x: &[f64], f: fn(f64, f64) -> f64| {
-            runs()
-                .map(|(a, b)| x[a + 1..b].iter().fold(x[a], |m, &v| f(m, v)))
-                .collect::<Vec<f64>>()
+        let fold = |x: &[f64], f: fn(&[f64]) -> f64| {
+            runs().map(|(a, b)| f(&x[a..b])).collect::<Vec<f64>>()
         };
         let sum = |x: &[f64]| {
             runs()
@@ -141,8 +139,8 @@ impl PeriodBars {
         };
         Self {
             open: bars.open.map(first_of),
-            high: bars.high.map(|h| fold(h, f64::max)),
-            low: bars.low.map(|l| fold(l, f64::min)),
+            high: bars.high.map(|h| fold(h, largest)),
+            low: bars.low.map(|l| fold(l, smallest)),
             close: last_of(bars.close),
             volume: bars.volume.map(sum),
             inputs: (0..bars.inputs.len())
@@ -179,6 +177,30 @@ impl PeriodBars {
             days: None,
         }
     }
+}
+
+/// The largest of `x` (not empty). Four lanes, so the loop vectorises: the largest of finite
+/// values (highs are validated finite) is the same whatever order they are compared in.
+fn largest(x: &[f64]) -> f64 {
+    extreme(x, |a, b| if b > a { b } else { a })
+}
+
+/// The smallest of `x` (not empty), as [`largest`].
+fn smallest(x: &[f64]) -> f64 {
+    extreme(x, |a, b| if b < a { b } else { a })
+}
+
+#[inline(always)]
+fn extreme(x: &[f64], pick: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut lanes = [x[0]; 4];
+    let mut chunks = x.chunks_exact(4);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = pick(*l, v);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(lanes[0], |m, &v| pick(m, v));
+    lanes[1..].iter().fold(tail, |m, &v| pick(m, v))
 }
 
 /// A value computed on the period bars (`per_period`, one per period bar) as seen at each bar:
