@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv
@@ -1561,6 +1562,65 @@ def exp_portfolios(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+def weekly_sma_of_closes(times: np.ndarray, close: np.ndarray, n: int) -> np.ndarray:
+    """`weekly(sma(close, n))` written here from the definition (the check of the timeframes
+    section): ISO weeks of the UTC times, each week's last close, their n-week mean as the
+    language computes a mean (a fresh sum, oldest first, one division), each week's value at the
+    bars of the next week, NaN in the first."""
+    iso = pd.DatetimeIndex(times).isocalendar()
+    keys = (iso["year"] * 100 + iso["week"]).to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    ends = np.concatenate([starts[1:], [len(keys)]])
+    weekly = close[ends - 1]
+    means = np.full(len(weekly), np.nan)
+    for i in range(n - 1, len(weekly)):
+        total = 0.0
+        for v in weekly[i + 1 - n : i + 1]:
+            total += float(v)
+        means[i] = total / n
+    of_bar = np.repeat(np.arange(len(starts)), ends - starts)
+    return np.where(of_bar == 0, np.nan, means[np.maximum(of_bar - 1, 0)])
+
+
+def exp_timeframes(ctx: Ctx) -> dict[str, Any]:
+    """Higher timeframes (protocol v1.4): sma_cross over vectorbt's 435 pairs as formulas on the
+    paper series with an hourly time column, beside the same with `and close > weekly(sma(close,
+    10))` on both sides and beside the built-in, cold calls on a server (the filtered results
+    first checked equal to the same strategy reading the weekly values, computed here from the
+    definition, as an input column); and the kernel's own timing (timeframe-timer): the period
+    bars of a 10,000,000-bar series beside one SMA over it."""
+    bars = 20_000 if ctx.quick else 150_000
+    close = np.asarray(paper.series()[:bars])
+    times = np.datetime64("2000-01-03T00:00", "us") + np.arange(bars).astype("timedelta64[h]")
+    table = pa.table({"time": pa.array(times, pa.timestamp("us", tz="UTC")), "close": close})
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    pairs = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+    weekly = "close > weekly(sma(close, 10))"
+    filtered = {k: f"{v} and {weekly}" for k, v in SMA_FORMS.items()}
+    requests = {
+        "sma_cross, built-in (435 pairs)": {"strategy": "sma_cross", "params": pairs},
+        "sma_cross as formulas": {"strategy": SMA_FORMS, "params": pairs},
+        "the same and close > weekly(sma(close, 10))": {"strategy": filtered, "params": pairs},
+    }
+    # Results first: the weekly filter equal to its values computed here and read as a column.
+    put(c, "hourly", table.append_column("wk", pa.array(weekly_sma_of_closes(times, close, 10))))
+    got = sweep(c, {"dataset": "hourly", **requests["the same and close > weekly(sma(close, 10))"]})
+    sent = {k: f"{v} and close > wk" for k, v in SMA_FORMS.items()}
+    want = sweep(c, {"dataset": "hourly", "strategy": {**sent, "inputs": ["wk"]}, "params": pairs})
+    if got.column("pnl") != want.column("pnl") or got.column("trades") != want.column("trades"):
+        raise CheckFailed("the weekly filter differs from its values computed from the definition")
+    if pc.sum(got["trades"]).as_py() == 0:
+        raise CheckFailed("the filtered strategy never trades")
+    growth: dict[str, list[int]] = {name: [] for name in requests}
+    ops: dict[str, Op] = {name: cold_call(c, srv, table, r, growth[name]) for name, r in requests.items()}
+    calls = interleaved(ctx.n(2, 7), ops, warmup=0)
+    long_bars = 200_000 if ctx.quick else 10_000_000
+    timer = ctx.json_out(ctx.bin("timeframe-timer"), "--runs", str(ctx.n(1, 7)), "--bars", str(long_bars))
+    kernel = {k: Samples(list(v)).summary() for k, v in timer["runs"].items()}
+    return {"bars": bars, "calls": calls, "server_growth": growth, "kernel": kernel, "kernel_bars": timer["bars"]}
+
+
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "kernel": exp_kernel,
     "scaling": exp_scaling,
@@ -1578,4 +1638,5 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "formulas": exp_formulas,
     "bars": exp_bars,
     "portfolios": exp_portfolios,
+    "timeframes": exp_timeframes,
 }

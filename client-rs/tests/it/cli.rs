@@ -808,6 +808,9 @@ fn ohlcv_csv_and_execution_options_from_the_command_line() {
         &[&weekly[..], &["--rows", "300:600", "--warmup", "60"]].concat(),
     ));
     assert_eq!(ranged.lines().count(), 4);
+    let (c, err) = code(cli(s.uri(), &[&weekly[..], &["--warmup-auto"]].concat()));
+    assert_ne!(c, 0);
+    assert!(err.contains("give `warmup` as a number of bars"), "{err}");
     let mut nested = weekly;
     nested[3] = "close > weekly(daily(close))";
     let (c, err) = code(cli(s.uri(), &nested));

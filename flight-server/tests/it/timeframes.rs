@@ -192,6 +192,45 @@ async fn every_verb_equals_the_interpreter_on_the_bars_and_their_utc_dates() {
     assert_eq!(plan["arrays"], 3, "{plan}");
     assert_eq!(plan["lookback"], Value::Null, "{plan}");
 
+    // A built-in's stop formula on a higher timeframe: the interpreter's trades.
+    let stopped = json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]],
+                         "stop_loss": "weekly(atr(2)) / close", "stops": "high_low"});
+    let got = sweep(&mut c, stopped).await.unwrap();
+    let with_stop = Program::new(&[
+        (Field::Long, "cross_above(sma(close, 5), sma(close, 20))"),
+        (Field::Short, "cross_below(sma(close, 5), sma(close, 20))"),
+        (Field::StopLoss, "weekly(atr(2)) / close"),
+    ])
+    .unwrap();
+    let exec = Execution {
+        stops: sweepflight_kernel::StopsOn::HighLow,
+        ..Execution::default()
+    };
+    let want = oracle::run(&d.bars(), &with_stop, &[], &exec);
+    assert_eq!(i64s(&got, "trades")[0] as usize, want.len());
+    let sum: f64 = want.iter().map(|t| t.net).sum();
+    assert!((f64s(&got, "pnl")[0] - sum).abs() <= 1e-9);
+
+    // The cache keeps a timeframe's arrays apart from the bars' own: `sma(close, 10)` on the
+    // bars after its weekly twin was swept (and kept) answers as on a fresh dataset.
+    let framed = json!({"dataset": "d", "strategy": {"long": "close > weekly(sma(close, 10))"}, "params": [[]]});
+    let bare =
+        json!({"dataset": "d", "strategy": {"long": "close > sma(close, 10)"}, "params": [[]]});
+    for _ in 0..3 {
+        sweep(&mut c, framed.clone()).await.unwrap();
+    }
+    let after = sweep(&mut c, bare.clone()).await.unwrap();
+    put(&mut c, "fresh", vec![d.batch(Some(d.utc()))])
+        .await
+        .unwrap();
+    let mut fresh = bare.clone();
+    fresh["dataset"] = json!("fresh");
+    assert_eq!(after, sweep(&mut c, fresh).await.unwrap());
+    let again = sweep(&mut c, framed.clone()).await.unwrap();
+    let mut framed_fresh = framed.clone();
+    framed_fresh["dataset"] = json!("fresh");
+    assert_eq!(again, sweep(&mut c, framed_fresh).await.unwrap());
+
     // Walk-forward and a job run the same arithmetic.
     let wf = table(
         &mut c,
