@@ -299,5 +299,14 @@ def test_a_removed_node_is_replaced_and_the_sweep_completes(ray_cluster: RayClus
 
         got = sweep_while(cluster, "n", params, swap_node)
         assert got.equals(want)
-        moved = ray.get(cluster._servers[0].actor.node_id.remote())
+        # The sweep may end (its chunks redone elsewhere) while the removed node's actor is still
+        # restarting on the new one: Ray answers "temporarily unavailable" until it is up.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                moved = ray.get(cluster._servers[0].actor.node_id.remote())
+                break
+            except ray.exceptions.ActorUnavailableError:
+                assert time.monotonic() < deadline, "the actor did not come back on a new node"
+                time.sleep(0.5)
         assert moved != nodes[0]

@@ -192,6 +192,20 @@ async fn every_verb_equals_the_interpreter_on_the_bars_and_their_utc_dates() {
     assert_eq!(plan["arrays"], 3, "{plan}");
     assert_eq!(plan["lookback"], Value::Null, "{plan}");
 
+    // A session and the stateless exchange (the bars streamed with the call) answer as the sweep.
+    let replies = session(
+        &mut c,
+        &json!({"op": "session", "strategy": strategy}),
+        &[body.clone()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(replies[0], swept);
+    let cmd = json!({"op": "sweep", "strategy": strategy, "grid": {"n": [2, 3, 5]}});
+    let streamed = exchange_sweep(&mut c, cmd, vec![d.batch(Some(d.utc()))]).await;
+    let streamed = arrow_select::concat::concat_batches(&streamed[0].schema(), &streamed).unwrap();
+    assert_eq!(streamed, swept);
+
     // A built-in's stop formula on a higher timeframe: the interpreter's trades.
     let stopped = json!({"dataset": "d", "strategy": "sma_cross", "params": [[5, 20]],
                          "stop_loss": "weekly(atr(2)) / close", "stops": "high_low"});
