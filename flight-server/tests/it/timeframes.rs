@@ -196,7 +196,7 @@ async fn every_verb_equals_the_interpreter_on_the_bars_and_their_utc_dates() {
     let replies = session(
         &mut c,
         &json!({"op": "session", "strategy": strategy}),
-        &[body.clone()],
+        std::slice::from_ref(&body),
     )
     .await
     .unwrap();
