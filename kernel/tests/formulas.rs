@@ -176,6 +176,60 @@ fn every_shared_pass_equals_its_function_per_window_bit_for_bit() {
     }
 }
 
+/// Hull-type lines sharing their first-level WMAs (`multi::hulls`) equal `hma` and `hma3`
+/// computed alone, bit for bit, on every kind of series, windows past the series included.
+#[test]
+fn hull_lines_sharing_their_first_level_equal_each_alone() {
+    use sweepflight_kernel::lines::multi::{Hull, hulls};
+    let len = 700;
+    let walk = series_kinds(len, 5);
+    let bars = Bars::closes(&walk[0].1);
+    let hulled: Vec<_> = FUNCTIONS.iter().filter(|f| f.hull.is_some()).collect();
+    assert_eq!(hulled.len(), 2, "hma and hma3");
+    let triples = [
+        [3, 6, 2],
+        [4, 6, 2],
+        [3, 12, 3],
+        [10, 20, 4],
+        [2, 2, 2],
+        [1, 1, 1],
+        [30, 60, 8],
+        [5, len + 1, 3],
+    ];
+    for (kind, x) in series_kinds(len, 11) {
+        for f in &hulled {
+            let (scale, firsts) = f.hull.unwrap();
+            let specs: Vec<Hull> = triples
+                .iter()
+                .map(|w| Hull {
+                    scale,
+                    first: w[..firsts].to_vec(),
+                    outer: w[2],
+                })
+                .collect();
+            let lines = hulls(&x, &specs, true);
+            let Compute::Series(one) = f.compute else {
+                panic!("a series")
+            };
+            for (line, w) in lines.iter().zip(&triples) {
+                let mut want = vec![0.0; len];
+                let args = [
+                    Input::Series(&x),
+                    Input::Window(w[0]),
+                    Input::Window(w[1]),
+                    Input::Window(w[2]),
+                ];
+                one(&bars, &args, &mut want);
+                assert!(
+                    same(line, &want),
+                    "{} on {kind}, windows {w:?}",
+                    f.signature
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn functions_follow_the_spec_on_hand_computed_values() {
     let x = [1.0, 2.0, 4.0, 8.0, f64::NAN, 3.0, 5.0];

@@ -30,6 +30,7 @@ use crate::expr::registry::{Compute, function};
 use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
+use crate::lines::multi::Hull;
 use crate::lines::{Bars, Input};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan, Windows};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
@@ -38,6 +39,8 @@ use crate::{ComboResult, Error, Result};
 
 /// Bars per block of the per-combo phase: a few blocks of f64 and bytes stay in L1/L2.
 const BLOCK: usize = 1024;
+/// The first-level WMA lines one shared pass of Hull-type lines holds at once, in bytes.
+const HULL_BYTES: usize = 256 << 20;
 /// A group holds at most this many distinct nodes (the plan's own memory stays flat).
 const MAX_GROUP_DEFS: usize = 1 << 20;
 
@@ -532,6 +535,7 @@ fn materialise(
         };
         // Calls of a function with a shared multi-window pass (SMA: one pass whose cost is the
         // longest window, not the sum of them) over the same input: one pass for all of them.
+        let mut done: Vec<(usize, Array)> = Vec::new();
         let mut batches: HashMap<(u16, CallArg), Vec<(usize, u32)>> = HashMap::new();
         for &id in &ids {
             if let Def::Call { func, args } = &defs[id]
@@ -542,8 +546,58 @@ fn materialise(
             }
         }
         batches.retain(|_, calls| calls.len() > 1);
-        let batched: Vec<usize> = batches.values().flatten().map(|&(id, _)| id).collect();
-        let mut done: Vec<(usize, Array)> = Vec::new();
+        let mut batched: Vec<usize> = batches.values().flatten().map(|&(id, _)| id).collect();
+        // Hull-type lines (hma, hma3) over one input share their first-level WMAs: one shared
+        // pass for all of them (in pieces whose first-level lines fit `HULL_BYTES`).
+        let mut hulls: HashMap<CallArg, Vec<(usize, Hull)>> = HashMap::new();
+        for &id in &ids {
+            if let Def::Call { func, args } = &defs[id]
+                && let Some((scale, firsts)) = function(*func).hull
+                && let x @ CallArg::Operand(Operand::Node(_)) = args[0]
+            {
+                let window = |a: &CallArg| match *a {
+                    CallArg::Window(w) => w as usize,
+                    CallArg::Operand(_) => unreachable!("a hull's windows are windows"),
+                };
+                let hull = Hull {
+                    scale,
+                    first: args[1..=firsts].iter().map(window).collect(),
+                    outer: window(&args[args.len() - 1]),
+                };
+                hulls.entry(x).or_default().push((id, hull));
+            }
+        }
+        hulls.retain(|_, calls| calls.len() > 1);
+        for (x, calls) in &hulls {
+            let Input::Series(xs) = ctx.of_node(calls[0].0).input(x) else {
+                unreachable!("a node input is a series")
+            };
+            let most = (HULL_BYTES / (xs.len().max(1) * 8)).max(8);
+            let mut from = 0;
+            while from < calls.len() {
+                // As many calls as keep the distinct first-level windows within `most`.
+                let mut seen: Vec<usize> = Vec::new();
+                let mut to = from;
+                while to < calls.len() {
+                    let mut more = seen.clone();
+                    more.extend(&calls[to].1.first);
+                    more.sort_unstable();
+                    more.dedup();
+                    if to > from && more.len() > most {
+                        break;
+                    }
+                    seen = more;
+                    to += 1;
+                }
+                let specs: Vec<Hull> = calls[from..to].iter().map(|(_, h)| h.clone()).collect();
+                let lines = crate::lines::multi::hulls(xs, &specs, parallel);
+                for (&(id, _), line) in calls[from..to].iter().zip(lines) {
+                    done.push((id, Array::Shared(line)));
+                    batched.push(id);
+                }
+                from = to;
+            }
+        }
         for ((func, x), calls) in &batches {
             let Input::Series(xs) = ctx.input(x) else {
                 unreachable!("a node input is a series")

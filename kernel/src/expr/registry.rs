@@ -83,6 +83,10 @@ pub struct Function {
     /// A shared pass computing the function of one series for many windows at once (strictly
     /// ascending), where that costs less than one computation per window.
     pub multi: Option<Multi>,
+    /// For a Hull-type line (`wma(scale * wma(x, w1) - wma(x, w2) [- ...], outer)`): its scale
+    /// and how many first-level windows follow `x` (the last argument is the outer window).
+    /// Calls over one input share their first-level WMAs ([`multi::hulls`]).
+    pub hull: Option<(f64, usize)>,
     /// The oracle.
     pub plain: Plain,
 }
@@ -129,6 +133,7 @@ macro_rules! function {
             expands: $expands,
             compute: Compute::$ret($fast),
             multi: None,
+            hull: None,
             plain: Plain::$ret($plain),
         }
     };
@@ -276,28 +281,34 @@ pub static FUNCTIONS: &[Function] = &[
         series::atr,
         plain::atr
     ),
-    function!(
-        "hma",
-        [S, W, W, W],
-        "hma(x, half, full, sqrt)",
-        Series,
-        &[],
-        |a| a[0] + a[1].max(a[2]) - 1 + a[3] - 1,
-        series::hma,
-        plain::hma
-    ),
+    Function {
+        hull: Some((2.0, 2)),
+        ..function!(
+            "hma",
+            [S, W, W, W],
+            "hma(x, half, full, sqrt)",
+            Series,
+            &[],
+            |a| a[0] + a[1].max(a[2]) - 1 + a[3] - 1,
+            series::hma,
+            plain::hma
+        )
+    },
     function!(short "hma", [S, W], "hma(x, n)", Series, &[], |_| unreachable!("expanded"),
         Some((hma_windows, "hma")), series::hma, plain::hma),
-    function!(
-        "hma3",
-        [S, W, W, W],
-        "hma3(x, p3, p2, p)",
-        Series,
-        &[],
-        |a| a[0] + a[1].max(a[2]).max(a[3]) - 1 + a[3] - 1,
-        series::hma3,
-        plain::hma3
-    ),
+    Function {
+        hull: Some((3.0, 3)),
+        ..function!(
+            "hma3",
+            [S, W, W, W],
+            "hma3(x, p3, p2, p)",
+            Series,
+            &[],
+            |a| a[0] + a[1].max(a[2]).max(a[3]) - 1 + a[3] - 1,
+            series::hma3,
+            plain::hma3
+        )
+    },
     function!(
         "abs",
         [S],
@@ -397,6 +408,7 @@ const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -
         expands: None,
         compute: Compute::Frame(tf),
         multi: None,
+        hull: None,
         plain: Plain::Frame(tf),
     }
 }

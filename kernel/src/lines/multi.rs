@@ -44,3 +44,60 @@ pub fn ema(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
         })
         .collect()
 }
+
+/// A Hull-type line: `wma(scale * wma(x, first[0]) - wma(x, first[1]) - wma(x, first[2]) ...,
+/// outer)`, subtracting left to right (`hma(x, h, f, s)`: scale 2, first `[h, f]`, outer `s`;
+/// `hma3(x, p3, p2, p)`: scale 3, first `[p3, p2, p]`, outer `p`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hull {
+    /// The first first-level line's factor.
+    pub scale: f64,
+    /// The first-level windows, in the order they are combined.
+    pub first: Vec<usize>,
+    /// The outer window.
+    pub outer: usize,
+}
+
+/// Hull-type lines of one input `x` (`hma`, `hma3`): every first-level `wma(x, w)` they need in
+/// one shared pass (prefix sharing across windows, the paper kernel's), then each line's own
+/// combination and outer WMA. Bit for bit [`super::series::hma`] / [`super::series::hma3`]: the
+/// same WMAs (the shared pass equals the single-window one, as the tests hold) and the same
+/// operations in the same order.
+pub fn hulls(x: &[f64], calls: &[Hull], parallel: bool) -> Vec<Arc<[f64]>> {
+    use rayon::prelude::*;
+    let mut windows: Vec<usize> = calls.iter().flat_map(|c| c.first.iter().copied()).collect();
+    windows.sort_unstable();
+    windows.dedup();
+    let first = wma(x, &windows, parallel);
+    let at = |w: usize| {
+        let k = windows
+            .binary_search(&w)
+            .expect("every first-level window is passed");
+        &first[k][..]
+    };
+    // `a`: the combination before the outer WMA, one buffer per worker (fresh pages for each
+    // line's would cost more than its arithmetic).
+    let one = |a: &mut Vec<f64>, c: &Hull| -> Arc<[f64]> {
+        a.clear();
+        a.extend(
+            at(c.first[0])
+                .iter()
+                .zip(at(c.first[1]))
+                .map(|(p, q)| c.scale * p - q),
+        );
+        for &w in &c.first[2..] {
+            for (v, q) in a.iter_mut().zip(at(w)) {
+                *v -= q;
+            }
+        }
+        let mut line = super::filled_line(x.len(), 0.0);
+        super::wma::wma_into(a, c.outer, Arc::get_mut(&mut line).expect("just allocated"));
+        line
+    };
+    if parallel {
+        calls.par_iter().map_init(Vec::new, one).collect()
+    } else {
+        let mut a = Vec::new();
+        calls.iter().map(|c| one(&mut a, c)).collect()
+    }
+}
