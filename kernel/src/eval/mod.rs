@@ -39,7 +39,8 @@ use crate::{ComboResult, Error, Result};
 
 /// Bars per block of the per-combo phase: a few blocks of f64 and bytes stay in L1/L2.
 const BLOCK: usize = 1024;
-/// The first-level WMA lines one shared pass of Hull-type lines holds at once, in bytes.
+/// The first-level WMA lines one shared pass of Hull-type lines holds at once, in bytes, at
+/// most (a sweep's working set, when smaller, caps it instead).
 const HULL_BYTES: usize = 256 << 20;
 /// A group holds at most this many distinct nodes (the plan's own memory stays flat).
 const MAX_GROUP_DEFS: usize = 1 << 20;
@@ -301,7 +302,7 @@ pub fn sweep_program(
             (bars, &views),
             &group.plan,
             &group.shared,
-            parallel,
+            (parallel, control.working_set_bytes.min(HULL_BYTES)),
             control.cache,
         )?;
         for (stops, members) in by_table(members, &sharing) {
@@ -438,7 +439,7 @@ pub fn node_arrays(
         shared[id as usize] = true;
         stack.extend(def.inputs());
     }
-    let arrays = materialise((bars, &views), plan, &shared, parallel, cache)?;
+    let arrays = materialise((bars, &views), plan, &shared, (parallel, HULL_BYTES), cache)?;
     let have = frames.have(bars.len());
     let roots = roots
         .iter()
@@ -464,7 +465,7 @@ fn materialise(
     (bars, views): (&Bars<'_>, &Views<'_>),
     plan: &Plan,
     shared: &[bool],
-    parallel: bool,
+    (parallel, hull_bytes): (bool, usize),
     cache: &dyn ArrayCache,
 ) -> Result<Vec<Option<Array>>> {
     let no_tables = StopTables::new();
@@ -548,7 +549,7 @@ fn materialise(
         batches.retain(|_, calls| calls.len() > 1);
         let mut batched: Vec<usize> = batches.values().flatten().map(|&(id, _)| id).collect();
         // Hull-type lines (hma, hma3) over one input share their first-level WMAs: one shared
-        // pass for all of them (in pieces whose first-level lines fit `HULL_BYTES`).
+        // pass for all of them (in pieces whose first-level lines fit `hull_bytes`).
         let mut hulls: HashMap<CallArg, Vec<(usize, Hull)>> = HashMap::new();
         for &id in &ids {
             if let Def::Call { func, args } = &defs[id]
@@ -572,7 +573,8 @@ fn materialise(
             let Input::Series(xs) = ctx.of_node(calls[0].0).input(x) else {
                 unreachable!("a node input is a series")
             };
-            let most = (HULL_BYTES / (xs.len().max(1) * 8)).max(8);
+            // At least one call a piece, whatever its windows (series::hma holds as much).
+            let most = (hull_bytes / (xs.len().max(1) * 8)).max(1);
             let mut from = 0;
             while from < calls.len() {
                 // As many calls as keep the distinct first-level windows within `most`.
