@@ -80,3 +80,45 @@ pub fn tiny_engine(rt: &tokio::runtime::Runtime) -> Engine {
         .expect("stored");
     engine
 }
+
+/// The value after `--name` on a tool's command line (`args` as `std::env::args` gives them).
+pub fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// Checks the formula sweep of `program` over `grid` (each combo's values) on `bars` books,
+/// for the combos at positions `which`, exactly the plain interpreter's trades (entry and exit
+/// bars, the net's bits): the check a timing tool makes before it times.
+///
+/// # Errors
+/// Naming `label` and the first combo that differs.
+pub fn check_interpreter(
+    label: &str,
+    bars: &sweepflight_kernel::lines::Bars<'_>,
+    program: &sweepflight_kernel::expr::Program,
+    grid: &[Vec<f64>],
+    exec: &sweepflight_kernel::Execution,
+    which: &[usize],
+) -> anyhow::Result<()> {
+    use sweepflight_kernel::eval::{oracle, sweep_program};
+    use sweepflight_kernel::{Records, SweepControl};
+    let records = Records::new(grid.len(), bars.len(), exec.start, true, 0)?;
+    let checked = SweepControl {
+        records: Some(&records),
+        ..SweepControl::default()
+    };
+    sweep_program(bars, program, &grid.concat(), grid.len(), exec, &checked)?;
+    let kept = records.into_records();
+    for &i in which {
+        let want = oracle::run(bars, program, &grid[i], exec);
+        let same = want.len() == kept[i].trades.len()
+            && want.iter().zip(&kept[i].trades).all(|(w, g)| {
+                (w.entry_row, w.exit_row, w.net.to_bits())
+                    == (g.entry_row, g.exit_row, g.net.to_bits())
+            });
+        ensure!(same, "{label}: combo {i} differs from the interpreter");
+    }
+    Ok(())
+}

@@ -94,6 +94,12 @@ def sample_rows(samples: dict[str, dict[str, float]], base: str | None = None, b
 SAMPLE_HEAD = ["", "n", "median", "p50", "p99"]
 
 
+def growth_table(growth: dict[str, list[int]]) -> list[str]:
+    """The server's memory growth during each call (bytes per sample), its median per row."""
+    rows = [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in growth.items()]
+    return table_md(["server memory growth during the call (median)", ""], rows, "lr")
+
+
 class Report:
     """docs/benchmarks.md from the results: the headline and targets first, details after."""
 
@@ -805,11 +811,7 @@ class Report:
             )
         else:
             lines += ["vectorbt was not run (a quick run).", ""]
-        lines += table_md(
-            ["server memory growth during the call (median)", ""],
-            [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in f["server_growth"].items()],
-            "lr",
-        )
+        lines += growth_table(f["server_growth"])
         return lines
 
     def section_portfolios(self, p: dict[str, Any]) -> list[str]:
@@ -871,11 +873,7 @@ class Report:
             f"{fmt_s(warm['p50'])}, p99 {fmt_s(warm['p99'])}.",
             "",
         ]
-        lines += table_md(
-            ["server memory growth during the call (median)", ""],
-            [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in p["server_growth"].items()],
-            "lr",
-        )
+        lines += growth_table(p["server_growth"])
         return lines
 
     def section_timeframes(self, t: dict[str, Any]) -> list[str]:
@@ -922,11 +920,7 @@ class Report:
             f"{worst / sma:.2f}x (the slowest, OHLCV)",
             worst <= sma,
         )
-        lines += table_md(
-            ["server memory growth during the call (median)", ""],
-            [[k, f"{statistics.median(v) / MB:.1f} MB"] for k, v in t["server_growth"].items()],
-            "lr",
-        )
+        lines += growth_table(t["server_growth"])
         return lines
 
     def section_bars(self, b: dict[str, Any]) -> list[str]:

@@ -577,28 +577,15 @@ proptest! {
                 ParamKind::Number => [0.5, 1.0, 2.0, 50.0, 100.0, 0.0][r.below(6)],
             }).collect());
         }
-        let flat: Vec<f64> = combos.concat();
         let exec = Execution {
             side: [Side::Both, Side::Long, Side::Short][side],
             stop_loss: (side == 1).then_some(0.01),
             start: if tight { 37 } else { 0 },
             ..Execution::new(0.0009)
         };
-        let records = Records::new(combos.len(), close.len(), exec.start, true, 0).unwrap();
-        let control = SweepControl {
-            records: Some(&records),
-            working_set_bytes: if tight { 1 } else { 512 << 20 },
-            parallel: Some(!tight),
-            ..SweepControl::default()
-        };
-        let results = sweep_program(&bars, &program, &flat, combos.len(), &exec, &control).unwrap();
-        let kept = records.into_records();
-        for (i, values) in combos.iter().enumerate() {
-            let want = interp::run(&bars, &program, values, &exec);
-            let got: Vec<(i8, usize, usize, u64, u64)> = kept[i].trades.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
-            let plain: Vec<(i8, usize, usize, u64, u64)> = want.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+        for (values, (got, plain, trades)) in combos.iter().zip(common::swept_and_interpreted(&bars, &program, &combos, &exec, tight)) {
             prop_assert_eq!(&got, &plain, "{:?} {:?}", texts, values);
-            prop_assert_eq!(results[i].trades as usize, want.len());
+            prop_assert_eq!(trades, plain.len());
         }
     }
 

@@ -164,7 +164,7 @@ use sweepflight_kernel::eval::{NodeArray, node_arrays, oracle as interp, sweep_p
 use sweepflight_kernel::expr::{Field, ParamKind, Program};
 use sweepflight_kernel::oracle::same_bits;
 use sweepflight_kernel::plan::{Plan, Root};
-use sweepflight_kernel::{Execution, NoCache, Records, Side, SweepControl};
+use sweepflight_kernel::{Execution, NoCache, Side, SweepControl};
 
 mod common;
 use common::Rng;
@@ -547,29 +547,16 @@ proptest::proptest! {
             ParamKind::Int => (1 + r.below(30)) as f64,
             ParamKind::Number => [0.5, 1.0, 2.0][r.below(3)],
         }).collect()).collect();
-        let flat = combos.concat();
         let exec = Execution {
             side: [Side::Both, Side::Long, Side::Short][r.below(3)],
             fill: if r.below(2) == 0 { sweepflight_kernel::Fill::Close } else { sweepflight_kernel::Fill::NextOpen },
             start: r.below(40),
             ..Execution::new(0.0009)
         };
-        let records = Records::new(combos.len(), bars.len(), exec.start, true, 0).unwrap();
         let tight = r.below(2) == 0;
-        let control = SweepControl {
-            records: Some(&records),
-            working_set_bytes: if tight { 1 } else { 512 << 20 },
-            parallel: Some(!tight),
-            ..SweepControl::default()
-        };
-        let results = sweep_program(&bars, &program, &flat, combos.len(), &exec, &control).unwrap();
-        let kept = records.into_records();
-        for (i, values) in combos.iter().enumerate() {
-            let want = interp::run(&bars, &program, values, &exec);
-            let got: Vec<(i8, usize, usize, u64, u64)> = kept[i].trades.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
-            let plain: Vec<(i8, usize, usize, u64, u64)> = want.iter().map(|t| (t.side, t.entry_row, t.exit_row, t.exit_price.to_bits(), t.net.to_bits())).collect();
+        for (values, (got, plain, trades)) in combos.iter().zip(common::swept_and_interpreted(&bars, &program, &combos, &exec, tight)) {
             proptest::prop_assert_eq!(&got, &plain, "{:?} {:?}", texts, values);
-            proptest::prop_assert_eq!(results[i].trades as usize, want.len());
+            proptest::prop_assert_eq!(trades, plain.len());
         }
     }
 }

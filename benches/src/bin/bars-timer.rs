@@ -20,7 +20,7 @@
 //! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
 use anyhow::ensure;
-use sweepflight_benches::{paper_fixture_path, read_close, time_runs};
+use sweepflight_benches::{flag, paper_fixture_path, read_close, time_runs};
 use sweepflight_kernel::eval::{oracle as interp, sweep_program};
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
@@ -48,11 +48,7 @@ fn checked(
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let flag = |name: &str| flag(&args, name);
     let runs: usize = flag("--runs").map_or(Ok(5), |v| v.parse())?;
     let path = flag("--series").map_or_else(paper_fixture_path, Into::into);
     let case = flag("--case").unwrap_or_default();

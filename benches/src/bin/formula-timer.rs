@@ -14,20 +14,16 @@
 //! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
 use anyhow::ensure;
-use sweepflight_benches::{paper_fixture_path, read_close, time_runs};
+use sweepflight_benches::{check_interpreter, flag, paper_fixture_path, read_close, time_runs};
 use sweepflight_kernel::builtins::Builtin;
-use sweepflight_kernel::eval::{oracle, sweep_program};
+use sweepflight_kernel::eval::sweep_program;
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::Bars;
-use sweepflight_kernel::{Execution, Params, Records, Strategy, SweepControl, paper, sweep_params};
+use sweepflight_kernel::{Execution, Params, Strategy, SweepControl, paper, sweep_params};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let flag = |name: &str| flag(&args, name);
     let runs: usize = flag("--runs").map_or(Ok(5), |v| v.parse())?;
     let case = flag("--case").unwrap_or_default();
     let wanted = |label: &str| label.contains(case.as_str());
@@ -98,22 +94,7 @@ fn main() -> anyhow::Result<()> {
             .flat_map(|n| (0..ks).map(move |j| vec![f64::from(n), 1.0 + j as f64 * step]))
             .collect();
         let flat = grid.concat();
-        let records = Records::new(grid.len(), close.len(), 0, true, 0)?;
-        let checked = SweepControl {
-            records: Some(&records),
-            ..SweepControl::default()
-        };
-        sweep_program(&bars, &program, &flat, grid.len(), &exec, &checked)?;
-        let kept = records.into_records();
-        for i in [0, grid.len() - 1] {
-            let want = oracle::run(&bars, &program, &grid[i], &exec);
-            let same = want.len() == kept[i].trades.len()
-                && want.iter().zip(&kept[i].trades).all(|(w, g)| {
-                    (w.entry_row, w.exit_row, w.net.to_bits())
-                        == (g.entry_row, g.exit_row, g.net.to_bits())
-                });
-            ensure!(same, "{label}: combo {i} differs from the interpreter");
-        }
+        check_interpreter(label, &bars, &program, &grid, &exec, &[0, grid.len() - 1])?;
         let t = time_runs(runs, || {
             sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
         });

@@ -21,12 +21,12 @@
 use std::sync::Arc;
 
 use anyhow::ensure;
-use sweepflight_benches::{paper_fixture_path, read_close};
+use sweepflight_benches::{check_interpreter, flag, paper_fixture_path, read_close};
 use sweepflight_kernel::eval::{oracle, sweep_program};
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::{Bars, Input, series};
 use sweepflight_kernel::timeframe::{PeriodBars, Timeframe};
-use sweepflight_kernel::{Combos, Execution, ProgramCombos, Records, SweepControl, sweep_combos};
+use sweepflight_kernel::{Combos, Execution, ProgramCombos, SweepControl, sweep_combos};
 
 /// Each case run once per round, in an order that alternates between rounds; seconds per case.
 fn rounds(runs: usize, cases: &mut [(&str, &mut dyn FnMut())]) -> Vec<Vec<f64>> {
@@ -50,11 +50,7 @@ fn hourly_days(n: usize) -> Vec<i64> {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let flag = |name: &str| flag(&args, name);
     let runs: usize = flag("--runs").map_or(Ok(5), |v| v.parse())?;
     let n: usize = flag("--bars").map_or(Ok(10_000_000), |v| v.parse())?;
     let mut out = serde_json::Map::new();
@@ -173,22 +169,14 @@ fn main() -> anyhow::Result<()> {
         got == want,
         "the weekly filter differs from its values read as a column"
     );
-    let records = Records::new(grid.len(), paper.len(), 0, true, 0)?;
-    let checked = SweepControl {
-        records: Some(&records),
-        ..SweepControl::default()
-    };
-    sweep_program(&bars, &framed, &flat, grid.len(), &exec, &checked)?;
-    let kept = records.into_records();
-    for i in [0, grid.len() - 1] {
-        let want = oracle::run(&bars, &framed, &grid[i], &exec);
-        let same = want.len() == kept[i].trades.len()
-            && want.iter().zip(&kept[i].trades).all(|(w, g)| {
-                (w.entry_row, w.exit_row, w.net.to_bits())
-                    == (g.entry_row, g.exit_row, g.net.to_bits())
-            });
-        ensure!(same, "combo {i} differs from the interpreter");
-    }
+    check_interpreter(
+        "the weekly filter",
+        &bars,
+        &framed,
+        &grid,
+        &exec,
+        &[0, grid.len() - 1],
+    )?;
     // As a user's call runs them: the kernel recognises the plain crossing as the built-in's
     // form (its tuned path); the filtered one runs the formula path.
     let plain = Combos::of_program(Arc::new(plain), flat.clone(), grid.len());
