@@ -8,7 +8,11 @@
 //!    computation. These are the arrays two combos or two formulas share.
 //! 2. **Combos.** Each combo evaluates what is its own (arithmetic and comparisons of the shared
 //!    arrays with its constants, `and`/`or`/`not`, crosses) in blocks of bars that stay in
-//!    cache, and hands each block's signals and exits straight to the execution loop. No
+//!    cache, and hands each block's signals and exits straight to the execution loop. A
+//!    worker's combos take each block in turn (blocks outer, combos inner), so the block of
+//!    the shared arrays they read is read from cache rather than once per combo from memory.
+//!    A combo whose own nodes are only crossings of whole arrays and `and`/`or`/`not` takes
+//!    the word path ([`words`]): its events from the lines' state bytes, eight bars a word. No
 //!    per-combo array of the whole series is ever written.
 //!
 //! The results do not depend on grouping, block size or thread count.
@@ -19,6 +23,7 @@
 //! (`weekly(x)`) is a phase-1 array on the bars, each bar reading the previous period's value.
 
 pub mod oracle;
+mod words;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -310,29 +315,61 @@ pub fn sweep_program(
                 .and_then(|s| stop_table(bars, exec, (group.plan.defs(), &arrays), &s))
                 .into_iter()
                 .collect();
-            let run = |scratch: &mut Scratch,
-                       &(i, combo): &(usize, ComboPlan)|
-             -> Result<(usize, ComboResult)> {
-                check()?;
-                let ledger = books.ledger(exec, i);
-                let result = if !combo.windows.fit(&have) {
-                    ledger.done()
-                } else {
-                    let ctx = Ctx {
-                        bars,
-                        defs: group.plan.defs(),
-                        frames: group.plan.frames(),
-                        views: &views,
-                        arrays: &arrays,
-                        stops: books.stops,
-                        tables: &tables,
-                    };
-                    run_combo(&ctx, &combo, exec, ledger, scratch).done()
-                };
-                control.report(1, len);
-                Ok((i, result))
+            let ctx = Ctx {
+                bars,
+                defs: group.plan.defs(),
+                frames: group.plan.frames(),
+                views: &views,
+                arrays: &arrays,
+                stops: books.stops,
+                tables: &tables,
             };
-            for (i, r) in crate::par::map(parallel, &members, run)? {
+            // A worker's combos run block by block, each block for all of them in turn, so the
+            // arrays' block they read is read from cache, not once per combo from memory. Two
+            // parts a worker, for balance.
+            let part = if parallel {
+                members
+                    .len()
+                    .div_ceil(2 * rayon::current_num_threads())
+                    .max(1)
+            } else {
+                members.len().max(1)
+            };
+            let parts: Vec<&[(usize, ComboPlan)]> = members.chunks(part).collect();
+            let run = |scratch: &mut Scratch,
+                       part: &&[(usize, ComboPlan)]|
+             -> Result<Vec<(usize, ComboResult)>> {
+                check()?;
+                let mut out: Vec<(usize, ComboResult)> = Vec::with_capacity(part.len());
+                let mut runs = Vec::with_capacity(part.len());
+                for &(i, combo) in part.iter() {
+                    let ledger = books.ledger(exec, i);
+                    if combo.windows.fit(&have) {
+                        runs.push((i, ComboRun::new(&ctx, combo, exec, ledger, scratch)));
+                    } else {
+                        out.push((i, ledger.done()));
+                        control.report(1, len);
+                    }
+                }
+                let mut b0 = exec.start.min(len);
+                while b0 < len {
+                    check()?;
+                    let b1 = (b0 + BLOCK).min(len);
+                    for (_, run) in &mut runs {
+                        run.block(&ctx, (b0, b1), scratch);
+                    }
+                    b0 = b1;
+                }
+                for (i, run) in runs {
+                    out.push((i, run.finish().done()));
+                    control.report(1, len);
+                }
+                Ok(out)
+            };
+            for (i, r) in crate::par::map(parallel, &parts, run)?
+                .into_iter()
+                .flatten()
+            {
                 results[i] = r;
             }
         }
@@ -814,6 +851,8 @@ struct Scratch {
     /// One block's event bytes, and its exits' before they are merged in.
     events: Vec<u8>,
     exits: Vec<u8>,
+    /// The word path's buffers.
+    words: words::WordScratch,
 }
 
 /// Where each of a combo's own nodes lives in the scratch.
@@ -1033,71 +1072,106 @@ fn flag<'a>(
     }
 }
 
-/// Phase 2 for one combo: its own nodes a block at a time, each block's signals and exits
-/// into the execution loop.
-fn run_combo<B: Book>(
-    ctx: &Ctx<'_>,
-    combo: &ComboPlan,
-    exec: &Execution,
-    book: B,
-    scratch: &mut Scratch,
-) -> B {
-    let roots: Vec<u32> = combo
-        .conditions
-        .iter()
-        .filter_map(|c| match c {
-            Cond::Node(n) => Some(*n),
-            Cond::Always(_) => None,
-        })
-        .chain(combo.stops.iter().filter_map(|s| match s {
-            Some(Operand::Node(n)) => Some(*n),
-            _ => None,
-        }))
-        .collect();
-    let mut stack = std::mem::take(&mut scratch.stack);
-    let order = ctx.own_nodes(&roots, &mut stack);
-    scratch.stack = stack;
-    let mut slots = Slots::default();
-    let exits = !matches!(
-        combo.conditions[2..],
-        [Cond::Always(false), Cond::Always(false)]
-    );
-    let len = ctx.bars.len();
-    let formula_stops = combo.stops.map(|s| s.is_some());
-    let mut engine = Engine::<B, false>::new(ctx.bars, exec, book)
-        .with_formula_stops(formula_stops)
-        .with_shared(ctx.stops)
-        .with_table(ctx.tables.get(&combo.stops));
-    // A table of the formulas' first stops has read them already.
-    let stopped = engine.reads_stop_values();
-    let mut events = std::mem::take(&mut scratch.events);
-    let mut exit_bytes = std::mem::take(&mut scratch.exits);
-    let mut b0 = exec.start.min(len);
-    while b0 < len {
-        let b1 = (b0 + BLOCK).min(len);
-        evaluate_block(ctx, &order, b0, b1, scratch, &mut slots);
-        let view = |c: Cond| match c {
-            Cond::Always(b) => Flag::Always(b),
-            Cond::Node(n) => flag(ctx, scratch, &slots, n, b0, b1),
-        };
-        let [long, short, exit_long, exit_short] = combo.conditions.map(view);
-        // The stop formulas' values in this block, read at each event that may decide an entry.
-        let stop_views = combo
-            .stops
-            .map(|s| s.map(|o| num(ctx, scratch, &slots, o, b0, b1)));
-        // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
-        // vectorised passes; the loop then visits only the bars with an event, eight at a time.
-        events.resize(b1 - b0, 0);
-        zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
-        if exits {
-            exit_bytes.resize(b1 - b0, 0);
-            zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
-                (l << 2) | (s << 3)
-            });
-            for (e, x) in events.iter_mut().zip(&exit_bytes) {
-                *e |= x;
+/// Phase 2 for one combo: its own nodes, the blocks' events, and the execution loop's state,
+/// advanced a block of bars at a time ([`ComboRun::block`]) so the combos of one worker run
+/// each block in turn while the block of the arrays they read is in cache.
+struct ComboRun<'a, B: Book> {
+    combo: ComboPlan,
+    /// Its own nodes in dependency order, and where they live in the scratch.
+    order: Vec<u32>,
+    slots: Slots,
+    /// The word path, where its own nodes allow it.
+    words: Option<words::Words>,
+    exits: bool,
+    /// The engine reads the stop formulas' values at events.
+    stopped: bool,
+    engine: Engine<'a, B, false>,
+}
+
+impl<'a, B: Book> ComboRun<'a, B> {
+    fn new(
+        ctx: &Ctx<'a>,
+        combo: ComboPlan,
+        exec: &Execution,
+        book: B,
+        scratch: &mut Scratch,
+    ) -> Self {
+        let roots: Vec<u32> = combo
+            .conditions
+            .iter()
+            .filter_map(|c| match c {
+                Cond::Node(n) => Some(*n),
+                Cond::Always(_) => None,
+            })
+            .chain(combo.stops.iter().filter_map(|s| match s {
+                Some(Operand::Node(n)) => Some(*n),
+                _ => None,
+            }))
+            .collect();
+        let mut stack = std::mem::take(&mut scratch.stack);
+        let order = ctx.own_nodes(&roots, &mut stack);
+        scratch.stack = stack;
+        let exits = !matches!(
+            combo.conditions[2..],
+            [Cond::Always(false), Cond::Always(false)]
+        );
+        let formula_stops = combo.stops.map(|s| s.is_some());
+        let engine = Engine::<B, false>::new(ctx.bars, exec, book)
+            .with_formula_stops(formula_stops)
+            .with_shared(ctx.stops)
+            .with_table(ctx.tables.get(&combo.stops));
+        // A table of the formulas' first stops has read them already.
+        let stopped = engine.reads_stop_values();
+        // Conditions made only of crossings of whole arrays and and/or/not: eight bars a word.
+        let words = words::Words::of(ctx, &order, &combo.conditions);
+        Self {
+            combo,
+            order,
+            slots: Slots::default(),
+            words,
+            exits,
+            stopped,
+            engine,
+        }
+    }
+
+    /// Bars `[b0, b1)`: the combo's own nodes, its event bytes, and the execution loop over
+    /// the bars with an event.
+    fn block(&mut self, ctx: &Ctx<'_>, (b0, b1): (usize, usize), scratch: &mut Scratch) {
+        let combo = &self.combo;
+        let mut events = std::mem::take(&mut scratch.events);
+        let mut exit_bytes = std::mem::take(&mut scratch.exits);
+        let slots = &mut self.slots;
+        if let Some(words) = &self.words {
+            words.events(ctx, (b0, b1), &mut scratch.words, &mut events);
+        } else {
+            evaluate_block(ctx, &self.order, b0, b1, scratch, slots);
+            let view = |c: Cond| match c {
+                Cond::Always(b) => Flag::Always(b),
+                Cond::Node(n) => flag(ctx, scratch, slots, n, b0, b1),
+            };
+            let [long, short, exit_long, exit_short] = combo.conditions.map(view);
+            // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
+            // vectorised passes; the loop then visits only the bars with an event, eight at a
+            // time.
+            events.resize(b1 - b0, 0);
+            zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
+            if self.exits {
+                exit_bytes.resize(b1 - b0, 0);
+                zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
+                    (l << 2) | (s << 3)
+                });
+                for (e, x) in events.iter_mut().zip(&exit_bytes) {
+                    *e |= x;
+                }
             }
         }
+        // The stop formulas' values in this block, read at each event that may decide an entry
+        // (on the word path they are constants or whole arrays: no own node is a number).
+        let stop_views = combo
+            .stops
+            .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
+        let engine = &mut self.engine;
         // Without stops the position is exact between events, so only the events that can
         // change it are visited: when flat the signals, when long a short signal or a long
         // exit, when short a long signal or a short exit (the others do nothing). With stops,
@@ -1123,7 +1197,7 @@ fn run_combo<B: Book>(
                 // The whole byte: both signals at once are no signal, whatever is visited.
                 let e = word[k];
                 let i = b0 + w * 8 + k;
-                if stopped {
+                if self.stopped {
                     engine.stop_values(stop_views.each_ref().map(|v| match v {
                         Some(Num::Slice(x)) => x[i - b0],
                         Some(Num::Const(c)) => *c,
@@ -1140,9 +1214,11 @@ fn run_combo<B: Book>(
                 }
             }
         }
-        b0 = b1;
+        scratch.events = events;
+        scratch.exits = exit_bytes;
     }
-    scratch.events = events;
-    scratch.exits = exit_bytes;
-    engine.finish()
+
+    fn finish(self) -> B {
+        self.engine.finish()
+    }
 }

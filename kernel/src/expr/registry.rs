@@ -54,6 +54,16 @@ pub enum Plain {
     Frame(Timeframe),
 }
 
+/// Which way a crossing goes: `a` crossing above `b` (`a[i] > b[i]` after `a[i-1] <= b[i-1]`)
+/// or below (`a[i] < b[i]` after `a[i-1] >= b[i-1]`), false with a NaN among the four.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// Above.
+    Above,
+    /// Below.
+    Below,
+}
+
 /// A shared pass over one series for many windows: one line per window.
 pub type Multi = fn(&[f64], &[usize], bool) -> Vec<std::sync::Arc<[f64]>>;
 
@@ -87,6 +97,10 @@ pub struct Function {
     /// and how many first-level windows follow `x` (the last argument is the outer window).
     /// Calls over one input share their first-level WMAs ([`multi::hulls`]).
     pub hull: Option<(f64, usize)>,
+    /// For a crossing of its two series arguments: which way. The evaluator reads such a
+    /// call's value from the two lines' state bytes, eight bars a word
+    /// (`crate::eval`'s word path), where its operands are whole arrays.
+    pub crossing: Option<Crossing>,
     /// The oracle.
     pub plain: Plain,
 }
@@ -134,6 +148,7 @@ macro_rules! function {
             compute: Compute::$ret($fast),
             multi: None,
             hull: None,
+            crossing: None,
             plain: Plain::$ret($plain),
         }
     };
@@ -369,26 +384,32 @@ pub static FUNCTIONS: &[Function] = &[
         series::where_,
         plain::where_
     ),
-    function!(
-        "cross_above",
-        [S, S],
-        "cross_above(a, b)",
-        Cond,
-        &[],
-        crossing,
-        series::cross_above,
-        plain::cross_above
-    ),
-    function!(
-        "cross_below",
-        [S, S],
-        "cross_below(a, b)",
-        Cond,
-        &[],
-        crossing,
-        series::cross_below,
-        plain::cross_below
-    ),
+    Function {
+        crossing: Some(Crossing::Above),
+        ..function!(
+            "cross_above",
+            [S, S],
+            "cross_above(a, b)",
+            Cond,
+            &[],
+            crossing,
+            series::cross_above,
+            plain::cross_above
+        )
+    },
+    Function {
+        crossing: Some(Crossing::Below),
+        ..function!(
+            "cross_below",
+            [S, S],
+            "cross_below(a, b)",
+            Cond,
+            &[],
+            crossing,
+            series::cross_below,
+            plain::cross_below
+        )
+    },
     timeframe("daily", "daily(x)", Timeframe::Daily),
     timeframe("weekly", "weekly(x)", Timeframe::Weekly),
     timeframe("monthly", "monthly(x)", Timeframe::Monthly),
@@ -409,6 +430,7 @@ const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -
         compute: Compute::Frame(tf),
         multi: None,
         hull: None,
+        crossing: None,
         plain: Plain::Frame(tf),
     }
 }
