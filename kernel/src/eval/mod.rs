@@ -12,7 +12,7 @@
 //!    worker's combos take each block in turn (blocks outer, combos inner), so the block of
 //!    the shared arrays they read is read from cache rather than once per combo from memory.
 //!    A combo whose own nodes are only crossings of whole arrays and `and`/`or`/`not` takes
-//!    the word path ([`words`]): its events from the lines' state bytes, eight bars a word. No
+//!    the word path (`words.rs`): its events from the lines' state bytes, eight bars a word. No
 //!    per-combo array of the whole series is ever written.
 //!
 //! The results do not depend on grouping, block size or thread count.
