@@ -1621,6 +1621,62 @@ def exp_timeframes(ctx: Ctx) -> dict[str, Any]:
     return {"bars": bars, "calls": calls, "server_growth": growth, "kernel": kernel, "kernel_bars": timer["bars"]}
 
 
+def exp_shapes(ctx: Ctx) -> dict[str, Any]:
+    """Fast paths by shape (#49): each built-in beside its formula form with one more condition,
+    cold calls on a server holding the paper series: `and close > 0` (true at every bar, so the
+    results must equal the built-in's, checked first), `and rsi(close, 14) < 70` (checked equal
+    to the same condition written `70 > rsi(close, 14)`, another node of the same meaning); and
+    the Bollinger-and-RSI strategy with exits beside twice its k values."""
+    bars = 20_000 if ctx.quick else 150_000
+    close = paper.series()[:bars]
+    srv = ctx.server()
+    c = flight.connect(srv.addr)
+    put(c, "paper", pa.table({"close": close}))
+    pairs = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+    windows = reference.params_for(paper.lengths()).tolist()
+
+    def more(forms: dict[str, str], condition: str) -> dict[str, str]:
+        return {k: f"{v} and {condition}" for k, v in forms.items()}
+
+    ks = [1.0 + 0.25 * j for j in range(10)]
+    ks2 = [1.0 + 0.125 * j for j in range(19)] + [3.25]
+    requests = {
+        "hma_sar, built-in (80 paper combos)": {"lengths": paper.lengths()},
+        "hma_sar as formulas and close > 0": {"strategy": more(HMA_FORMS, "close > 0"), "params": windows},
+        "hma_sar as formulas and rsi(close, 14) < 70": {
+            "strategy": more(HMA_FORMS, "rsi(close, 14) < 70"),
+            "params": windows,
+        },
+        "sma_cross, built-in (435 pairs)": {"strategy": "sma_cross", "params": pairs},
+        "sma_cross as formulas and close > 0": {"strategy": more(SMA_FORMS, "close > 0"), "params": pairs},
+        "sma_cross as formulas and rsi(close, 14) < 70": {
+            "strategy": more(SMA_FORMS, "rsi(close, 14) < 70"),
+            "params": pairs,
+        },
+        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks}},
+        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks2}},
+    }
+    answers = {name: sweep(c, {"dataset": "paper", **r}) for name, r in requests.items()}
+    for built, always in (
+        ("hma_sar, built-in (80 paper combos)", "hma_sar as formulas and close > 0"),
+        ("sma_cross, built-in (435 pairs)", "sma_cross as formulas and close > 0"),
+    ):
+        a, b = answers[built], answers[always]
+        if a.column("pnl") != b.column("pnl") or a.column("trades") != b.column("trades"):
+            raise CheckFailed(f"{always} differs from {built}")
+    for forms, params, name in (
+        (HMA_FORMS, windows, "hma_sar as formulas and rsi(close, 14) < 70"),
+        (SMA_FORMS, pairs, "sma_cross as formulas and rsi(close, 14) < 70"),
+    ):
+        mirrored = sweep(c, {"dataset": "paper", "strategy": more(forms, "70 > rsi(close, 14)"), "params": params})
+        if mirrored.column("pnl") != answers[name].column("pnl"):
+            raise CheckFailed(f"{name} differs from the same condition written 70 > rsi(close, 14)")
+    growth: dict[str, list[int]] = {name: [] for name in requests}
+    ops: dict[str, Op] = {name: cold_call(c, srv, close, r, growth[name]) for name, r in requests.items()}
+    calls = interleaved(ctx.n(2, 7), ops, warmup=0)
+    return {"bars": bars, "calls": calls, "server_growth": growth}
+
+
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "kernel": exp_kernel,
     "scaling": exp_scaling,
@@ -1639,4 +1695,5 @@ SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "bars": exp_bars,
     "portfolios": exp_portfolios,
     "timeframes": exp_timeframes,
+    "shapes": exp_shapes,
 }

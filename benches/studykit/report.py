@@ -923,6 +923,34 @@ class Report:
         lines += growth_table(t["server_growth"])
         return lines
 
+    def section_shapes(self, sh: dict[str, Any]) -> list[str]:
+        calls = sh["calls"]
+        med = {k: v["median"] for k, v in calls.items()}
+        lines = [
+            "## Fast paths by shape: a built-in's form with one more condition",
+            "",
+            f"Cold calls on a server holding {sh['bars']:,} bars of the paper series (a new dataset each",
+            "round): each built-in beside its formula form with one more condition. `and close > 0` is",
+            "true at every bar, so those results were first checked equal to the built-in's; the RSI",
+            "filter was checked equal to the same condition written `70 > rsi(close, 14)`. The",
+            "built-in's tuned path serves only its exact form, so any added condition runs the formula",
+            "path (issue #49: fast paths by shape, not by name).",
+            "",
+        ]
+        lines += table_md(SAMPLE_HEAD, sample_rows(calls))
+        for built, prefix in (
+            ("hma_sar, built-in (80 paper combos)", "hma_sar as formulas"),
+            ("sma_cross, built-in (435 pairs)", "sma_cross as formulas"),
+        ):
+            for name in [k for k in med if k.startswith(prefix)]:
+                r = med[name] / med[built]
+                self.target("#49", f"{name}: <= 1.2x the built-in (cold)", f"{r:.2f}x", r <= 1.2)
+        bb, bb2 = "Bollinger + RSI, 400 combos", "the same, twice the k values (800)"
+        r = med[bb2] / med[bb]
+        self.target("#49", "Bollinger + RSI: twice the k values <= 1.5x", f"{r:.2f}x", r <= 1.5)
+        lines += growth_table(sh["server_growth"])
+        return lines
+
     def section_bars(self, b: dict[str, Any]) -> list[str]:
         lines = ["## Real bars: backtesting.py's own example, execution options, OHLCV puts", ""]
         bt = b.get("backtesting")
