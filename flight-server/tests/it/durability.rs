@@ -220,11 +220,13 @@ async fn writer(
     mut acked: State,
     mut rng: Rng,
 ) -> (State, Option<State>) {
-    let channel = tonic::transport::Channel::from_shared(uri.replace("grpc://", "http://"))
-        .unwrap()
-        .connect()
-        .await;
-    let Ok(channel) = channel else {
+    // A call still waiting long after the server was killed is cut off like one that failed
+    // (its fate unknown either way): a connection that died mid-stream has been seen to leave
+    // a call waiting with nothing left to wake it, and the test must end, not hang.
+    const CUT_OFF: std::time::Duration = std::time::Duration::from_secs(30);
+    let endpoint =
+        tonic::transport::Channel::from_shared(uri.replace("grpc://", "http://")).unwrap();
+    let Ok(Ok(channel)) = tokio::time::timeout(CUT_OFF, endpoint.connect()).await else {
         return (acked, None);
     };
     let mut client = FlightClient::new(channel);
@@ -234,13 +236,15 @@ async fn writer(
         } else {
             Some(rng.next())
         };
-        let done = match next {
-            Some(id) => put(&mut client, &name, content(id)).await.map(drop),
-            None => action(&mut client, "drop", name.clone()).await.map(drop),
+        let call = async {
+            match next {
+                Some(id) => put(&mut client, &name, content(id)).await.map(drop),
+                None => action(&mut client, "drop", name.clone()).await.map(drop),
+            }
         };
-        match done {
-            Ok(()) => acked = next,
-            Err(_) => return (acked, Some(next)),
+        match tokio::time::timeout(CUT_OFF, call).await {
+            Ok(Ok(())) => acked = next,
+            Ok(Err(_)) | Err(_) => return (acked, Some(next)),
         }
     }
 }
