@@ -64,8 +64,13 @@ pub struct TradeStats {
     pub worst: f64,
     /// Sum over trades of `exit_row - entry_row`.
     pub bars_held: u64,
-    /// Sum of `net^2`.
-    pub net_sq: f64,
+    /// The running mean of `net` (Welford's update, trade after trade).
+    pub net_mean: f64,
+    /// The running sum of squared deviations of `net` from its mean (Welford's `M2`): the
+    /// variance without the cancellation of a sum of squares less `n * mean^2`, which loses
+    /// every digit when the nets are nearly equal (two trades of -1.5202 and -1.5200 gave an
+    /// SQN wrong in its ninth digit).
+    pub net_m2: f64,
     /// Sum of `d^2` over the increments.
     pub d_sq: f64,
     /// Sum of `min(d, 0)^2`.
@@ -180,7 +185,7 @@ impl ComboResult {
         }
         let n = self.trades as f64;
         let mean = self.pnl / n;
-        let var = (self.stats.net_sq - n * mean * mean) / (n - 1.0);
+        let var = self.stats.net_m2 / (n - 1.0);
         (var > 0.0).then(|| n.sqrt() * mean / var.sqrt())
     }
 }
@@ -482,7 +487,9 @@ impl<'a> Ledger<'a> {
         s.gross_loss += net.min(0.0);
         s.best = s.best.max(net);
         s.worst = s.worst.min(net);
-        s.net_sq += net * net;
+        let delta = net - s.net_mean;
+        s.net_mean += delta / r.trades as f64;
+        s.net_m2 += delta * (net - s.net_mean);
         s.compound *= 1.0 + net / 100.0;
         (net, ret)
     }
