@@ -1172,6 +1172,12 @@ HMA_FORMS = {
     "long": "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
     "short": "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
 }
+#: vectorbt's 435 sma_cross pairs (fast < slow, 2..30).
+VBT_PAIRS = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+#: The Bollinger-and-RSI grid (n in 10..49, k in 1.0..3.25 by 0.25: 400 combos), and the same
+#: with twice the k values (no new array).
+BOLLINGER_GRID = {"n": list(range(10, 50)), "k": [1.0 + 0.25 * j for j in range(10)]}
+BOLLINGER_GRID_K2 = {"n": list(range(10, 50)), "k": [1.0 + 0.125 * j for j in range(19)] + [3.25]}
 BOLLINGER = {
     "long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
     "short": "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
@@ -1251,15 +1257,14 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
     put(c, "paper", pa.table({"close": close}))
     pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
     windows = reference.params_for(paper.lengths()).tolist()
-    ks = [1.0 + 0.25 * j for j in range(10)]
-    ks2 = [1.0 + 0.125 * j for j in range(19)] + [3.25]
+    ks = BOLLINGER_GRID["k"]
     requests = {
         "sma_cross, built-in (435 pairs)": {"strategy": "sma_cross", "params": pairs},
         "sma_cross as formulas": {"strategy": SMA_FORMS, "params": pairs},
         "hma_sar, built-in (80 paper combos)": {"lengths": paper.lengths()},
         "hma_sar as formulas": {"strategy": HMA_FORMS, "params": windows},
-        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks}},
-        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks2}},
+        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID},
+        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID_K2},
     }
     # Results first: each formula form equal to its built-in, column for column; two Bollinger
     # combos against the plain Python oracle on the first 20,000 bars.
@@ -1595,7 +1600,7 @@ def exp_timeframes(ctx: Ctx) -> dict[str, Any]:
     table = pa.table({"time": pa.array(times, pa.timestamp("us", tz="UTC")), "close": close})
     srv = ctx.server()
     c = flight.connect(srv.addr)
-    pairs = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+    pairs = VBT_PAIRS
     weekly = "close > weekly(sma(close, 10))"
     filtered = {k: f"{v} and {weekly}" for k, v in SMA_FORMS.items()}
     requests = {
@@ -1632,14 +1637,12 @@ def exp_shapes(ctx: Ctx) -> dict[str, Any]:
     srv = ctx.server()
     c = flight.connect(srv.addr)
     put(c, "paper", pa.table({"close": close}))
-    pairs = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+    pairs = VBT_PAIRS
     windows = reference.params_for(paper.lengths()).tolist()
 
     def more(forms: dict[str, str], condition: str) -> dict[str, str]:
         return {k: f"{v} and {condition}" for k, v in forms.items()}
 
-    ks = [1.0 + 0.25 * j for j in range(10)]
-    ks2 = [1.0 + 0.125 * j for j in range(19)] + [3.25]
     requests = {
         "hma_sar, built-in (80 paper combos)": {"lengths": paper.lengths()},
         "hma_sar as formulas and close > 0": {"strategy": more(HMA_FORMS, "close > 0"), "params": windows},
@@ -1653,8 +1656,8 @@ def exp_shapes(ctx: Ctx) -> dict[str, Any]:
             "strategy": more(SMA_FORMS, "rsi(close, 14) < 70"),
             "params": pairs,
         },
-        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks}},
-        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": {"n": list(range(10, 50)), "k": ks2}},
+        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID},
+        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID_K2},
     }
     answers = {name: sweep(c, {"dataset": "paper", **r}) for name, r in requests.items()}
     for built, always in (
