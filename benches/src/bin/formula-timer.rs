@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
         .map(|c| c.windows().iter().map(|&w| f64::from(w)).collect())
         .collect();
     for (name, grid) in [("sma_cross", &sma), ("hma_sar", &hma)] {
-        if !wanted(name) {
+        if !wanted(name) && !case.starts_with(name) {
             continue;
         }
         let strategy = Strategy::from_name(name).expect("a built-in");
@@ -62,14 +62,42 @@ fn main() -> anyhow::Result<()> {
         if name == "hma_sar" {
             paper::check_gate(&formula).map_err(anyhow::Error::msg)?;
         }
-        let b = time_runs(runs, || {
-            sweep_params(&close, &params, &exec, &control).unwrap()
-        });
-        let f = time_runs(runs, || {
-            sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
-        });
-        out.insert(format!("{name} builtin"), b.into());
-        out.insert(format!("{name} formula"), f.into());
+        if wanted(&format!("{name} builtin")) {
+            let b = time_runs(runs, || {
+                sweep_params(&close, &params, &exec, &control).unwrap()
+            });
+            out.insert(format!("{name} builtin"), b.into());
+        }
+        if wanted(&format!("{name} formula")) {
+            let f = time_runs(runs, || {
+                sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap()
+            });
+            out.insert(format!("{name} formula"), f.into());
+        }
+        // The formula form with one more condition that reads only shared arrays (#49's
+        // shapes): `close > 0` holds at every bar of the paper series, so its results must be
+        // the built-in's; the RSI filter is checked against the interpreter.
+        let [long, short] = forms(name);
+        for (extra, equal) in [("close > 0", true), ("rsi(close, 14) < 70", false)] {
+            let more = Program::new(&[
+                (Field::Long, &format!("{long} and {extra}")),
+                (Field::Short, &format!("{short} and {extra}")),
+            ])?;
+            let label = format!("{name} formula and {extra}");
+            if !wanted(&label) {
+                continue;
+            }
+            let got = sweep_program(&bars, &more, &flat, grid.len(), &exec, &control)?;
+            if equal {
+                ensure!(got == builtin, "{label}: differs from the built-in");
+            } else {
+                check_interpreter(&label, &bars, &more, grid, &exec, &[0, grid.len() - 1])?;
+            }
+            let t = time_runs(runs, || {
+                sweep_program(&bars, &more, &flat, grid.len(), &exec, &control).unwrap()
+            });
+            out.insert(label, t.into());
+        }
     }
 
     // Bollinger + RSI with exits, and the same with twice the k values.
@@ -89,6 +117,9 @@ fn main() -> anyhow::Result<()> {
         ("bollinger_rsi 400", 0.25),
         ("bollinger_rsi 800 (k twice)", 0.125),
     ] {
+        if !wanted(label) {
+            continue;
+        }
         let ks = (2.25 / step) as usize + 1;
         let grid: Vec<Vec<f64>> = (10..=49)
             .flat_map(|n| (0..ks).map(move |j| vec![f64::from(n), 1.0 + j as f64 * step]))
@@ -103,4 +134,18 @@ fn main() -> anyhow::Result<()> {
     let report = serde_json::json!({"bars": close.len(), "runs": out});
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// The long and short conditions of a crossing built-in's formula form.
+fn forms(name: &str) -> [&'static str; 2] {
+    match name {
+        "sma_cross" => [
+            "cross_above(sma(close, fast), sma(close, slow))",
+            "cross_below(sma(close, fast), sma(close, slow))",
+        ],
+        _ => [
+            "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
+            "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
+        ],
+    }
 }

@@ -1085,7 +1085,15 @@ struct ComboRun<'a, B: Book> {
     exits: bool,
     /// The engine reads the stop formulas' values at events.
     stopped: bool,
-    engine: Engine<'a, B, false>,
+    engine: Engines<'a, B>,
+}
+
+/// The execution loop of a combo: the paper's plain loop where the options are the paper's
+/// (both sides, no stops, no warm-up, fills at closes) and no stop is a formula, so a formula
+/// whose trades are many books them as fast as a built-in does; else the general one.
+enum Engines<'a, B: Book> {
+    Plain(Engine<'a, B, true>),
+    General(Engine<'a, B, false>),
 }
 
 impl<'a, B: Book> ComboRun<'a, B> {
@@ -1116,12 +1124,20 @@ impl<'a, B: Book> ComboRun<'a, B> {
             [Cond::Always(false), Cond::Always(false)]
         );
         let formula_stops = combo.stops.map(|s| s.is_some());
-        let engine = Engine::<B, false>::new(ctx.bars, exec, book)
-            .with_formula_stops(formula_stops)
-            .with_shared(ctx.stops)
-            .with_table(ctx.tables.get(&combo.stops));
-        // A table of the formulas' first stops has read them already.
-        let stopped = engine.reads_stop_values();
+        let (engine, stopped) = if exec.is_plain() && !formula_stops.contains(&true) {
+            (
+                Engines::Plain(Engine::<B, true>::new(ctx.bars, exec, book)),
+                false,
+            )
+        } else {
+            let engine = Engine::<B, false>::new(ctx.bars, exec, book)
+                .with_formula_stops(formula_stops)
+                .with_shared(ctx.stops)
+                .with_table(ctx.tables.get(&combo.stops));
+            // A table of the formulas' first stops has read them already.
+            let stopped = engine.reads_stop_values();
+            (Engines::General(engine), stopped)
+        };
         // Conditions made only of crossings of whole arrays and and/or/not: eight bars a word.
         let words = words::Words::of(ctx, &order, &combo.conditions);
         Self {
@@ -1139,79 +1155,71 @@ impl<'a, B: Book> ComboRun<'a, B> {
     /// the bars with an event.
     fn block(&mut self, ctx: &Ctx<'_>, (b0, b1): (usize, usize), scratch: &mut Scratch) {
         let combo = &self.combo;
+        // The word path: event words made as the loop reads them.
+        if let Some(words) = &self.words {
+            let events = words.events(ctx, (b0, b1), &mut scratch.words);
+            match &mut self.engine {
+                Engines::Plain(engine) => drive(engine, events, b0, |_, _| {}),
+                Engines::General(engine) => {
+                    let stopped = self.stopped;
+                    let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
+                    drive(
+                        engine,
+                        events,
+                        b0,
+                        |engine: &mut Engine<'_, B, false>, i: usize| {
+                            if stopped {
+                                engine.stop_values(stop_values(&stop_views, i - b0));
+                            }
+                        },
+                    );
+                }
+            }
+            return;
+        }
         let mut events = std::mem::take(&mut scratch.events);
         let mut exit_bytes = std::mem::take(&mut scratch.exits);
         let slots = &mut self.slots;
-        if let Some(words) = &self.words {
-            words.events(ctx, (b0, b1), &mut scratch.words, &mut events);
-        } else {
-            evaluate_block(ctx, &self.order, b0, b1, scratch, slots);
-            let view = |c: Cond| match c {
-                Cond::Always(b) => Flag::Always(b),
-                Cond::Node(n) => flag(ctx, scratch, slots, n, b0, b1),
-            };
-            let [long, short, exit_long, exit_short] = combo.conditions.map(view);
-            // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
-            // vectorised passes; the loop then visits only the bars with an event, eight at a
-            // time.
-            events.resize(b1 - b0, 0);
-            zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
-            if self.exits {
-                exit_bytes.resize(b1 - b0, 0);
-                zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
-                    (l << 2) | (s << 3)
-                });
-                for (e, x) in events.iter_mut().zip(&exit_bytes) {
-                    *e |= x;
-                }
+        evaluate_block(ctx, &self.order, b0, b1, scratch, slots);
+        let view = |c: Cond| match c {
+            Cond::Always(b) => Flag::Always(b),
+            Cond::Node(n) => flag(ctx, scratch, slots, n, b0, b1),
+        };
+        let [long, short, exit_long, exit_short] = combo.conditions.map(view);
+        // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
+        // vectorised passes; the loop then visits only the bars with an event, eight at a
+        // time.
+        events.resize(b1 - b0, 0);
+        zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
+        if self.exits {
+            exit_bytes.resize(b1 - b0, 0);
+            zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
+                (l << 2) | (s << 3)
+            });
+            for (e, x) in events.iter_mut().zip(&exit_bytes) {
+                *e |= x;
             }
         }
-        // The stop formulas' values in this block, read at each event that may decide an entry
-        // (on the word path they are constants or whole arrays: no own node is a number).
-        let stop_views = combo
-            .stops
-            .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
-        let engine = &mut self.engine;
-        // Without stops the position is exact between events, so only the events that can
-        // change it are visited: when flat the signals, when long a short signal or a long
-        // exit, when short a long signal or a short exit (the others do nothing). With stops,
-        // every event (a stop may have closed the position since the last one).
-        let every = engine.checks_stops();
-        for (w, word) in events.chunks(8).enumerate() {
-            let mut bytes = [0u8; 8];
-            bytes[..word.len()].copy_from_slice(word);
-            let mut rest = u64::from_le_bytes(bytes);
-            while rest != 0 {
-                let relevant: u8 = match engine.position() {
-                    _ if every => 0x0f,
-                    p if p > 0.0 => 0b0110,
-                    p if p < 0.0 => 0b1001,
-                    _ => 0b0011,
-                };
-                let mask = rest & u64::from_le_bytes([relevant; 8]);
-                if mask == 0 {
-                    break;
-                }
-                let k = (mask.trailing_zeros() / 8) as usize;
-                rest &= if k == 7 { 0 } else { u64::MAX << (8 * (k + 1)) };
-                // The whole byte: both signals at once are no signal, whatever is visited.
-                let e = word[k];
-                let i = b0 + w * 8 + k;
-                if self.stopped {
-                    engine.stop_values(stop_views.each_ref().map(|v| match v {
-                        Some(Num::Slice(x)) => x[i - b0],
-                        Some(Num::Const(c)) => *c,
-                        None => f64::NAN,
-                    }));
-                }
-                if e & 0b1100 != 0 {
-                    engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
-                }
-                match e & 0b11 {
-                    0b01 => engine.signal(i, 1.0),
-                    0b10 => engine.signal(i, -1.0),
-                    _ => {}
-                }
+        let words = byte_words(&events);
+        match &mut self.engine {
+            Engines::Plain(engine) => drive(engine, words, b0, |_, _| {}),
+            Engines::General(engine) => {
+                // The stop formulas' values in this block, read at each event that may decide
+                // an entry.
+                let stop_views = combo
+                    .stops
+                    .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
+                let stopped = self.stopped;
+                drive(
+                    engine,
+                    words,
+                    b0,
+                    |engine: &mut Engine<'_, B, false>, i: usize| {
+                        if stopped {
+                            engine.stop_values(stop_values(&stop_views, i - b0));
+                        }
+                    },
+                );
             }
         }
         scratch.events = events;
@@ -1219,6 +1227,86 @@ impl<'a, B: Book> ComboRun<'a, B> {
     }
 
     fn finish(self) -> B {
-        self.engine.finish()
+        match self.engine {
+            Engines::Plain(engine) => engine.finish(),
+            Engines::General(engine) => engine.finish(),
+        }
+    }
+}
+
+/// Event bytes as words of eight (the last one padded with no event).
+fn byte_words(events: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    let chunks = events.chunks_exact(8);
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    chunks
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .chain(std::iter::once(u64::from_le_bytes(tail)))
+}
+
+/// The stop formulas' values at bar `j` of a block (NaN: no such formula).
+#[inline(always)]
+fn stop_values(views: &[Option<Num<'_>>; 3], j: usize) -> [f64; 3] {
+    views.each_ref().map(|v| match v {
+        Some(Num::Slice(x)) => x[j],
+        Some(Num::Const(c)) => *c,
+        None => f64::NAN,
+    })
+}
+
+/// A number operand over bars `[b0, b1)` that is a constant or a whole array (on the word
+/// path, no own node is a number).
+fn num_whole<'a>(ctx: &'a Ctx<'_>, o: Operand, b0: usize, b1: usize) -> Num<'a> {
+    match o {
+        Operand::Const(bits) => Num::Const(f64::from_bits(bits)),
+        Operand::Node(n) => Num::Slice(
+            &whole_series(ctx.bars, ctx.defs, ctx.arrays, n).expect("a whole array")[b0..b1],
+        ),
+    }
+}
+
+/// The execution loop over one block's event words (byte `k` of word `w` is bar
+/// `b0 + 8 * w + k`'s), calling `before` with each visited bar before its event is applied.
+///
+/// Without stops the position is exact between events, so only the events that can change it
+/// are visited: when flat the signals, when long a short signal or a long exit, when short a
+/// long signal or a short exit (the others do nothing). With stops, every event (a stop may
+/// have closed the position since the last one).
+#[inline(always)]
+fn drive<B: Book, const PLAIN: bool>(
+    engine: &mut Engine<'_, B, PLAIN>,
+    words: impl Iterator<Item = u64>,
+    b0: usize,
+    mut before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
+) {
+    let every = engine.checks_stops();
+    for (w, word) in words.enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let relevant: u8 = match engine.position() {
+                _ if every => 0x0f,
+                p if p > 0.0 => 0b0110,
+                p if p < 0.0 => 0b1001,
+                _ => 0b0011,
+            };
+            let mask = rest & u64::from_le_bytes([relevant; 8]);
+            if mask == 0 {
+                break;
+            }
+            let k = (mask.trailing_zeros() / 8) as usize;
+            rest &= if k == 7 { 0 } else { u64::MAX << (8 * (k + 1)) };
+            // The whole byte: both signals at once are no signal, whatever is visited.
+            let e = (word >> (8 * k)) as u8;
+            let i = b0 + w * 8 + k;
+            before(engine, i);
+            if e & 0b1100 != 0 {
+                engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
+            }
+            match e & 0b11 {
+                0b01 => engine.signal(i, 1.0),
+                0b10 => engine.signal(i, -1.0),
+                _ => {}
+            }
+        }
     }
 }

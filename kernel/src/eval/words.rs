@@ -143,15 +143,15 @@ impl Words {
         }
     }
 
-    /// The event bytes of bars `[b0, b1)` (bit 0 long, 1 short, 2 exit long, 3 exit short)
-    /// into `events`.
-    pub(super) fn events(
+    /// The event words of bars `[b0, b1)`: byte `k` of word `w` is bar `b0 + 8 * w + k`'s
+    /// event (bit 0 long, 1 short, 2 exit long, 3 exit short), made from the block's words in
+    /// `scratch` as they are read (never written out).
+    pub(super) fn events<'s>(
         &self,
         ctx: &Ctx<'_>,
         (b0, b1): (usize, usize),
-        scratch: &mut WordScratch,
-        events: &mut Vec<u8>,
-    ) {
+        scratch: &'s mut WordScratch,
+    ) -> impl Iterator<Item = u64> + use<'s> {
         let n = b1 - b0;
         let nw = n.div_ceil(8);
         scratch.states.resize_with(self.pairs.len(), Vec::new);
@@ -201,17 +201,13 @@ impl Words {
             match self.steps[k] {
                 Step::Cross(way, pair) => {
                     let st = &scratch.states[pair];
-                    let word =
-                        |at: usize| u64::from_le_bytes(st[at..at + 8].try_into().expect("8 bytes"));
                     match way {
-                        Crossing::Above => out.extend((0..nw).map(|w| {
-                            let (prev, cur) = (word(8 * w), word(8 * w + 1));
+                        Crossing::Above => cross_words(st, nw, out, |prev, cur| {
                             (cur >> 1) & !cur & !(prev >> 1) & LOW
-                        })),
-                        Crossing::Below => out.extend((0..nw).map(|w| {
-                            let (prev, cur) = (word(8 * w), word(8 * w + 1));
-                            cur & !(cur >> 1) & !prev & LOW
-                        })),
+                        }),
+                        Crossing::Below => {
+                            cross_words(st, nw, out, |prev, cur| cur & !(cur >> 1) & !prev & LOW)
+                        }
                     }
                 }
                 Step::Not(a) => combine(read(a), Word::All(LOW), nw, out, |x, y| x ^ y),
@@ -220,7 +216,7 @@ impl Words {
             }
         }
         let all = &scratch.words[..];
-        let read = |s: Src| -> Word<'_> {
+        let read = move |s: Src| -> Word<'s> {
             match s {
                 Src::Step(j) => Word::Of(&all[j]),
                 Src::Leaf(j) => Word::Of(&all[steps + j]),
@@ -228,13 +224,17 @@ impl Words {
             }
         };
         let [l, s, el, es] = self.conditions.map(read);
-        events.clear();
-        events.reserve(nw * 8);
-        for w in 0..nw {
+        // The last word's bytes past the block are no bars: a condition true everywhere
+        // would set them.
+        let last = if n % 8 == 0 {
+            u64::MAX
+        } else {
+            u64::MAX >> (8 * (8 - n % 8))
+        };
+        (0..nw).map(move |w| {
             let e = l.at(w) | (s.at(w) << 1) | (el.at(w) << 2) | (es.at(w) << 3);
-            events.extend_from_slice(&e.to_le_bytes());
-        }
-        events.truncate(n);
+            if w + 1 == nw { e & last } else { e }
+        })
     }
 }
 
@@ -264,6 +264,16 @@ fn combine(a: Word<'_>, b: Word<'_>, nw: usize, out: &mut Vec<u64>, f: impl Fn(u
         (Word::All(c), Word::Of(y)) => out.extend(y.iter().map(|y| f(c, *y))),
         (Word::All(c), Word::All(d)) => out.resize(nw, f(c, d)),
     }
+}
+
+/// `out[w] = f(prev, cur)` over `nw` words of the states `st` (the bar before the block, then
+/// the block): `cur` is bars `8w..8w+8` of the block, `prev` the bars before each of them.
+#[inline(always)]
+fn cross_words(st: &[u8], nw: usize, out: &mut Vec<u64>, f: impl Fn(u64, u64) -> u64) {
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    let prev = st[..nw * 8].chunks_exact(8);
+    let cur = st[1..=nw * 8].chunks_exact(8);
+    out.extend(prev.zip(cur).map(|(p, c)| f(word(p), word(c))));
 }
 
 /// An operand over the block and the bar before it: (the bar before, the block).
