@@ -198,7 +198,23 @@ impl Combos {
                     .iter()
                     .map(|b| b.formula.nodes.len())
                     .sum();
-                nodes * 1024 * 8 + 2048
+                // A crossing of an HMA and an HMA3 line reads the paper kernel's state bytes,
+                // made with its scratch.
+                let hulls = p
+                    .program
+                    .formulas
+                    .iter()
+                    .flat_map(|b| &b.formula.nodes)
+                    .any(|n| {
+                        matches!(n, crate::expr::Node::Call { func, .. }
+                            if crate::expr::registry::function(*func).hull.is_some())
+                    });
+                let paper = if hulls {
+                    crate::sweep::scratch_bound(bars)
+                } else {
+                    0
+                };
+                nodes * 1024 * 8 + 2048 + paper
             }
         }
     }

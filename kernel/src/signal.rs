@@ -19,12 +19,23 @@ pub(crate) fn run_fast(
     signs: &mut Vec<u8>,
     counts: Option<&CertifiedBars>,
 ) -> ComboResult {
-    let close = books.bars.close;
+    states(books.bars.close, (a, b), signs, counts);
+    crosses(books, combo, std::iter::once(&signs[..]), exec)
+}
+
+/// The state bytes of lines `a` and `b` into `signs` (resized to the bars of `close`): from
+/// the fast values, those of certified lines settled where their bounds leave them open
+/// ([`certified::settle`], counted into `counts`), so they are the reference's.
+pub(crate) fn states(
+    close: &[f64],
+    (a, b): (Side<'_>, Side<'_>),
+    signs: &mut Vec<u8>,
+    counts: Option<&CertifiedBars>,
+) {
     debug_assert!(a.line.values.len() == close.len() && b.line.values.len() == close.len());
     signs.resize(close.len(), 0);
     crate::lines::vector::signs(a.line.values, b.line.values, signs);
     certified::settle(close, a, b, signs, counts);
-    crosses(books, combo, std::iter::once(&signs[..]), exec)
 }
 
 /// Bit 0 of each byte set where the state `cur` is a cross after the state `prev` (bytes of

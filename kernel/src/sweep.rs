@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::{MaybeUninit, take};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::certified::{self, Bounded, CertifiedBars, Side};
 use crate::execution::Execution;
@@ -174,6 +174,12 @@ pub fn scratch_bytes(bars: usize, combos: &[Combo], workers: usize) -> usize {
     }
 }
 
+/// Per-worker scratch bytes of any sweep over `bars` bars, at most: what [`scratch_bytes`]
+/// answers for the largest tiled or untiled plan.
+pub(crate) fn scratch_bound(bars: usize) -> usize {
+    tiled::SCRATCH_BOUND.max(bars * SCRATCH_BYTES_PER_BAR)
+}
+
 fn hma_key(c: &Combo) -> ArrayKey {
     ArrayKey::Hma([c.half(), c.full(), c.sqrt()])
 }
@@ -298,6 +304,59 @@ pub fn sweep_executed_on(
 ) -> Result<Vec<ComboResult>> {
     exec.validate()?;
     exec.check_bars(bars)?;
+    let results = run(bars, combos, exec, control, None)?;
+    Ok(results)
+}
+
+/// Each combo's state bytes over `close` (one a bar: the sign of `HMA3 - HMA`, or undefined,
+/// as [`crate::signal`] reads them), what the sweep's last phase reads, without its trades:
+/// how a formula's crossing of the two lines is served without computing either line whole
+/// (the tiles write only these bytes). The cache is asked for each combo's bytes first
+/// ([`ArrayKey::Signs`]) and offered those computed, as a sweep of the combos would; nothing
+/// is reported to `control.progress` or recorded.
+///
+/// # Errors
+/// [`Error::Cancelled`] once `control.cancelled` answers true.
+pub(crate) fn states(
+    close: &[f64],
+    combos: &[Combo],
+    control: &SweepControl<'_>,
+) -> Result<Vec<Arc<[u8]>>> {
+    let quiet = SweepControl {
+        cache: control.cache,
+        cancelled: control.cancelled,
+        working_set_bytes: control.working_set_bytes,
+        parallel: control.parallel,
+        tile_bars: control.tile_bars,
+        bar_metrics: false,
+        records: None,
+        exact_lines: control.exact_lines,
+        certified: control.certified,
+        progress: None,
+    };
+    let sink: Vec<OnceLock<Arc<[u8]>>> = combos.iter().map(|_| OnceLock::new()).collect();
+    run(
+        &Bars::closes(close),
+        combos,
+        &Execution::default(),
+        &quiet,
+        Some(&sink),
+    )?;
+    Ok(sink
+        .into_iter()
+        .map(|s| s.into_inner().expect("every combo's bytes are made"))
+        .collect())
+}
+
+/// The sweep of [`sweep_executed_on`] (checked); with `sink`, each combo's state bytes go
+/// there instead of into trades ([`states`]).
+fn run(
+    bars: &Bars<'_>,
+    combos: &[Combo],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+    sink: Option<&[OnceLock<Arc<[u8]>>]>,
+) -> Result<Vec<ComboResult>> {
     let close = bars.close;
     let parallel = control
         .parallel
@@ -309,7 +368,8 @@ pub fn sweep_executed_on(
         stops: crate::execution::SharedStops::of(bars, exec, combos.len(), false),
         combos,
         certify,
-        signs: keeps_signs(combos),
+        signs: sink.is_some() || keeps_signs(combos),
+        sink,
         recycler: certified::Recycler::default(),
         exec: *exec,
         moves: control
@@ -404,6 +464,8 @@ struct Run<'a> {
     /// The cache keeps, and is asked first for, each combo's sign bytes rather than its lines
     /// ([`keeps_signs`]).
     signs: bool,
+    /// Where each combo's state bytes go instead of into trades ([`states`]).
+    sink: Option<&'a [OnceLock<Arc<[u8]>>]>,
     /// Certified lines' allocations, reused once their lines are no longer read.
     recycler: certified::Recycler,
     exec: Execution,
@@ -438,6 +500,17 @@ impl Run<'_> {
         f: impl Fn(&mut Scratch, &T) -> Result<R> + Sync,
     ) -> Result<Vec<R>> {
         crate::par::map(self.parallel, items, f)
+    }
+
+    /// Hands combo `i`'s state bytes to the sink, if the sweep has one (then its trades are
+    /// not run).
+    fn sink(&self, i: usize, signs: &Arc<[u8]>) -> bool {
+        let Some(sink) = self.sink else {
+            return false;
+        };
+        // A combo listed twice is one array: either copy will do.
+        let _ = sink[i].set(Arc::clone(signs));
+        true
     }
 
     /// Combo `c`'s sign bytes, if the sweep keeps signs and the cache has them.
@@ -475,6 +548,9 @@ impl Run<'_> {
         }
         let mut results = self.map(&kept, |_, (i, signs)| {
             self.check()?;
+            if self.sink(*i, signs) {
+                return Ok((*i, ComboResult::default()));
+            }
             let books = self.books();
             Ok((*i, signal::crosses(books, *i, [&signs[..]], &self.exec)))
         })?;
@@ -588,10 +664,19 @@ impl Run<'_> {
                     },
                     key,
                 };
+                let sides = (side(hma_key(c)), side(hma3_key(c)));
+                if self.sink.is_some() {
+                    let mut signs = Vec::new();
+                    signal::states(self.close, sides, &mut signs, self.control.certified);
+                    let signs: Arc<[u8]> = signs.into();
+                    self.offer_signs(c, || Arc::clone(&signs));
+                    self.sink(i, &signs);
+                    return Ok((i, ComboResult::default()));
+                }
                 let result = signal::run_fast(
                     self.books(),
                     i,
-                    (side(hma_key(c)), side(hma3_key(c))),
+                    sides,
                     &self.exec,
                     &mut s.signs,
                     self.control.certified,

@@ -1414,3 +1414,128 @@ fn an_input_column_is_read_like_a_bar_column_and_keyed_by_its_name() {
         Program::with_inputs(&[], &[(Field::Long, "pred>sma(pred,3)")], &["pred".into()]).unwrap();
     assert_eq!(p.canonical()[0].1, "pred > sma(pred, 3)");
 }
+
+/// A crossing of an `hma` and an `hma3` line of the closes, anywhere in a formula and in
+/// either order, is read from the paper kernel's state bytes (the shape its tiles serve, not
+/// the name of a built-in): trades equal the interpreter's on every kind of series
+/// (NaN-prefixed and gappy included), under the options, serial and parallel, in a tight
+/// working set; on the word path (crossings and shared conditions), on the generic path (a
+/// condition of the combo's own beside them) and where several combos share the crossing
+/// (computed once for the group); and neither line is computed for it: a keeping cache is
+/// offered the combos' state bytes and no HMA or HMA3 line.
+#[test]
+fn crossings_of_hma_and_hma3_lines_read_the_paper_kernels_state_bytes() {
+    let hma = "hma(close, h, f, s)";
+    let hma3 = "hma3(close, a, b, c)";
+    let word_path = Program::new(&[
+        (
+            Field::Long,
+            &format!("cross_below({hma}, {hma3}) and close > 0"),
+        ),
+        (Field::Short, &format!("cross_below({hma3}, {hma})")),
+        (
+            Field::ExitLong,
+            &format!("cross_below({hma3}, {hma}) or close < lag(close, 5)"),
+        ),
+    ])
+    .unwrap();
+    let generic = Program::new(&[
+        (
+            Field::Long,
+            &format!("cross_below({hma}, {hma3}) and close > sma(close, h)"),
+        ),
+        (
+            Field::Short,
+            &format!("cross_above({hma3}, {hma}) and not close > sma(close, h)"),
+        ),
+    ])
+    .unwrap();
+    // `k` changes no line: the combos of one windows share the crossing.
+    let shared = Program::new(&[
+        (
+            Field::Long,
+            &format!("cross_above({hma}, {hma3}) and close > k"),
+        ),
+        (Field::Short, &format!("cross_below({hma}, {hma3})")),
+    ])
+    .unwrap();
+    let windows: Vec<Vec<f64>> = [5u32, 9, 16, 31, 60, 4000]
+        .iter()
+        .map(|&l| Combo::from_length(l).unwrap())
+        .map(|c| {
+            [c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()]
+                .map(f64::from)
+                .to_vec()
+        })
+        .chain([vec![3.0, 7.0, 2.0, 1.0, 2.0, 3.0]])
+        .collect();
+    let with_k: Vec<Vec<f64>> = windows
+        .iter()
+        .flat_map(|w| [0.0, 99.0].map(|k| [w.as_slice(), &[k]].concat()))
+        .collect();
+    let cases = [
+        ("word path", &word_path, &windows),
+        ("generic path", &generic, &windows),
+        ("shared crossing", &shared, &with_k),
+    ];
+    for (kind, close) in series_kinds(2600, 31) {
+        let (open, high, low, volume) = bars_of(&close, 7);
+        let bars = Bars {
+            open: Some(&open),
+            high: Some(&high),
+            low: Some(&low),
+            close: &close,
+            volume: Some(&volume),
+            ..Bars::default()
+        };
+        for (case, program, combos) in cases {
+            for exec in executions(300) {
+                for tight in [false, true] {
+                    let mut traded = 0;
+                    for (values, (got, plain, trades)) in combos.iter().zip(
+                        common::swept_and_interpreted(&bars, program, combos, &exec, tight),
+                    ) {
+                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
+                        assert_eq!(trades, plain.len());
+                        traded += trades;
+                    }
+                    assert!(traded > 0, "{case} on {kind} never trades");
+                }
+            }
+        }
+        // The lines are never computed for the crossings: the cache is offered each
+        // combo's state bytes and no HMA or HMA3 line.
+        let cache = Keeping::default();
+        let flat = windows.concat();
+        let control = SweepControl {
+            cache: &cache,
+            ..SweepControl::default()
+        };
+        sweep_program(
+            &bars,
+            &word_path,
+            &flat,
+            windows.len(),
+            &Execution::default(),
+            &control,
+        )
+        .unwrap();
+        let combos: Vec<Combo> = windows
+            .iter()
+            .map(|w| Combo::new(std::array::from_fn(|i| w[i] as u32)).unwrap())
+            .collect();
+        let bytes = cache.bytes.lock().unwrap();
+        for c in &combos {
+            let key = ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()]);
+            assert!(bytes.contains_key(&key), "{kind}: {key:?}");
+        }
+        let lines = cache.arrays.lock().unwrap();
+        assert!(
+            !lines
+                .keys()
+                .any(|k| matches!(k, ArrayKey::Hma(_) | ArrayKey::Hma3(_))),
+            "{kind}: {:?}",
+            lines.keys()
+        );
+    }
+}

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::execution::{Book, EXITS_MIN_COMBOS, Engine, Execution, Exits, Fraction, table_bytes};
-use crate::expr::registry::{Compute, function};
+use crate::expr::registry::{Compute, Crossing, function};
 use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
@@ -40,7 +40,7 @@ use crate::lines::{Bars, Input};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan, Windows};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
 use crate::timeframe::{PeriodBars, Timeframe, seen_from_next};
-use crate::{ComboResult, Error, Result};
+use crate::{Combo, ComboResult, Error, Result};
 
 /// Bars per block of the per-combo phase: a few blocks of f64 and bytes stay in L1/L2.
 const BLOCK: usize = 1024;
@@ -165,11 +165,60 @@ enum Array {
     Cond(Vec<u8>),
 }
 
+/// A crossing a tuned path serves: the state bytes of its pair of lines over the whole series
+/// (one a bar, [`crate::signal`]'s), made by that path without either line written out whole,
+/// and whether its operands come in the other order than the bytes' lines (then each of its
+/// crossings is read as the other way's).
+struct Served {
+    states: Arc<[u8]>,
+    swapped: bool,
+}
+
+impl Served {
+    /// The way to read from the bytes for a crossing `way` of the node's operands.
+    fn way(&self, way: Crossing) -> Crossing {
+        match (self.swapped, way) {
+            (false, w) => w,
+            (true, Crossing::Above) => Crossing::Below,
+            (true, Crossing::Below) => Crossing::Above,
+        }
+    }
+}
+
+/// The paper kernel's combo whose state bytes give crossing `def` (`b` of the bytes is the
+/// HMA3 line, `a` the HMA line): a crossing of an `hma` and an `hma3` line of the closes, in
+/// either order (`true`: the HMA3 line first), windows alone.
+fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)> {
+    let Def::Call { func, args } = def else {
+        return None;
+    };
+    function(*func).crossing?;
+    let [
+        CallArg::Operand(Operand::Node(a)),
+        CallArg::Operand(Operand::Node(b)),
+    ] = args[..]
+    else {
+        return None;
+    };
+    let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
+    let (hma, hma3, swapped) = match (line(a)?, line(b)?) {
+        (ArrayKey::Hma(h), ArrayKey::Hma3(t)) => (h, t, false),
+        (ArrayKey::Hma3(t), ArrayKey::Hma(h)) => (h, t, true),
+        _ => return None,
+    };
+    let [h, f, q] = hma;
+    let [p3, p2, p] = hma3;
+    Some((Combo::new([h, f, q, p3, p2, p]).ok()?, swapped))
+}
+
 /// One group's plan and what phase 1 computed.
 struct Group {
     plan: Plan,
     /// Which defs phase 1 computes.
     shared: Vec<bool>,
+    /// The crossings the paper kernel serves: each one's combo and order ([`paper_pair`]).
+    /// Their lines are not computed for them.
+    paired: Vec<Option<(Combo, bool)>>,
     /// Bytes of those.
     bytes: usize,
 }
@@ -179,35 +228,62 @@ impl Group {
         Self {
             plan: Plan::new(),
             shared: Vec::new(),
+            paired: Vec::new(),
             bytes: 0,
         }
     }
 
-    /// Marks the inputs of every call added since `from`, and whatever those read, as shared.
-    fn mark(&mut self, from: usize, bars: usize) {
+    /// Marks what the defs added since `from` (and the stop operands `roots` of their combo)
+    /// need whole as shared, and whatever those read: every series call they read (a call's
+    /// series is computed once for the group, never a block at a time) and every input of a
+    /// call. A crossing the paper kernel serves ([`paper_pair`]) reads its state bytes
+    /// (counted once per distinct pair), not its lines: a line read by nothing else is never
+    /// computed.
+    fn mark(&mut self, from: usize, bars: &Bars<'_>, roots: &[u32]) {
         let defs = self.plan.defs();
+        let frames = self.plan.frames();
         self.shared.resize(defs.len(), false);
-        let mut stack: Vec<u32> = Vec::new();
+        self.paired.resize(defs.len(), None);
+        let series_call =
+            |n: u32| matches!(defs[n as usize], Def::Call { .. }) && defs[n as usize].is_series();
+        let mut stack: Vec<u32> = roots.iter().copied().filter(|&n| series_call(n)).collect();
         for (id, def) in defs.iter().enumerate().skip(from) {
-            if let Def::Call { .. } = def {
-                if def.is_series() {
-                    stack.push(id as u32);
+            if frames[id].is_none()
+                && let Some(pair) = paper_pair(bars, defs, def)
+            {
+                if !self.paired.iter().flatten().any(|(c, _)| *c == pair.0) {
+                    self.bytes += bars.len();
                 }
-                stack.extend(def.inputs());
+                self.paired[id] = Some(pair);
+                continue;
+            }
+            match def {
+                Def::Call { .. } => stack.extend(def.inputs()),
+                _ => stack.extend(def.inputs().into_iter().filter(|&n| series_call(n))),
             }
         }
-        self.share(stack, bars);
+        self.share(stack, bars.len());
     }
 
     /// Marks every node two or more of the group's combos reach (`rsi(close, 14) < 35` of a
     /// grid over other parameters, an exit shared by every band width) as shared, so it is
     /// computed once for the group rather than once per combo.
+    /// A line only served crossings read (its combos read their state bytes) is not.
     fn mark_common(&mut self, bars: usize) {
         let defs = self.plan.defs();
+        // Which nodes a served crossing reads, and which any other def reads.
+        let mut read = vec![[false; 2]; defs.len()];
+        for (def, paired) in defs.iter().zip(&self.paired) {
+            for n in def.inputs() {
+                read[n as usize][usize::from(paired.is_some())] = true;
+            }
+        }
+        let only_served = |id: usize| read[id] == [false, true];
         let common: Vec<u32> = (0..defs.len() as u32)
             .filter(|&id| {
                 !self.shared[id as usize]
                     && !matches!(defs[id as usize], Def::Column(_) | Def::Always(_))
+                    && !only_served(id as usize)
                     && self.plan.combos_reaching(id) >= 2
             })
             .collect();
@@ -223,8 +299,37 @@ impl Group {
             }
             self.shared[id as usize] = true;
             self.bytes += if def.is_series() { bars * 8 } else { bars };
-            stack.extend(def.inputs());
+            if self.paired.get(id as usize).is_none_or(Option::is_none) {
+                stack.extend(def.inputs());
+            }
         }
+    }
+
+    /// The state bytes of every crossing the paper kernel serves, by node (one computation
+    /// per distinct pair, the cache asked first).
+    fn served(&self, bars: &Bars<'_>, control: &SweepControl<'_>) -> Result<Vec<Option<Served>>> {
+        let mut combos: Vec<Combo> = Vec::new();
+        for (c, _) in self.paired.iter().flatten() {
+            if !combos.contains(c) {
+                combos.push(*c);
+            }
+        }
+        if combos.is_empty() {
+            return Ok(Vec::new());
+        }
+        let states = crate::sweep::states(bars.close, &combos, control)?;
+        Ok(self
+            .paired
+            .iter()
+            .map(|p| {
+                p.map(|(c, swapped)| Served {
+                    states: Arc::clone(
+                        &states[combos.iter().position(|x| *x == c).expect("listed")],
+                    ),
+                    swapped,
+                })
+            })
+            .collect())
     }
 }
 
@@ -288,7 +393,15 @@ pub fn sweep_program(
         while next < combos {
             let before = group.plan.defs().len();
             let combo = group.plan.bind(program, value(next));
-            group.mark(before, len);
+            let roots: Vec<u32> = combo
+                .stops
+                .iter()
+                .filter_map(|s| match s {
+                    Some(Operand::Node(n)) => Some(*n),
+                    _ => None,
+                })
+                .collect();
+            group.mark(before, bars, &roots);
             if formula_stops {
                 let n = sharing.entry(combo.stops).or_default();
                 *n += 1;
@@ -303,9 +416,10 @@ pub fn sweep_program(
             }
         }
         group.mark_common(len);
+        let served = group.served(bars, control)?;
         let arrays = materialise(
             (bars, &views),
-            &group.plan,
+            (&group.plan, &served),
             &group.shared,
             (parallel, control.working_set_bytes.min(HULL_BYTES)),
             control.cache,
@@ -321,6 +435,7 @@ pub fn sweep_program(
                 frames: group.plan.frames(),
                 views: &views,
                 arrays: &arrays,
+                served: &served,
                 stops: books.stops,
                 tables: &tables,
             };
@@ -476,7 +591,13 @@ pub fn node_arrays(
         shared[id as usize] = true;
         stack.extend(def.inputs());
     }
-    let arrays = materialise((bars, &views), plan, &shared, (parallel, HULL_BYTES), cache)?;
+    let arrays = materialise(
+        (bars, &views),
+        (plan, &[]),
+        &shared,
+        (parallel, HULL_BYTES),
+        cache,
+    )?;
     let have = frames.have(bars.len());
     let roots = roots
         .iter()
@@ -500,7 +621,7 @@ pub fn node_arrays(
 /// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
 fn materialise(
     (bars, views): (&Bars<'_>, &Views<'_>),
-    plan: &Plan,
+    (plan, served): (&Plan, &[Option<Served>]),
     shared: &[bool],
     (parallel, hull_bytes): (bool, usize),
     cache: &dyn ArrayCache,
@@ -568,6 +689,7 @@ fn materialise(
             frames,
             views,
             arrays: &arrays,
+            served,
             stops: &crate::execution::NO_SHARED_STOPS,
             tables: &no_tables,
         };
@@ -718,6 +840,8 @@ struct Ctx<'a> {
     /// The series' period bars.
     views: &'a Views<'a>,
     arrays: &'a [Option<Array>],
+    /// The crossings a tuned path serves, by node (empty: none).
+    served: &'a [Option<Served>],
     /// What the execution loop's stop checks share (phase 2).
     stops: &'a crate::execution::SharedStops,
     /// The tables of first stops for the stop formulas' values enough combos share.
@@ -736,6 +860,11 @@ impl<'a> Ctx<'a> {
                 ..*self
             },
         }
+    }
+
+    /// Node `id`'s state bytes, if a tuned path serves it.
+    fn served(&self, id: usize) -> Option<&'a Served> {
+        self.served.get(id)?.as_ref()
     }
 
     /// A whole-series input (a column, a shared array or a constant).
@@ -770,6 +899,14 @@ impl<'a> Ctx<'a> {
     fn whole_here(&self, id: usize) -> Array {
         let len = self.bars.len();
         let def = &self.defs[id];
+        if let (Some(served), Def::Call { func, .. }) = (self.served(id), def) {
+            let way = function(*func)
+                .crossing
+                .expect("a served node is a crossing");
+            let mut out = vec![0u8; len];
+            words::crossing_bytes(&served.states, served.way(way), 0, &mut out);
+            return Array::Cond(out);
+        }
         if let Def::Call { func, args } = def {
             let inputs: Vec<Input<'_>> = args.iter().map(|a| self.input(a)).collect();
             return match function(*func).compute {
@@ -834,7 +971,10 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             seen.push(id);
-            stack.extend(def.inputs());
+            // A served crossing reads its state bytes, not its operands.
+            if self.served(id as usize).is_none() {
+                stack.extend(def.inputs());
+            }
         }
         // Ids are interned operands first: ascending is a dependency order.
         seen.sort_unstable();
@@ -1004,6 +1144,12 @@ fn evaluate_block(
                     Def::And(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x & y),
                     Def::Or(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x | y),
                     Def::Always(b) => out.fill(u8::from(*b)),
+                    Def::Call { func, .. } if let Some(served) = ctx.served(id as usize) => {
+                        let way = function(*func)
+                            .crossing
+                            .expect("a served node is a crossing");
+                        words::crossing_bytes(&served.states, served.way(way), b0, &mut out);
+                    }
                     Def::Call { func, args } => {
                         let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
                         match function(*func).compute {

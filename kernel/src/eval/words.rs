@@ -13,6 +13,8 @@
 //! BELOW or equal (bit 0 clear). The bar before the computed range's first is UNDEFINED, so
 //! nothing crosses there.
 
+use std::sync::Arc;
+
 use super::{Array, Ctx, whole_series};
 use crate::expr::registry::{Crossing, function};
 use crate::lines::vector::{UNDEFINED, signs};
@@ -32,6 +34,25 @@ enum Src {
     Always(bool),
 }
 
+/// Where a crossing's state bytes come from.
+#[derive(Debug, Clone)]
+enum Pair {
+    /// Its two operands, reduced to states a block at a time.
+    Operands(Operand, Operand),
+    /// A tuned path's bytes over the whole series (`eval::Served`).
+    Served(Arc<[u8]>),
+}
+
+impl PartialEq for Pair {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Operands(a, b), Self::Operands(c, d)) => (a, b) == (c, d),
+            (Self::Served(x), Self::Served(y)) => Arc::ptr_eq(x, y),
+            _ => false,
+        }
+    }
+}
+
 /// One own node of the combo, as the word path computes it.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -47,8 +68,8 @@ enum Step {
 pub(super) struct Words {
     /// Own nodes in dependency order.
     steps: Vec<Step>,
-    /// The distinct operand pairs of the crossings.
-    pairs: Vec<(Operand, Operand)>,
+    /// The distinct pairs of the crossings.
+    pairs: Vec<Pair>,
     /// The phase-1 condition arrays read.
     leaves: Vec<u32>,
     /// The four conditions (long, short, exit long, exit short).
@@ -84,21 +105,30 @@ impl Words {
             let mut src = |n: u32| out.source(ctx, &own, n);
             let step = match &ctx.defs[id as usize] {
                 Def::Call { func, args } => {
-                    let way = function(*func).crossing?;
-                    let [CallArg::Operand(a), CallArg::Operand(b)] = args[..] else {
-                        return None;
-                    };
-                    for o in [a, b] {
-                        if let Operand::Node(n) = o {
-                            whole_series(ctx.bars, ctx.defs, ctx.arrays, n)?;
+                    let mut way = function(*func).crossing?;
+                    let pair = match ctx.served(id as usize) {
+                        Some(served) => {
+                            way = served.way(way);
+                            Pair::Served(Arc::clone(&served.states))
                         }
-                    }
+                        None => {
+                            let [CallArg::Operand(a), CallArg::Operand(b)] = args[..] else {
+                                return None;
+                            };
+                            for o in [a, b] {
+                                if let Operand::Node(n) = o {
+                                    whole_series(ctx.bars, ctx.defs, ctx.arrays, n)?;
+                                }
+                            }
+                            Pair::Operands(a, b)
+                        }
+                    };
                     let k = out
                         .pairs
                         .iter()
-                        .position(|p| *p == (a, b))
+                        .position(|p| *p == pair)
                         .unwrap_or_else(|| {
-                            out.pairs.push((a, b));
+                            out.pairs.push(pair);
                             out.pairs.len() - 1
                         });
                     Step::Cross(way, k)
@@ -155,17 +185,26 @@ impl Words {
         let n = b1 - b0;
         let nw = n.div_ceil(8);
         scratch.states.resize_with(self.pairs.len(), Vec::new);
-        for (&(a, b), st) in self.pairs.iter().zip(&mut scratch.states) {
+        for (pair, st) in self.pairs.iter().zip(&mut scratch.states) {
             st.clear();
-            st.resize(nw * 8 + 1, UNDEFINED);
-            let [ca, cb] = &mut scratch.constants;
-            let a = operand(ctx, a, b0, b1, ca);
-            let b = operand(ctx, b, b0, b1, cb);
-            if b0 > 0 {
-                // The bar before the block: its state, from its values.
-                signs(a.0, b.0, &mut st[..1]);
+            match pair {
+                Pair::Operands(a, b) => {
+                    st.resize(nw * 8 + 1, UNDEFINED);
+                    let [ca, cb] = &mut scratch.constants;
+                    let a = operand(ctx, *a, b0, b1, ca);
+                    let b = operand(ctx, *b, b0, b1, cb);
+                    if b0 > 0 {
+                        // The bar before the block: its state, from its values.
+                        signs(a.0, b.0, &mut st[..1]);
+                    }
+                    signs(a.1, b.1, &mut st[1..=n]);
+                }
+                Pair::Served(states) => {
+                    st.push(if b0 > 0 { states[b0 - 1] } else { UNDEFINED });
+                    st.extend_from_slice(&states[b0..b1]);
+                    st.resize(nw * 8 + 1, UNDEFINED);
+                }
             }
-            signs(a.1, b.1, &mut st[1..=n]);
         }
         let steps = self.steps.len();
         scratch
@@ -274,6 +313,19 @@ fn cross_words(st: &[u8], nw: usize, out: &mut Vec<u64>, f: impl Fn(u64, u64) ->
     let prev = st[..nw * 8].chunks_exact(8);
     let cur = st[1..=nw * 8].chunks_exact(8);
     out.extend(prev.zip(cur).map(|(p, c)| f(word(p), word(c))));
+}
+
+/// The bytes of a crossing `way` (1 where it holds) at bars `[b0, b0 + out.len())` from the
+/// state bytes of its pair over the whole series (the bar before the series is undefined).
+pub(super) fn crossing_bytes(states: &[u8], way: Crossing, b0: usize, out: &mut [u8]) {
+    let prev = |i: usize| if i > 0 { states[i - 1] } else { UNDEFINED };
+    for (j, o) in out.iter_mut().enumerate() {
+        let (p, c) = (prev(b0 + j), states[b0 + j]);
+        *o = match way {
+            Crossing::Above => (c >> 1) & !c & !(p >> 1) & 1,
+            Crossing::Below => c & !(c >> 1) & !p & 1,
+        };
+    }
 }
 
 /// An operand over the block and the bar before it: (the bar before, the block).

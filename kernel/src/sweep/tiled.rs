@@ -46,6 +46,11 @@ const TILE_LINE_BYTES: usize = 4 << 20;
 /// Bytes of one worker's tile of first-level WMAs, at most, for tiling to be chosen.
 const TILE_FIRST_BYTES: usize = 16 << 20;
 
+/// Bytes of one worker's scratch of a tiled sweep, at most: a tile of its first-level WMAs
+/// (chosen only within [`TILE_FIRST_BYTES`]), a tile of lines and one difference series.
+pub(super) const SCRATCH_BOUND: usize =
+    TILE_FIRST_BYTES + TILE_LINE_BYTES + 2 * MAX_TILE * size_of::<f64>();
+
 /// How a sweep is tiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tiling {
@@ -404,7 +409,11 @@ impl Run<'_> {
         let len = self.close.len();
         let plan = Group::new(self, group);
         let tile = tiling.tile;
-        let (keep_lines, keep_signs) = (keep && !self.signs, keep && self.signs);
+        // A sink takes every combo's bytes whole.
+        let (keep_lines, keep_signs) = (
+            keep && !self.signs,
+            (keep && self.signs) || self.sink.is_some(),
+        );
         // Lines and sign bytes kept whole for the cache, allocated as the `Arc`s they are
         // offered in.
         let mut lines: Vec<Arc<[MaybeUninit<f64>]>> = if keep_lines {
@@ -503,6 +512,9 @@ impl Run<'_> {
             self.check()?;
             let (books, i, exec) = (self.books(), group[j], &self.exec);
             Ok(match (&plan.sources[j], &kept[j], slots[j]) {
+                (Inputs::Kept(signs), _, _) | (_, Some(signs), _) if self.sink(i, signs) => {
+                    ComboResult::default()
+                }
                 (Inputs::Kept(signs), _, _) | (_, Some(signs), _) => {
                     signal::crosses(books, i, [&signs[..]], exec)
                 }
