@@ -1539,3 +1539,84 @@ fn crossings_of_hma_and_hma3_lines_read_the_paper_kernels_state_bytes() {
         );
     }
 }
+
+/// A channel breakout, `x > lag(highest(x, n), 1)` or `x < lag(lowest(x, n), 1)` (either
+/// side of the comparison), of a column without NaN is a shared condition made by the
+/// channels' pass (the `donchian` built-in's), neither line computed: trades equal the
+/// interpreter's on every kind of series and column, under the options, in a tight working
+/// set; where the column has NaN, where the lag is not 1 or the comparison not strict, the
+/// lines are computed as any other and the trades are the same.
+#[test]
+fn channel_breakouts_are_the_channels_pass_and_compute_no_line() {
+    let programs = [
+        (
+            "close > lag(highest(close, n), 1)",
+            "close < lag(lowest(close, n), 1)",
+        ),
+        (
+            "lag(highest(high, n), 1) < high",
+            "lag(lowest(low, n), 1) > low",
+        ),
+        (
+            "close >= lag(highest(close, n), 1)",
+            "close < lag(lowest(close, n), 2)",
+        ),
+        (
+            "close > lag(highest(close, n), 1) and rsi(close, 14) < 70",
+            "close < lag(lowest(close, n), 1) and not close > lag(highest(close, 20), 1)",
+        ),
+    ]
+    .map(|(long, short)| Program::new(&[(Field::Long, long), (Field::Short, short)]).unwrap());
+    let combos: Vec<Vec<f64>> = [1.0, 2.0, 5.0, 20.0, 60.0, 4000.0]
+        .iter()
+        .map(|&n| vec![n])
+        .collect();
+    for (kind, close) in series_kinds(2600, 41) {
+        let (open, high, low, volume) = bars_of(&close, 3);
+        let bars = Bars {
+            open: Some(&open),
+            high: Some(&high),
+            low: Some(&low),
+            close: &close,
+            volume: Some(&volume),
+            ..Bars::default()
+        };
+        for program in &programs {
+            for exec in executions(300) {
+                for tight in [false, true] {
+                    for (values, (got, plain, trades)) in combos.iter().zip(
+                        common::swept_and_interpreted(&bars, program, &combos, &exec, tight),
+                    ) {
+                        assert_eq!(got, plain, "{values:?} on {kind} under {exec:?}");
+                        assert_eq!(trades, plain.len());
+                    }
+                }
+            }
+        }
+        // The first program computes no line where the closes have no NaN.
+        let cache = Keeping::default();
+        let control = SweepControl {
+            cache: &cache,
+            ..SweepControl::default()
+        };
+        let flat = combos.concat();
+        let results = sweep_program(
+            &bars,
+            &programs[0],
+            &flat,
+            combos.len(),
+            &Execution::default(),
+            &control,
+        )
+        .unwrap();
+        assert!(results.iter().any(|r| r.trades > 0), "{kind}");
+        let lines = cache.arrays.lock().unwrap();
+        let clean = !close.iter().any(|v| v.is_nan());
+        assert_eq!(
+            lines.keys().all(|k| *k == ArrayKey::Moves),
+            clean,
+            "{kind}: {:?}",
+            lines.keys()
+        );
+    }
+}

@@ -6,10 +6,14 @@
 //! ```
 //!
 //! Cases (each checked before it is timed: the formula form's results must equal the
-//! built-in's, every field): `sma_cross` over vectorbt's 435 pairs (fast < slow, 2..=30) and
-//! `hma_sar` over the 80 paper combos, each built-in beside its formula form; and the
-//! Bollinger and RSI strategy with exits (n in 10..=49, k in 1.0..=3.25 by 0.25: 400 combos) and the same
-//! with twice the k values (no new array), checked against the plain interpreter on two combos.
+//! built-in's, every field): every built-in beside its formula form (`sma_cross` and
+//! `ema_cross` over vectorbt's 435 pairs, fast < slow in 2..=30; `hma_sar` over the 80 paper
+//! combos; `donchian` over n in 2..=200; `rsi_revert` over n in 2..=30 and four lower and four
+//! upper levels), and the form with one more condition (`and close > 0`, true on the paper
+//! series, so checked equal to the built-in; `and rsi(close, 14) < 70`, checked against the
+//! plain interpreter); the Bollinger and RSI strategy with exits (n in 10..=49, k in
+//! 1.0..=3.25 by 0.25: 400 combos) and the same with twice the k values (no new array),
+//! checked against the plain interpreter on two combos.
 //! `--case` times only the cases whose label contains TEXT. Every run is cold: no cache, all
 //! cores. Output: `{"bars", "runs": {CASE: [seconds]}}`.
 
@@ -42,7 +46,23 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|c| c.windows().iter().map(|&w| f64::from(w)).collect())
         .collect();
-    for (name, grid) in [("sma_cross", &sma), ("hma_sar", &hma)] {
+    let donchian: Vec<Vec<f64>> = (2..=200).map(|n| vec![f64::from(n)]).collect();
+    let rsi: Vec<Vec<f64>> = (2..=30)
+        .flat_map(|n| {
+            [20.0, 25.0, 30.0, 35.0].into_iter().flat_map(move |lo| {
+                [65.0, 70.0, 75.0, 80.0]
+                    .into_iter()
+                    .map(move |hi| vec![f64::from(n), lo, hi])
+            })
+        })
+        .collect();
+    for (name, grid) in [
+        ("sma_cross", &sma),
+        ("hma_sar", &hma),
+        ("ema_cross", &sma),
+        ("donchian", &donchian),
+        ("rsi_revert", &rsi),
+    ] {
         if !wanted(name) && !case.starts_with(name) {
             continue;
         }
@@ -77,7 +97,10 @@ fn main() -> anyhow::Result<()> {
         // The formula form with one more condition that reads only shared arrays (#49's
         // shapes): `close > 0` holds at every bar of the paper series, so its results must be
         // the built-in's; the RSI filter is checked against the interpreter.
-        let [long, short] = forms(name);
+        let (long, short) = {
+            let b = Builtin::named(name).expect("a built-in");
+            (b.long, b.short)
+        };
         for (extra, equal) in [("close > 0", true), ("rsi(close, 14) < 70", false)] {
             let more = Program::new(&[
                 (Field::Long, &format!("{long} and {extra}")),
@@ -134,18 +157,4 @@ fn main() -> anyhow::Result<()> {
     let report = serde_json::json!({"bars": close.len(), "runs": out});
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
-}
-
-/// The long and short conditions of a crossing built-in's formula form.
-fn forms(name: &str) -> [&'static str; 2] {
-    match name {
-        "sma_cross" => [
-            "cross_above(sma(close, fast), sma(close, slow))",
-            "cross_below(sma(close, fast), sma(close, slow))",
-        ],
-        _ => [
-            "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
-            "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
-        ],
-    }
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::execution::{Book, EXITS_MIN_COMBOS, Engine, Execution, Exits, Fraction, table_bytes};
-use crate::expr::registry::{Compute, Crossing, function};
+use crate::expr::registry::{Breakout, Compute, Crossing, function};
 use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
@@ -185,6 +185,69 @@ impl Served {
     }
 }
 
+/// A node a tuned computation serves whole by its shape, not computed from its operands
+/// (which are then not computed for it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Shape {
+    /// A crossing of an `hma` and an `hma3` line of the closes, in either order: the paper
+    /// kernel's combo whose state bytes give it, and whether the HMA3 line comes first. The
+    /// crossing stays the combo's own node, read from the bytes ([`Served`]).
+    Paper(Combo, bool),
+    /// A channel breakout ([`Breakout`]) of column node `x` over `n` bars, above the highest
+    /// or below the lowest: a shared condition, made by the channels' pass over `x`.
+    Breakout { x: u32, n: usize, above: bool },
+}
+
+impl Shape {
+    /// The shape of node `def`, if a tuned computation serves it over `bars`; `clean` answers
+    /// whether a column has no NaN (the channels' pass is the language's only there).
+    fn of(
+        bars: &Bars<'_>,
+        (defs, frames): (&[Def], &[Option<Timeframe>]),
+        def: &Def,
+        clean: &mut impl FnMut(Column) -> bool,
+    ) -> Option<Self> {
+        if let Some((combo, swapped)) = paper_pair(bars, defs, def) {
+            return Some(Self::Paper(combo, swapped));
+        }
+        let Def::Compare(op, Operand::Node(a), Operand::Node(b)) = *def else {
+            return None;
+        };
+        // `x > edge` and `edge < x` alike: `x` on the left.
+        let flipped = match op {
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Lt => CmpOp::Gt,
+            _ => return None,
+        };
+        [(a, op, b), (b, flipped, a)]
+            .into_iter()
+            .find_map(|(x, op, edge)| {
+                let Def::Column(c) = defs[x as usize] else {
+                    return None;
+                };
+                let call = |n: u32| match &defs[n as usize] {
+                    Def::Call { func, args } if frames[n as usize].is_none() => match args[..] {
+                        [CallArg::Operand(Operand::Node(x)), CallArg::Window(w)] => {
+                            Some((function(*func).breakout?, x, w as usize))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let (Breakout::Lag, inner, 1) = call(edge)? else {
+                    return None;
+                };
+                let (way, of, n) = call(inner)?;
+                let above = match (op, way) {
+                    (CmpOp::Gt, Breakout::Highest) => true,
+                    (CmpOp::Lt, Breakout::Lowest) => false,
+                    _ => return None,
+                };
+                (of == x && clean(c)).then_some(Self::Breakout { x, n, above })
+            })
+    }
+}
+
 /// The paper kernel's combo whose state bytes give crossing `def` (`b` of the bytes is the
 /// HMA3 line, `a` the HMA line): a crossing of an `hma` and an `hma3` line of the closes, in
 /// either order (`true`: the HMA3 line first), windows alone.
@@ -216,9 +279,12 @@ struct Group {
     plan: Plan,
     /// Which defs phase 1 computes.
     shared: Vec<bool>,
-    /// The crossings the paper kernel serves: each one's combo and order ([`paper_pair`]).
-    /// Their lines are not computed for them.
-    paired: Vec<Option<(Combo, bool)>>,
+    /// The nodes a tuned computation serves by their shape ([`Shape`]).
+    shapes: Vec<Option<Shape>>,
+    /// The paper kernel's combos the group's crossings read.
+    combos: HashMap<Combo, usize>,
+    /// Which columns have no NaN, as asked.
+    clean: Vec<(Column, bool)>,
     /// Bytes of those.
     bytes: usize,
 }
@@ -228,7 +294,9 @@ impl Group {
         Self {
             plan: Plan::new(),
             shared: Vec::new(),
-            paired: Vec::new(),
+            shapes: Vec::new(),
+            combos: HashMap::new(),
+            clean: Vec::new(),
             bytes: 0,
         }
     }
@@ -236,28 +304,47 @@ impl Group {
     /// Marks what the defs added since `from` (and the stop operands `roots` of their combo)
     /// need whole as shared, and whatever those read: every series call they read (a call's
     /// series is computed once for the group, never a block at a time) and every input of a
-    /// call. A crossing the paper kernel serves ([`paper_pair`]) reads its state bytes
-    /// (counted once per distinct pair), not its lines: a line read by nothing else is never
-    /// computed.
+    /// condition call. A node a tuned computation serves ([`Shape`]) does not read its operands: a
+    /// crossing of the paper kernel's lines reads its state bytes (counted once per distinct
+    /// pair), a breakout is a shared condition of its own; a line read by nothing else is
+    /// never computed.
     fn mark(&mut self, from: usize, bars: &Bars<'_>, roots: &[u32]) {
         let defs = self.plan.defs();
         let frames = self.plan.frames();
         self.shared.resize(defs.len(), false);
-        self.paired.resize(defs.len(), None);
+        self.shapes.resize(defs.len(), None);
         let series_call =
             |n: u32| matches!(defs[n as usize], Def::Call { .. }) && defs[n as usize].is_series();
         let mut stack: Vec<u32> = roots.iter().copied().filter(|&n| series_call(n)).collect();
+        let clean = &mut self.clean;
+        let mut is_clean = |c: Column| match clean.iter().find(|(k, _)| *k == c) {
+            Some(&(_, v)) => v,
+            None => {
+                let v = column(bars, c).is_some_and(|x| !x.iter().any(|v| v.is_nan()));
+                clean.push((c, v));
+                v
+            }
+        };
         for (id, def) in defs.iter().enumerate().skip(from) {
             if frames[id].is_none()
-                && let Some(pair) = paper_pair(bars, defs, def)
+                && let Some(shape) = Shape::of(bars, (defs, frames), def, &mut is_clean)
             {
-                if !self.paired.iter().flatten().any(|(c, _)| *c == pair.0) {
-                    self.bytes += bars.len();
+                self.shapes[id] = Some(shape);
+                match shape {
+                    Shape::Paper(combo, _) => {
+                        let n = self.combos.len();
+                        if *self.combos.entry(combo).or_insert(n) == n {
+                            self.bytes += bars.len();
+                        }
+                    }
+                    Shape::Breakout { .. } => stack.push(id as u32),
                 }
-                self.paired[id] = Some(pair);
                 continue;
             }
             match def {
+                // A condition call is evaluated a block at a time from whole inputs; a series
+                // call's inputs are shared with it, once something reads it.
+                Def::Call { .. } if def.is_series() => {}
                 Def::Call { .. } => stack.extend(def.inputs()),
                 _ => stack.extend(def.inputs().into_iter().filter(|&n| series_call(n))),
             }
@@ -267,15 +354,15 @@ impl Group {
 
     /// Marks every node two or more of the group's combos reach (`rsi(close, 14) < 35` of a
     /// grid over other parameters, an exit shared by every band width) as shared, so it is
-    /// computed once for the group rather than once per combo.
-    /// A line only served crossings read (its combos read their state bytes) is not.
+    /// computed once for the group rather than once per combo; but not a line only served
+    /// nodes read.
     fn mark_common(&mut self, bars: usize) {
         let defs = self.plan.defs();
-        // Which nodes a served crossing reads, and which any other def reads.
+        // Which nodes a served node reads, and which any other def reads.
         let mut read = vec![[false; 2]; defs.len()];
-        for (def, paired) in defs.iter().zip(&self.paired) {
+        for (def, shape) in defs.iter().zip(&self.shapes) {
             for n in def.inputs() {
-                read[n as usize][usize::from(paired.is_some())] = true;
+                read[n as usize][usize::from(shape.is_some())] = true;
             }
         }
         let only_served = |id: usize| read[id] == [false, true];
@@ -299,7 +386,7 @@ impl Group {
             }
             self.shared[id as usize] = true;
             self.bytes += if def.is_series() { bars * 8 } else { bars };
-            if self.paired.get(id as usize).is_none_or(Option::is_none) {
+            if self.shapes.get(id as usize).is_none_or(Option::is_none) {
                 stack.extend(def.inputs());
             }
         }
@@ -308,26 +395,24 @@ impl Group {
     /// The state bytes of every crossing the paper kernel serves, by node (one computation
     /// per distinct pair, the cache asked first).
     fn served(&self, bars: &Bars<'_>, control: &SweepControl<'_>) -> Result<Vec<Option<Served>>> {
-        let mut combos: Vec<Combo> = Vec::new();
-        for (c, _) in self.paired.iter().flatten() {
-            if !combos.contains(c) {
-                combos.push(*c);
-            }
-        }
-        if combos.is_empty() {
+        if self.combos.is_empty() {
             return Ok(Vec::new());
         }
+        let mut combos = vec![None; self.combos.len()];
+        for (c, &k) in &self.combos {
+            combos[k] = Some(*c);
+        }
+        let combos: Vec<Combo> = combos.into_iter().flatten().collect();
         let states = crate::sweep::states(bars.close, &combos, control)?;
         Ok(self
-            .paired
+            .shapes
             .iter()
-            .map(|p| {
-                p.map(|(c, swapped)| Served {
-                    states: Arc::clone(
-                        &states[combos.iter().position(|x| *x == c).expect("listed")],
-                    ),
+            .map(|shape| match *shape {
+                Some(Shape::Paper(c, swapped)) => Some(Served {
+                    states: Arc::clone(&states[self.combos[&c]]),
                     swapped,
-                })
+                }),
+                _ => None,
             })
             .collect())
     }
@@ -419,7 +504,7 @@ pub fn sweep_program(
         let served = group.served(bars, control)?;
         let arrays = materialise(
             (bars, &views),
-            (&group.plan, &served),
+            (&group.plan, &served, &group.shapes),
             &group.shared,
             (parallel, control.working_set_bytes.min(HULL_BYTES)),
             control.cache,
@@ -593,7 +678,7 @@ pub fn node_arrays(
     }
     let arrays = materialise(
         (bars, &views),
-        (plan, &[]),
+        (plan, &[], &[]),
         &shared,
         (parallel, HULL_BYTES),
         cache,
@@ -621,7 +706,7 @@ pub fn node_arrays(
 /// ([`ArrayKey::Node`]: the plan's fingerprint), and what is computed is offered to it.
 fn materialise(
     (bars, views): (&Bars<'_>, &Views<'_>),
-    (plan, served): (&Plan, &[Option<Served>]),
+    (plan, served, shapes): (&Plan, &[Option<Served>], &[Option<Shape>]),
     shared: &[bool],
     (parallel, hull_bytes): (bool, usize),
     cache: &dyn ArrayCache,
@@ -757,6 +842,30 @@ fn materialise(
                     batched.push(id);
                 }
                 from = to;
+            }
+        }
+        // Channel breakouts over one column: one pass (or a queue a channel) for all of them.
+        let mut channels: HashMap<u32, Vec<(usize, usize, bool)>> = HashMap::new();
+        for &id in &ids {
+            if let Some(Some(Shape::Breakout { x, n, above })) = shapes.get(id) {
+                channels.entry(*x).or_default().push((id, *n, *above));
+            }
+        }
+        for (&x, calls) in &channels {
+            let Def::Column(c) = defs[x as usize] else {
+                unreachable!("a breakout's series is a column")
+            };
+            let xs = column(bars, c).expect("checked");
+            let mut windows: Vec<usize> = calls.iter().map(|&(_, n, _)| n).collect();
+            windows.sort_unstable();
+            windows.dedup();
+            let signals = crate::lines::indicators::donchian_channels(xs, &windows, parallel);
+            for &(id, n, above) in calls {
+                let at = windows.binary_search(&n).expect("every window is passed");
+                let want = if above { 1 } else { -1 };
+                let bytes = signals[at].iter().map(|&s| u8::from(s == want)).collect();
+                done.push((id, Array::Cond(bytes)));
+                batched.push(id);
             }
         }
         for ((func, x), calls) in &batches {

@@ -64,6 +64,20 @@ pub enum Crossing {
     Below,
 }
 
+/// A function's part in a channel breakout, `x > lag(highest(x, n), 1)` (`x` above the
+/// highest of the `n` values before it) or `x < lag(lowest(x, n), 1)`: the evaluator reads
+/// such a comparison from the channels' shared pass over `x` (the `donchian` built-in's),
+/// never computing the two lines, where `x` is a column without NaN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breakout {
+    /// The value `n` bars before (the breakout's lag is 1).
+    Lag,
+    /// The highest of the window.
+    Highest,
+    /// The lowest of the window.
+    Lowest,
+}
+
 /// A shared pass over one series for many windows: one line per window.
 pub type Multi = fn(&[f64], &[usize], bool) -> Vec<std::sync::Arc<[f64]>>;
 
@@ -101,6 +115,8 @@ pub struct Function {
     /// call's value from the two lines' state bytes, eight bars a word
     /// (`crate::eval`'s word path), where its operands are whole arrays.
     pub crossing: Option<Crossing>,
+    /// Its part in a channel breakout ([`Breakout`]).
+    pub breakout: Option<Breakout>,
     /// The oracle.
     pub plain: Plain,
 }
@@ -149,6 +165,7 @@ macro_rules! function {
             multi: None,
             hull: None,
             crossing: None,
+            breakout: None,
             plain: Plain::$ret($plain),
         }
     };
@@ -156,16 +173,19 @@ macro_rules! function {
 
 /// Every function, in the order the spec's table lists them.
 pub static FUNCTIONS: &[Function] = &[
-    function!(
-        "lag",
-        [S, W],
-        "lag(x, n)",
-        Series,
-        &[],
-        lagged,
-        series::lag,
-        plain::lag
-    ),
+    Function {
+        breakout: Some(Breakout::Lag),
+        ..function!(
+            "lag",
+            [S, W],
+            "lag(x, n)",
+            Series,
+            &[],
+            lagged,
+            series::lag,
+            plain::lag
+        )
+    },
     function!(
         "change",
         [S, W],
@@ -232,26 +252,32 @@ pub static FUNCTIONS: &[Function] = &[
         series::std,
         plain::std
     ),
-    function!(
-        "highest",
-        [S, W],
-        "highest(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::highest,
-        plain::highest
-    ),
-    function!(
-        "lowest",
-        [S, W],
-        "lowest(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::lowest,
-        plain::lowest
-    ),
+    Function {
+        breakout: Some(Breakout::Highest),
+        ..function!(
+            "highest",
+            [S, W],
+            "highest(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::highest,
+            plain::highest
+        )
+    },
+    Function {
+        breakout: Some(Breakout::Lowest),
+        ..function!(
+            "lowest",
+            [S, W],
+            "lowest(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::lowest,
+            plain::lowest
+        )
+    },
     Function {
         multi: Some(multi::ema),
         ..function!(
@@ -431,6 +457,7 @@ const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -
         multi: None,
         hull: None,
         crossing: None,
+        breakout: None,
         plain: Plain::Frame(tf),
     }
 }

@@ -19,14 +19,9 @@ use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::ledger::{Books, Moves};
 use crate::lines::Bars;
-use crate::lines::indicators::{
-    donchian_multi, donchian_signals, ema_multi, rsi, rsi_signals, sma_multi,
-};
+use crate::lines::indicators::{donchian_channels, ema_multi, rsi, rsi_signals, sma_multi};
 use crate::sweep::{ArrayCache, ArrayKey, PARALLEL_MIN_WORK, SweepControl};
 use crate::{Combo, ComboResult, Error, Result, signal};
-
-/// What one monotone-queue channel costs per bar, in the shared pass's compare pairs.
-const DONCHIAN_QUEUE_COST: usize = 16;
 
 enum Array {
     /// A line, shared with the cache.
@@ -287,9 +282,7 @@ fn compute_all(
             .zip(ema_multi(close, &emas, parallel))
             .map(|(&n, line)| (ArrayKey::Ema(n as u32), Array::Line(line))),
     );
-    // Channels: one shared pass costs the longest channel in compares per bar, a monotone
-    // queue per channel costs ~16 per bar (measured: branchy, not vectorised); the pass pays
-    // where the channels are many and short next to the longest.
+    // Channels: by the cheaper of one shared pass and a queue per channel.
     let channels: Vec<usize> = keys
         .iter()
         .filter_map(|k| match k {
@@ -297,26 +290,19 @@ fn compute_all(
             _ => None,
         })
         .collect();
-    let shared = channels
-        .last()
-        .is_some_and(|&longest| longest <= DONCHIAN_QUEUE_COST * channels.len());
-    if shared {
-        out.extend(
-            channels
-                .iter()
-                .zip(donchian_multi(close, &channels, parallel))
-                .map(|(&n, s)| (ArrayKey::Donchian(n as u32), Array::Signals(s))),
-        );
-    }
+    out.extend(
+        channels
+            .iter()
+            .zip(donchian_channels(close, &channels, parallel))
+            .map(|(&n, s)| (ArrayKey::Donchian(n as u32), Array::Signals(s))),
+    );
     let one = |k: &ArrayKey| -> Option<(ArrayKey, Array)> {
         let array = match *k {
             ArrayKey::Sma(n) if long(n as usize) => {
                 Array::Certified(certified::sma(close, n as usize))
             }
-            ArrayKey::Sma(_) | ArrayKey::Ema(_) => return None,
-            ArrayKey::Donchian(_) if shared => return None,
+            ArrayKey::Sma(_) | ArrayKey::Ema(_) | ArrayKey::Donchian(_) => return None,
             ArrayKey::Rsi(n) => Array::Line(rsi(close, n as usize).into()),
-            ArrayKey::Donchian(n) => Array::Signals(donchian_signals(close, n as usize)),
             ArrayKey::Wma(_)
             | ArrayKey::Hma(_)
             | ArrayKey::Hma3(_)
