@@ -36,6 +36,7 @@ use crate::expr::{BinOp, CmpOp, Column, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
 use crate::lines::multi::Hull;
+use crate::lines::vector::multiversion;
 use crate::lines::{Bars, Input};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan, Windows};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
@@ -1054,8 +1055,8 @@ impl<'a> Ctx<'a> {
         }
         // An operator node that a call reads: evaluated as one block of the whole series.
         let mut scratch = Scratch::default();
-        let mut slots = Slots::default();
         let order = self.own_nodes(&[id as u32], &mut Vec::new());
+        let mut slots = Slots::of_order(self.defs, &order);
         evaluate_block(self, &order, 0, len, &mut scratch, &mut slots);
         let slot = slots.of(id as u32);
         if def.is_series() {
@@ -1104,17 +1105,39 @@ struct Scratch {
     words: words::WordScratch,
 }
 
-/// Where each of a combo's own nodes lives in the scratch.
+/// Where each of a combo's own nodes lives in the scratch: the series and the conditions
+/// each numbered in the order the nodes are evaluated.
 #[derive(Default)]
 struct Slots {
-    map: HashMap<u32, usize>,
-    series: usize,
-    conds: usize,
+    /// The own nodes, ascending (the evaluation order), and each one's slot.
+    ids: Vec<u32>,
+    slots: Vec<usize>,
 }
 
 impl Slots {
+    /// The slots of the own nodes `order` (ascending).
+    fn of_order(defs: &[Def], order: &[u32]) -> Self {
+        let (mut series, mut conds) = (0, 0);
+        let slots = order
+            .iter()
+            .map(|&id| {
+                let counter = if defs[id as usize].is_series() {
+                    &mut series
+                } else {
+                    &mut conds
+                };
+                *counter += 1;
+                *counter - 1
+            })
+            .collect();
+        Self {
+            ids: order.to_vec(),
+            slots,
+        }
+    }
+
     fn of(&self, id: u32) -> usize {
-        self.map[&id]
+        self.slots[self.ids.binary_search(&id).expect("an own node")]
     }
 }
 
@@ -1178,100 +1201,95 @@ enum Flag<'a> {
     Slice(&'a [u8]),
 }
 
-/// Evaluates `order` (a combo's own nodes) over bars `[b0, b1)` into the scratch.
-fn evaluate_block(
-    ctx: &Ctx<'_>,
-    order: &[u32],
-    b0: usize,
-    b1: usize,
-    scratch: &mut Scratch,
-    slots: &mut Slots,
-) {
-    let n = b1 - b0;
-    for &id in order {
-        let def = &ctx.defs[id as usize];
-        let series = def.is_series();
-        let slot = *slots.map.entry(id).or_insert_with(|| {
+multiversion! {
+    /// Evaluates `order` (a combo's own nodes) over bars `[b0, b1)` into the scratch (each
+    /// node's pass compiled for the widest vectors the CPU has).
+    fn evaluate_block(
+        ctx: &Ctx<'_>,
+        order: &[u32],
+        b0: usize,
+        b1: usize,
+        scratch: &mut Scratch,
+        slots: &mut Slots,
+    ) {
+        let n = b1 - b0;
+        debug_assert_eq!(order, &slots.ids[..]);
+        for (&id, &slot) in order.iter().zip(&slots.slots) {
+            let def = &ctx.defs[id as usize];
+            let series = def.is_series();
             if series {
-                slots.series += 1;
-                slots.series - 1
+                if scratch.series.len() <= slot {
+                    scratch.series.resize_with(slot + 1, Vec::new);
+                }
+                let mut out = std::mem::take(&mut scratch.series[slot]);
+                out.resize(n, 0.0);
+                {
+                    let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
+                    match def {
+                        Def::Neg(a) => zip(&num(a), &Num::Const(0.0), &mut out, |x, _| -x),
+                        Def::Arith(op, a, b) => {
+                            let (a, b) = (num(a), num(b));
+                            match op {
+                                BinOp::Add => zip(&a, &b, &mut out, |x, y| x + y),
+                                BinOp::Sub => zip(&a, &b, &mut out, |x, y| x - y),
+                                BinOp::Mul => zip(&a, &b, &mut out, |x, y| x * y),
+                                BinOp::Div => zip(&a, &b, &mut out, |x, y| x / y),
+                            }
+                        }
+                        _ => unreachable!("series calls are shared arrays"),
+                    }
+                }
+                scratch.series[slot] = out;
             } else {
-                slots.conds += 1;
-                slots.conds - 1
-            }
-        });
-        if series {
-            if scratch.series.len() <= slot {
-                scratch.series.resize_with(slot + 1, Vec::new);
-            }
-            let mut out = std::mem::take(&mut scratch.series[slot]);
-            out.resize(n, 0.0);
-            {
-                let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
-                match def {
-                    Def::Neg(a) => zip(&num(a), &Num::Const(0.0), &mut out, |x, _| -x),
-                    Def::Arith(op, a, b) => {
-                        let (a, b) = (num(a), num(b));
-                        match op {
-                            BinOp::Add => zip(&a, &b, &mut out, |x, y| x + y),
-                            BinOp::Sub => zip(&a, &b, &mut out, |x, y| x - y),
-                            BinOp::Mul => zip(&a, &b, &mut out, |x, y| x * y),
-                            BinOp::Div => zip(&a, &b, &mut out, |x, y| x / y),
-                        }
-                    }
-                    _ => unreachable!("series calls are shared arrays"),
+                if scratch.conds.len() <= slot {
+                    scratch.conds.resize_with(slot + 1, Vec::new);
                 }
-            }
-            scratch.series[slot] = out;
-        } else {
-            if scratch.conds.len() <= slot {
-                scratch.conds.resize_with(slot + 1, Vec::new);
-            }
-            let mut out = std::mem::take(&mut scratch.conds[slot]);
-            out.resize(n, 0);
-            {
-                let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
-                let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
-                match def {
-                    Def::Compare(op, a, b) => {
-                        let (a, b) = (num(a), num(b));
-                        // The language's comparisons: false with a NaN side, `!=` included.
-                        match op {
-                            CmpOp::Lt => zip(&a, &b, &mut out, |x, y| u8::from(x < y)),
-                            CmpOp::Le => zip(&a, &b, &mut out, |x, y| u8::from(x <= y)),
-                            CmpOp::Gt => zip(&a, &b, &mut out, |x, y| u8::from(x > y)),
-                            CmpOp::Ge => zip(&a, &b, &mut out, |x, y| u8::from(x >= y)),
-                            CmpOp::Eq => zip(&a, &b, &mut out, |x, y| u8::from(x == y)),
-                            CmpOp::Ne => {
-                                zip(&a, &b, &mut out, |x, y| u8::from(CmpOp::Ne.apply(x, y)))
+                let mut out = std::mem::take(&mut scratch.conds[slot]);
+                out.resize(n, 0);
+                {
+                    let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
+                    let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
+                    match def {
+                        Def::Compare(op, a, b) => {
+                            let (a, b) = (num(a), num(b));
+                            // The language's comparisons: false with a NaN side, `!=` included.
+                            match op {
+                                CmpOp::Lt => zip(&a, &b, &mut out, |x, y| u8::from(x < y)),
+                                CmpOp::Le => zip(&a, &b, &mut out, |x, y| u8::from(x <= y)),
+                                CmpOp::Gt => zip(&a, &b, &mut out, |x, y| u8::from(x > y)),
+                                CmpOp::Ge => zip(&a, &b, &mut out, |x, y| u8::from(x >= y)),
+                                CmpOp::Eq => zip(&a, &b, &mut out, |x, y| u8::from(x == y)),
+                                CmpOp::Ne => {
+                                    zip(&a, &b, &mut out, |x, y| u8::from(CmpOp::Ne.apply(x, y)))
+                                }
                             }
                         }
-                    }
-                    Def::Not(a) => {
-                        zip_flags(&flag(*a), &Flag::Always(true), &mut out, |x, _| x ^ 1)
-                    }
-                    Def::And(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x & y),
-                    Def::Or(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x | y),
-                    Def::Always(b) => out.fill(u8::from(*b)),
-                    Def::Call { func, .. } if let Some(served) = ctx.served(id as usize) => {
-                        let way = function(*func)
-                            .crossing
-                            .expect("a served node is a crossing");
-                        words::crossing_bytes(&served.states, served.way(way), b0, &mut out);
-                    }
-                    Def::Call { func, args } => {
-                        let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
-                        match function(*func).compute {
-                            Compute::Cond(f) => f(&inputs, b0, &mut out),
-                            Compute::Series(_) | Compute::Frame(_) => {
-                                unreachable!("series calls are shared")
+                        Def::Not(a) => {
+                            zip_flags(&flag(*a), &Flag::Always(true), &mut out, |x, _| x ^ 1)
+                        }
+                        Def::And(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x & y),
+                        Def::Or(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x | y),
+                        Def::Always(b) => out.fill(u8::from(*b)),
+                        Def::Call { func, .. } if let Some(served) = ctx.served(id as usize) => {
+                            let way = function(*func)
+                                .crossing
+                                .expect("a served node is a crossing");
+                            words::crossing_bytes(&served.states, served.way(way), b0, &mut out);
+                        }
+                        Def::Call { func, args } => {
+                            let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
+                            match function(*func).compute {
+                                Compute::Cond(f) => f(&inputs, b0, &mut out),
+                                Compute::Series(_) | Compute::Frame(_) => {
+                                    unreachable!("series calls are shared")
+                                }
                             }
                         }
+                        Def::Column(_) | Def::Neg(_) | Def::Arith(..) => unreachable!("series"),
                     }
-                    Def::Column(_) | Def::Neg(_) | Def::Arith(..) => unreachable!("series"),
                 }
+                scratch.conds[slot] = out;
             }
-            scratch.conds[slot] = out;
         }
     }
 }
@@ -1395,10 +1413,11 @@ impl<'a, B: Book> ComboRun<'a, B> {
         };
         // Conditions made only of crossings of whole arrays and and/or/not: eight bars a word.
         let words = words::Words::of(ctx, &order, &combo.conditions);
+        let slots = Slots::of_order(ctx.defs, &order);
         Self {
             combo,
             order,
-            slots: Slots::default(),
+            slots,
             words,
             exits,
             stopped,

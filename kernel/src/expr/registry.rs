@@ -242,16 +242,19 @@ pub static FUNCTIONS: &[Function] = &[
             plain::wma
         )
     },
-    function!(
-        "std",
-        [S, W],
-        "std(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::std,
-        plain::std
-    ),
+    Function {
+        multi: Some(multi::std),
+        ..function!(
+            "std",
+            [S, W],
+            "std(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::std,
+            plain::std
+        )
+    },
     Function {
         breakout: Some(Breakout::Highest),
         ..function!(

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::vector::multiversion;
+
 /// Starts per block of the SMA pass: the partial sums of a block stay in L1.
 const BLOCK: usize = 256;
 
@@ -46,7 +48,17 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>
             .map(|o| Arc::get_mut(o).expect("not shared yet").as_mut_ptr())
             .collect(),
     );
-    let task = |lo: usize, hi: usize| {
+    over_starts(starts, parallel, |lo, hi| {
+        sma_starts(x, windows, lo, hi, &ptrs)
+    });
+    outs
+}
+
+multiversion! {
+    /// [`sma_multi`]'s lines at the starts `lo..hi`, a block of starts at a time: each step adds
+    /// the next value to every start's sum, and a window that ends there writes its means.
+    fn sma_starts(x: &[f64], windows: &[usize], lo: usize, hi: usize, ptrs: &Outs) {
+        let len = x.len();
         let mut acc = [0.0f64; BLOCK];
         for block in (lo..hi).step_by(BLOCK) {
             let width = BLOCK.min(hi - block);
@@ -78,9 +90,7 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>
                 }
             }
         }
-    };
-    over_starts(starts, parallel, task);
-    outs
+    }
 }
 
 /// A shared line of `len` NaN.

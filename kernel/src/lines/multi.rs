@@ -12,6 +12,24 @@ pub fn sma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
     super::indicators::sma_multi(x, windows, parallel)
 }
 
+/// `std(x, n)` for each of `windows` (strictly ascending): the means by [`sma`]'s one pass,
+/// each turned into its line's deviations in place ([`super::series::std`]'s arithmetic, bit
+/// for bit: its means are the SMA's), so no window sums its values twice.
+pub fn std(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
+    use rayon::prelude::*;
+    let mut lines = sma(x, windows, parallel);
+    let one = |(line, &n): (&mut Arc<[f64]>, &usize)| {
+        let line = Arc::get_mut(line).expect("just computed, not shared");
+        super::series::std_from_means(x, n, line);
+    };
+    if parallel {
+        lines.par_iter_mut().zip(windows).for_each(one);
+    } else {
+        lines.iter_mut().zip(windows).for_each(one);
+    }
+    lines
+}
+
 /// `wma(x, n)` for each of `windows` (strictly ascending): the paper kernel's prefix-sharing
 /// pass, the longest window in multiply-adds per bar.
 pub fn wma(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use super::vector::multiversion;
 use super::{Bars, Input};
 
 const NAN: f64 = f64::NAN;
@@ -24,27 +25,29 @@ fn series<'a>(len: usize, x: &Input<'a>, own: &'a mut Vec<f64>) -> &'a [f64] {
     }
 }
 
-/// `out[i] = x[i-n+1] + ... + x[i]`, a fresh sum from 0.0 oldest first; NaN before bar
-/// `n - 1`.
-fn fresh_sums(x: &[f64], n: usize, out: &mut [f64]) {
-    let len = x.len();
-    if n > len {
-        out.fill(NAN);
-        return;
-    }
-    out[..n - 1].fill(NAN);
-    let mut i0 = n - 1;
-    while i0 < len {
-        let b = BLOCK.min(len - i0);
-        let mut acc = [0.0f64; BLOCK];
-        for k in 0..n {
-            let from = i0 + k + 1 - n;
-            for (a, v) in acc.iter_mut().zip(&x[from..from + b]) {
-                *a += v;
-            }
+multiversion! {
+    /// `out[i] = x[i-n+1] + ... + x[i]`, a fresh sum from 0.0 oldest first; NaN before bar
+    /// `n - 1`.
+    fn fresh_sums(x: &[f64], n: usize, out: &mut [f64]) {
+        let len = x.len();
+        if n > len {
+            out.fill(NAN);
+            return;
         }
-        out[i0..i0 + b].copy_from_slice(&acc[..b]);
-        i0 += b;
+        out[..n - 1].fill(NAN);
+        let mut i0 = n - 1;
+        while i0 < len {
+            let b = BLOCK.min(len - i0);
+            let mut acc = [0.0f64; BLOCK];
+            for k in 0..n {
+                let from = i0 + k + 1 - n;
+                for (a, v) in acc.iter_mut().zip(&x[from..from + b]) {
+                    *a += v;
+                }
+            }
+            out[i0..i0 + b].copy_from_slice(&acc[..b]);
+            i0 += b;
+        }
     }
 }
 
@@ -88,34 +91,45 @@ pub fn std(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     let mut own = Vec::new();
     let x = series(bars.len(), &args[0], &mut own);
     let n = args[1].window();
-    let len = x.len();
-    let mut mean = vec![0.0; len];
-    fresh_sums(x, n, &mut mean);
-    if n > len {
-        out.fill(NAN);
-        return;
-    }
+    // The means are `sma(x, n)`'s: the window's fresh sum over n, written where the
+    // deviations' sums then overwrite them a block at a time.
+    fresh_sums(x, n, out);
     let nf = n as f64;
-    out[..n - 1].fill(NAN);
-    let mut i0 = n - 1;
-    while i0 < len {
-        let b = BLOCK.min(len - i0);
-        let mut m = [0.0f64; BLOCK];
-        for (m, s) in m.iter_mut().zip(&mean[i0..i0 + b]) {
-            *m = s / nf;
+    for v in out.iter_mut() {
+        *v /= nf;
+    }
+    std_from_means(x, n, out);
+}
+
+multiversion! {
+    /// `std(x, n)` from `line` holding `sma(x, n)` (bit for bit), in place: at each bar the fresh
+    /// sum of squared deviations of the window's values from its mean, over n, its square root.
+    pub(crate) fn std_from_means(x: &[f64], n: usize, line: &mut [f64]) {
+        let len = x.len();
+        if n > len {
+            line.fill(NAN);
+            return;
         }
-        let mut acc = [0.0f64; BLOCK];
-        for k in 0..n {
-            let from = i0 + k + 1 - n;
-            for ((a, v), m) in acc.iter_mut().zip(&x[from..from + b]).zip(&m) {
-                let d = v - m;
-                *a += d * d;
+        let nf = n as f64;
+        line[..n - 1].fill(NAN);
+        let mut i0 = n - 1;
+        while i0 < len {
+            let b = BLOCK.min(len - i0);
+            let mut m = [0.0f64; BLOCK];
+            m[..b].copy_from_slice(&line[i0..i0 + b]);
+            let mut acc = [0.0f64; BLOCK];
+            for k in 0..n {
+                let from = i0 + k + 1 - n;
+                for ((a, v), m) in acc.iter_mut().zip(&x[from..from + b]).zip(&m) {
+                    let d = v - m;
+                    *a += d * d;
+                }
             }
+            for (o, a) in line[i0..i0 + b].iter_mut().zip(&acc) {
+                *o = (a / nf).sqrt();
+            }
+            i0 += b;
         }
-        for (o, a) in out[i0..i0 + b].iter_mut().zip(&acc) {
-            *o = (a / nf).sqrt();
-        }
-        i0 += b;
     }
 }
 
