@@ -1459,21 +1459,8 @@ impl<'a, B: Book> ComboRun<'a, B> {
             Cond::Always(b) => Flag::Always(b),
             Cond::Node(n) => flag(ctx, scratch, slots, n, b0, b1),
         };
-        let [long, short, exit_long, exit_short] = combo.conditions.map(view);
-        // One event byte per bar (bit 0 long, 1 short, 2 exit long, 3 exit short), made in
-        // vectorised passes; the loop then visits only the bars with an event, eight at a
-        // time.
-        events.resize(b1 - b0, 0);
-        zip_flags(&long, &short, &mut events, |l, s| l | (s << 1));
-        if self.exits {
-            exit_bytes.resize(b1 - b0, 0);
-            zip_flags(&exit_long, &exit_short, &mut exit_bytes, |l, s| {
-                (l << 2) | (s << 3)
-            });
-            for (e, x) in events.iter_mut().zip(&exit_bytes) {
-                *e |= x;
-            }
-        }
+        let flags = combo.conditions.map(view);
+        event_bytes(&flags, b1 - b0, self.exits, &mut events, &mut exit_bytes);
         let words = byte_words(&events);
         match &mut self.engine {
             Engines::Plain(engine) => drive(engine, words, b0, |_, _| {}),
@@ -1504,6 +1491,31 @@ impl<'a, B: Book> ComboRun<'a, B> {
         match self.engine {
             Engines::Plain(engine) => engine.finish(),
             Engines::General(engine) => engine.finish(),
+        }
+    }
+}
+
+multiversion! {
+    /// One event byte for each of the `n` bars of the conditions' block views `flags` (long,
+    /// short, exit long, exit short: bits 0 to 3), made in vectorised passes (the exits' only
+    /// if `exits`);
+    /// the loop then visits only the bars with an event, eight at a time.
+    fn event_bytes(
+        flags: &[Flag<'_>; 4],
+        n: usize,
+        exits: bool,
+        events: &mut Vec<u8>,
+        exit_bytes: &mut Vec<u8>,
+    ) {
+        let [long, short, exit_long, exit_short] = flags;
+        events.resize(n, 0);
+        zip_flags(long, short, events, |l, s| l | (s << 1));
+        if exits {
+            exit_bytes.resize(n, 0);
+            zip_flags(exit_long, exit_short, exit_bytes, |l, s| (l << 2) | (s << 3));
+            for (e, x) in events.iter_mut().zip(exit_bytes.iter()) {
+                *e |= x;
+            }
         }
     }
 }
