@@ -122,3 +122,10 @@ pub fn check_interpreter(
     }
     Ok(())
 }
+
+/// vectorbt's canonical sma_cross grid: windows 10..=39 taken in pairs, fast < slow (435 pairs).
+pub fn vbt_pairs() -> Vec<(u32, u32)> {
+    (10..=39)
+        .flat_map(|f| (f + 1..=39).map(move |s| (f, s)))
+        .collect()
+}

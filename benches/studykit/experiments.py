@@ -558,7 +558,7 @@ def exp_strategies(ctx: Ctx) -> dict[str, Any]:
     sweep's (cold, all cores, kernel-timer)."""
     bars = 20_000 if ctx.quick else 150_000
     close = paper.series()[:bars]
-    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    pairs = VBT_PAIRS
     srv = ctx.server()
     c = flight.connect(srv.addr)
     put(c, "paper", pa.table({"close": close}))
@@ -730,7 +730,7 @@ def exp_judging(ctx: Ctx) -> dict[str, Any]:
     # trades of 100 combos on the paper series against their sweep.
     paper_close = paper.series()[: ctx.n(20_000, 150_000)]
     put(c, "paper", pa.table({"close": paper_close}))
-    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)][:100]
+    pairs = VBT_PAIRS[:100]
     body = {"dataset": "paper", "strategy": "sma_cross", "params": pairs}
     swept = sweep(c, body)
     booked = action_table(c, "trades", body)
@@ -1172,8 +1172,8 @@ HMA_FORMS = {
     "long": "cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
     "short": "cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p))",
 }
-#: vectorbt's 435 sma_cross pairs (fast < slow, 2..30).
-VBT_PAIRS = [[a, b] for a in range(2, 31) for b in range(a + 1, 31)]
+#: vectorbt's canonical sma_cross grid: windows 10..39 taken in pairs, fast < slow (435 pairs).
+VBT_PAIRS = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
 #: The Bollinger-and-RSI grid (n in 10..49, k in 1.0..3.25 by 0.25: 400 combos), and the same
 #: with twice the k values (no new array).
 BOLLINGER_GRID = {"n": list(range(10, 50)), "k": [1.0 + 0.25 * j for j in range(10)]}
@@ -1255,7 +1255,7 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
     srv = ctx.server()
     c = flight.connect(srv.addr)
     put(c, "paper", pa.table({"close": close}))
-    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    pairs = VBT_PAIRS
     windows = reference.params_for(paper.lengths()).tolist()
     ks = BOLLINGER_GRID["k"]
     requests = {
@@ -1296,23 +1296,11 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
     )
     growth: dict[str, list[int]] = {name: [] for name in requests}
     ops: dict[str, Op] = {name: cold_call(c, srv, close, r, growth[name]) for name, r in requests.items()}
-    vbt_python = vectorbt_python(ctx)
     peaks: list[int] = []
     vbt_trades: list[int] = []
-    if vbt_python:
-        npy = OUT / "paper-close.npy"
-        np.save(npy, close)
-
-        def vbt() -> float:
-            script = str(ROOT / "benches" / "vbt_formulas.py")
-            out = ctx.json_out(vbt_python, script, "numba", str(npy), ",".join(map(str, ks)))
-            if out["combos"] != 400:
-                raise CheckFailed(f"vectorbt answered {out['combos']} combos, not 400")
-            peaks.append(int(out["peak_rss"]))
-            vbt_trades.append(int(out["trades"]))
-            return float(out["seconds"])
-
-        ops["Bollinger + RSI, vectorbt 1.2.0 (numba engine, warm)"] = vbt
+    vbt = vectorbt_bollinger(ctx, close, ks, peaks, vbt_trades)
+    if vbt:
+        ops[VBT_BOLLINGER] = vbt
     calls = interleaved(ctx.n(2, 5), ops, warmup=0)
     return {
         "bars": bars,
@@ -1323,6 +1311,32 @@ def exp_formulas(ctx: Ctx) -> dict[str, Any]:
         "our_trades": int(pc.sum(answers["Bollinger + RSI, 400 combos"]["trades"]).as_py()),
         "explain_arrays": plan["arrays"],
     }
+
+
+#: The name of vectorbt's Bollinger-and-RSI timing in the sections that run it.
+VBT_BOLLINGER = "Bollinger + RSI, vectorbt 1.2.0 (numba engine, warm)"
+
+
+def vectorbt_bollinger(ctx: Ctx, close: np.ndarray, ks: list[float], peaks: list[int], trades: list[int]) -> Op | None:
+    """The Bollinger-and-RSI grid (n in 10..49, the k values `ks`) written for vectorbt 1.2
+    (`benches/vbt_formulas.py`, numba engine, warm) as an operation timing one run and noting its
+    peak RSS and trades; None where vectorbt is not run (a quick run)."""
+    vbt_python = vectorbt_python(ctx)
+    if not vbt_python:
+        return None
+    npy = OUT / "paper-close.npy"
+    np.save(npy, close)
+
+    def vbt() -> float:
+        script = str(ROOT / "benches" / "vbt_formulas.py")
+        out = ctx.json_out(vbt_python, script, "numba", str(npy), ",".join(map(str, ks)))
+        if out["combos"] != 40 * len(ks):
+            raise CheckFailed(f"vectorbt answered {out['combos']} combos, not {40 * len(ks)}")
+        peaks.append(int(out["peak_rss"]))
+        trades.append(int(out["trades"]))
+        return float(out["seconds"])
+
+    return vbt
 
 
 def backtesting_python(ctx: Ctx) -> str | None:
@@ -1390,7 +1404,7 @@ def exp_bars(ctx: Ctx) -> dict[str, Any]:
     bars = 20_000 if ctx.quick else 150_000
     table = paper_bars(bars)
     put(c, "bars", table)
-    pairs = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
+    pairs = VBT_PAIRS
     real = {"fill": "next_open", "stops": "high_low", "trailing_stop": 0.02}
     ms = [0.5 * k for k in range(1, 11)]
     requests = {
@@ -1629,55 +1643,73 @@ def exp_timeframes(ctx: Ctx) -> dict[str, Any]:
 def exp_shapes(ctx: Ctx) -> dict[str, Any]:
     """Fast paths by shape (#49): each built-in beside its formula form with one more condition,
     cold calls on a server holding the paper series: `and close > 0` (true at every bar, so the
-    results must equal the built-in's, checked first), `and rsi(close, 14) < 70` (checked equal
-    to the same condition written `70 > rsi(close, 14)`, another node of the same meaning); and
-    the Bollinger-and-RSI strategy with exits beside twice its k values."""
+    results must equal the built-in's, checked first), and for hma_sar and sma_cross `and
+    rsi(close, 14) < 70` (checked equal to the same condition written `70 > rsi(close, 14)`,
+    another node of the same meaning); the Bollinger-and-RSI strategy with exits beside twice its
+    k values and beside vectorbt's numba engine on the same grid (warm), in the same run; and
+    the machine's peak multiply-add rate (`peak-rate`) for the per-combo-bar floor."""
     bars = 20_000 if ctx.quick else 150_000
     close = paper.series()[:bars]
     srv = ctx.server()
     c = flight.connect(srv.addr)
     put(c, "paper", pa.table({"close": close}))
-    pairs = VBT_PAIRS
     windows = reference.params_for(paper.lengths()).tolist()
-
-    def more(forms: dict[str, str], condition: str) -> dict[str, str]:
-        return {k: f"{v} and {condition}" for k, v in forms.items()}
-
-    requests = {
-        "hma_sar, built-in (80 paper combos)": {"lengths": paper.lengths()},
-        "hma_sar as formulas and close > 0": {"strategy": more(HMA_FORMS, "close > 0"), "params": windows},
-        "hma_sar as formulas and rsi(close, 14) < 70": {
-            "strategy": more(HMA_FORMS, "rsi(close, 14) < 70"),
-            "params": windows,
-        },
-        "sma_cross, built-in (435 pairs)": {"strategy": "sma_cross", "params": pairs},
-        "sma_cross as formulas and close > 0": {"strategy": more(SMA_FORMS, "close > 0"), "params": pairs},
-        "sma_cross as formulas and rsi(close, 14) < 70": {
-            "strategy": more(SMA_FORMS, "rsi(close, 14) < 70"),
-            "params": pairs,
-        },
-        "Bollinger + RSI, 400 combos": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID},
-        "the same, twice the k values (800)": {"strategy": BOLLINGER, "grid": BOLLINGER_GRID_K2},
+    grids: dict[str, list[list[float]]] = {
+        "hma_sar": windows,
+        "sma_cross": VBT_PAIRS,
+        "ema_cross": VBT_PAIRS,
+        "donchian": [[n] for n in range(2, 201)],
+        "rsi_revert": [[n, lo, hi] for n in range(2, 31) for lo in (20, 25, 30, 35) for hi in (65, 70, 75, 80)],
     }
+    # Each built-in's formula form, as the server's `strategies` action gives it.
+    listed = json.loads(b"".join(r.body.to_pybytes() for r in c.do_action(flight.Action("strategies", b""))))
+    forms: dict[str, dict[str, str]] = {e["name"]: e["formulas"] for e in listed if "formulas" in e}
+
+    def more(name: str, condition: str) -> dict[str, str]:
+        return {k: f"{v} and {condition}" for k, v in forms[name].items()}
+
+    requests: dict[str, dict[str, Any]] = {}
+    equal: list[tuple[str, str]] = []
+    mirrored: list[tuple[str, str]] = []
+    for name, grid in grids.items():
+        built = f"{name}, built-in ({len(grid)} combos)"
+        requests[built] = {"lengths": paper.lengths()} if name == "hma_sar" else {"strategy": name, "params": grid}
+        always = f"{name} as formulas and close > 0"
+        requests[always] = {"strategy": more(name, "close > 0"), "params": grid}
+        equal.append((built, always))
+        if name in ("hma_sar", "sma_cross"):
+            rsi = f"{name} as formulas and rsi(close, 14) < 70"
+            requests[rsi] = {"strategy": more(name, "rsi(close, 14) < 70"), "params": grid}
+            mirrored.append((name, rsi))
+    requests["Bollinger + RSI, 400 combos"] = {"strategy": BOLLINGER, "grid": BOLLINGER_GRID}
+    requests["the same, twice the k values (800)"] = {"strategy": BOLLINGER, "grid": BOLLINGER_GRID_K2}
     answers = {name: sweep(c, {"dataset": "paper", **r}) for name, r in requests.items()}
-    for built, always in (
-        ("hma_sar, built-in (80 paper combos)", "hma_sar as formulas and close > 0"),
-        ("sma_cross, built-in (435 pairs)", "sma_cross as formulas and close > 0"),
-    ):
+    for built, always in equal:
         a, b = answers[built], answers[always]
         if a.column("pnl") != b.column("pnl") or a.column("trades") != b.column("trades"):
             raise CheckFailed(f"{always} differs from {built}")
-    for forms, params, name in (
-        (HMA_FORMS, windows, "hma_sar as formulas and rsi(close, 14) < 70"),
-        (SMA_FORMS, pairs, "sma_cross as formulas and rsi(close, 14) < 70"),
-    ):
-        mirrored = sweep(c, {"dataset": "paper", "strategy": more(forms, "70 > rsi(close, 14)"), "params": params})
-        if mirrored.column("pnl") != answers[name].column("pnl"):
-            raise CheckFailed(f"{name} differs from the same condition written 70 > rsi(close, 14)")
+    for name, rsi in mirrored:
+        other = {k: f"{v} and 70 > rsi(close, 14)" for k, v in forms[name].items()}
+        again = sweep(c, {"dataset": "paper", "strategy": other, "params": grids[name]})
+        if again.column("pnl") != answers[rsi].column("pnl"):
+            raise CheckFailed(f"{rsi} differs from the same condition written 70 > rsi(close, 14)")
     growth: dict[str, list[int]] = {name: [] for name in requests}
     ops: dict[str, Op] = {name: cold_call(c, srv, close, r, growth[name]) for name, r in requests.items()}
+    peaks: list[int] = []
+    vbt_trades: list[int] = []
+    vbt = vectorbt_bollinger(ctx, close, BOLLINGER_GRID["k"], peaks, vbt_trades)
+    if vbt:
+        ops[VBT_BOLLINGER] = vbt
     calls = interleaved(ctx.n(2, 7), ops, warmup=0)
-    return {"bars": bars, "calls": calls, "server_growth": growth}
+    peak = ctx.json_out(ctx.bin("peak-rate"), "--runs", str(ctx.n(1, 5)))
+    return {
+        "bars": bars,
+        "calls": calls,
+        "server_growth": growth,
+        "vectorbt_peak_rss": peaks,
+        "peak": peak,
+        "cores": os.cpu_count(),
+    }
 
 
 SECTIONS: dict[str, Callable[[Ctx], dict[str, Any]]] = {

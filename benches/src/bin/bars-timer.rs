@@ -10,7 +10,7 @@
 //! (the closes are the paper's 150,000). Cases, each checked before it is timed (every combo's
 //! trade count and pnl against the plain v1.3 loop of the oracle):
 //! - `sma_cross default`, `sma_cross next_open+high_low+trail`: vectorbt's 435 pairs (fast <
-//!   slow, 2..=30) under the default execution, and with `fill: next_open`, `stops: high_low`
+//!   slow, 10..=39) under the default execution, and with `fill: next_open`, `stops: high_low`
 //!   and a 2% trailing stop (and each part alone: `part ...`);
 //! - `stop formula x10`: the 435 pairs with `stop_loss: "m * atr(14) / close"` and 10 values
 //!   of m (4,350 combos, one ATR array), beside `fixed stop x10`: the 435 pairs with a fixed
@@ -75,9 +75,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let bars = Bars::ohlc(&open, &high, &low, &close);
     let control = SweepControl::default();
-    let pairs: Vec<(u32, u32)> = (2..=30)
-        .flat_map(|f| (f + 1..=30).map(move |s| (f, s)))
-        .collect();
+    let pairs = sweepflight_benches::vbt_pairs();
     let params: Vec<Params> = pairs
         .iter()
         .map(|&(f, s)| Params::new(Strategy::SmaCross, &[f64::from(f), f64::from(s)]))

@@ -129,8 +129,9 @@ fn main() -> anyhow::Result<()> {
         days: Some(&paper_days),
         ..Bars::closes(&paper)
     };
-    let grid: Vec<Vec<f64>> = (2..=30)
-        .flat_map(|f| (f + 1..=30).map(move |s| vec![f64::from(f), f64::from(s)]))
+    let grid: Vec<Vec<f64>> = sweepflight_benches::vbt_pairs()
+        .into_iter()
+        .map(|(f, s)| vec![f64::from(f), f64::from(s)])
         .collect();
     let flat = grid.concat();
     let cross = [
