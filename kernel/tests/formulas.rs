@@ -1620,3 +1620,57 @@ fn channel_breakouts_are_the_channels_pass_and_compute_no_line() {
         );
     }
 }
+
+/// The paper kernel's state bytes serve a formula's crossings whichever way its sweep runs,
+/// tiled (small tiles forced) or untiled, and from a cache a built-in sweep filled (its bytes
+/// read, not recomputed): the built-in's formula form, swept on the formula path, equals the
+/// built-in every time.
+#[test]
+fn served_crossings_equal_the_builtin_tiled_untiled_and_from_its_cache() {
+    let close = &series_kinds(20_000, 17)[0].1;
+    let bars = closes_only(close);
+    let program = sweepflight_kernel::builtins::Builtin::named("hma_sar")
+        .unwrap()
+        .program();
+    let combos: Vec<Combo> = (5..130)
+        .step_by(13)
+        .map(|l| Combo::from_length(l).unwrap())
+        .collect();
+    let grid: Vec<Vec<f64>> = combos
+        .iter()
+        .map(|c| c.windows().map(f64::from).to_vec())
+        .collect();
+    let params: Vec<Params> = grid
+        .iter()
+        .map(|v| Params::new(Strategy::HmaSar, v).unwrap())
+        .collect();
+    let flat = grid.concat();
+    let exec = Execution::default();
+    let want = sweep_params(close, &params, &exec, &SweepControl::default()).unwrap();
+    assert!(want.iter().all(|r| r.trades > 0));
+    for tile_bars in [None, Some(0), Some(256), Some(1000)] {
+        let control = SweepControl {
+            tile_bars,
+            ..SweepControl::default()
+        };
+        let got = sweep_program(&bars, &program, &flat, grid.len(), &exec, &control).unwrap();
+        assert_eq!(got, want, "tiles {tile_bars:?}");
+    }
+    // A built-in sweep keeps its combos' bytes; the formulas then read them.
+    let cache = Keeping::default();
+    let keeping = SweepControl {
+        cache: &cache,
+        ..SweepControl::default()
+    };
+    sweep_params(close, &params, &exec, &keeping).unwrap();
+    let kept = cache.bytes.lock().unwrap().clone();
+    assert_eq!(kept.len(), combos.len());
+    let got = sweep_program(&bars, &program, &flat, grid.len(), &exec, &keeping).unwrap();
+    assert_eq!(got, want);
+    for (key, bytes) in cache.bytes.lock().unwrap().iter() {
+        assert!(
+            std::sync::Arc::ptr_eq(bytes, &kept[key]),
+            "{key:?} was computed again"
+        );
+    }
+}
