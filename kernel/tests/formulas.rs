@@ -1674,3 +1674,59 @@ fn served_crossings_equal_the_builtin_tiled_untiled_and_from_its_cache() {
         );
     }
 }
+
+/// A comparison computes the arithmetic node only it reads in the same pass: every comparison
+/// and arithmetic operator, the arithmetic on either side of the comparison, numbers and
+/// series in every position, trade as the interpreter on every kind of series.
+#[test]
+fn comparisons_of_arithmetic_they_alone_read_trade_as_the_interpreter() {
+    let combos: Vec<Vec<f64>> = [(3.0, 0.5), (8.0, 1.0), (20.0, 2.0), (1.0, 100.0)]
+        .iter()
+        .map(|&(a, k)| vec![a, k])
+        .collect();
+    for (kind, close) in series_kinds(1500, 23) {
+        let (open, high, low, volume) = bars_of(&close, 5);
+        let bars = Bars {
+            open: Some(&open),
+            high: Some(&high),
+            low: Some(&low),
+            close: &close,
+            volume: Some(&volume),
+            ..Bars::default()
+        };
+        for cmp in [">", "<", ">=", "<=", "==", "!="] {
+            for arith in ["+", "-", "*", "/"] {
+                let fields = [
+                    (Field::Long, format!("close {cmp} sma(close, a) {arith} k")),
+                    (
+                        Field::Short,
+                        format!("sma(close, a) {arith} std(close, a) {cmp} close"),
+                    ),
+                    (
+                        Field::ExitLong,
+                        format!("k {cmp} close {arith} lag(close, a)"),
+                    ),
+                    (
+                        Field::ExitShort,
+                        format!("k {arith} high {cmp} sma(low, a)"),
+                    ),
+                ];
+                let texts: Vec<(Field, &str)> =
+                    fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
+                let program = Program::new(&texts).unwrap();
+                for (values, (got, plain, trades)) in
+                    combos.iter().zip(common::swept_and_interpreted(
+                        &bars,
+                        &program,
+                        &combos,
+                        &Execution::default(),
+                        false,
+                    ))
+                {
+                    assert_eq!(got, plain, "{texts:?} {values:?} on {kind}");
+                    assert_eq!(trades, plain.len());
+                }
+            }
+        }
+    }
+}

@@ -1056,7 +1056,7 @@ impl<'a> Ctx<'a> {
         // An operator node that a call reads: evaluated as one block of the whole series.
         let mut scratch = Scratch::default();
         let order = self.own_nodes(&[id as u32], &mut Vec::new());
-        let mut slots = Slots::of_order(self.defs, &order);
+        let mut slots = Slots::of_order(self.defs, &order, &[id as u32]);
         evaluate_block(self, &order, 0, len, &mut scratch, &mut slots);
         let slot = slots.of(id as u32);
         if def.is_series() {
@@ -1112,11 +1112,15 @@ struct Slots {
     /// The own nodes, ascending (the evaluation order), and each one's slot.
     ids: Vec<u32>,
     slots: Vec<usize>,
+    /// The own arithmetic nodes whose one reader is a comparison, which computes them inline
+    /// (one pass for both, [`compare_inline`]): they have no pass of their own.
+    inline: Vec<bool>,
 }
 
 impl Slots {
-    /// The slots of the own nodes `order` (ascending).
-    fn of_order(defs: &[Def], order: &[u32]) -> Self {
+    /// The slots of the own nodes `order` (ascending) whose roots (read from outside the
+    /// nodes: conditions, stop operands) are `roots`.
+    fn of_order(defs: &[Def], order: &[u32], roots: &[u32]) -> Self {
         let (mut series, mut conds) = (0, 0);
         let slots = order
             .iter()
@@ -1130,10 +1134,51 @@ impl Slots {
                 *counter - 1
             })
             .collect();
+        // How often each own node is read, and by which node when once.
+        let at = |n: u32| order.binary_search(&n).ok();
+        let mut reads = vec![(0usize, 0u32); order.len()];
+        for &id in order {
+            for n in defs[id as usize].inputs() {
+                if let Some(k) = at(n) {
+                    reads[k].0 += 1;
+                    reads[k].1 = id;
+                }
+            }
+        }
+        for &r in roots {
+            if let Some(k) = at(r) {
+                reads[k].0 += 2;
+            }
+        }
+        let mut inline = vec![false; order.len()];
+        for (k, &id) in order.iter().enumerate() {
+            let (count, reader) = reads[k];
+            if count != 1 || !matches!(defs[id as usize], Def::Arith(..)) {
+                continue;
+            }
+            // A comparison takes at most one operand inline: its right one if both could be.
+            if let Def::Compare(_, a, b) = defs[reader as usize] {
+                let other = if b == Operand::Node(id) { a } else { b };
+                let taken = matches!(other, Operand::Node(o) if at(o).is_some_and(|j| inline[j]));
+                if !taken {
+                    inline[k] = true;
+                }
+            }
+        }
         Self {
             ids: order.to_vec(),
             slots,
+            inline,
         }
+    }
+
+    /// Own node `id`'s def, if a comparison computes it inline.
+    fn inlined<'d>(&self, defs: &'d [Def], o: Operand) -> Option<&'d Def> {
+        let Operand::Node(id) = o else {
+            return None;
+        };
+        let k = self.ids.binary_search(&id).ok()?;
+        self.inline[k].then(|| &defs[id as usize])
     }
 
     fn of(&self, id: u32) -> usize {
@@ -1214,9 +1259,12 @@ multiversion! {
     ) {
         let n = b1 - b0;
         debug_assert_eq!(order, &slots.ids[..]);
-        for (&id, &slot) in order.iter().zip(&slots.slots) {
+        for (k, (&id, &slot)) in order.iter().zip(&slots.slots).enumerate() {
             let def = &ctx.defs[id as usize];
             let series = def.is_series();
+            if slots.inline[k] {
+                continue;
+            }
             if series {
                 if scratch.series.len() <= slot {
                     scratch.series.resize_with(slot + 1, Vec::new);
@@ -1250,6 +1298,18 @@ multiversion! {
                     let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
                     let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
                     match def {
+                        // A comparison of an arithmetic node only it reads: one pass.
+                        Def::Compare(op, a, b)
+                            if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *b) =>
+                        {
+                            compare_inline(*op, &num(a), (*how, &num(p), &num(q)), &mut out);
+                        }
+                        Def::Compare(op, a, b)
+                            if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *a) =>
+                        {
+                            // `a op b` is `b op' a`, op' the mirrored comparison.
+                            compare_inline(op.mirrored(), &num(b), (*how, &num(p), &num(q)), &mut out);
+                        }
                         Def::Compare(op, a, b) => {
                             let (a, b) = (num(a), num(b));
                             // The language's comparisons: false with a NaN side, `!=` included.
@@ -1289,6 +1349,87 @@ multiversion! {
                     }
                 }
                 scratch.conds[slot] = out;
+            }
+        }
+    }
+}
+
+/// `out[j] = x[j] op (p[j] how q[j])`: a comparison and the arithmetic node it alone reads in
+/// one pass, the same two operations as two passes (bit for bit: the arithmetic's result is
+/// rounded to a double before it is compared either way).
+#[inline(always)]
+fn compare_inline(
+    op: CmpOp,
+    x: &Num<'_>,
+    (how, p, q): (BinOp, &Num<'_>, &Num<'_>),
+    out: &mut [u8],
+) {
+    #[inline(always)]
+    fn with(
+        op: CmpOp,
+        x: &Num<'_>,
+        p: &Num<'_>,
+        q: &Num<'_>,
+        out: &mut [u8],
+        g: impl Fn(f64, f64) -> f64,
+    ) {
+        match op {
+            CmpOp::Lt => zip3(x, p, q, out, |x, p, q| u8::from(x < g(p, q))),
+            CmpOp::Le => zip3(x, p, q, out, |x, p, q| u8::from(x <= g(p, q))),
+            CmpOp::Gt => zip3(x, p, q, out, |x, p, q| u8::from(x > g(p, q))),
+            CmpOp::Ge => zip3(x, p, q, out, |x, p, q| u8::from(x >= g(p, q))),
+            CmpOp::Eq => zip3(x, p, q, out, |x, p, q| u8::from(x == g(p, q))),
+            CmpOp::Ne => zip3(x, p, q, out, |x, p, q| {
+                u8::from(CmpOp::Ne.apply(x, g(p, q)))
+            }),
+        }
+    }
+    match how {
+        BinOp::Add => with(op, x, p, q, out, |p, q| p + q),
+        BinOp::Sub => with(op, x, p, q, out, |p, q| p - q),
+        BinOp::Mul => with(op, x, p, q, out, |p, q| p * q),
+        BinOp::Div => with(op, x, p, q, out, |p, q| p / q),
+    }
+}
+
+/// `out[j] = f(x[j], p[j], q[j])`, a loop per shape of the operands so each one vectorises.
+#[inline(always)]
+fn zip3<T: Copy>(
+    x: &Num<'_>,
+    p: &Num<'_>,
+    q: &Num<'_>,
+    out: &mut [T],
+    f: impl Fn(f64, f64, f64) -> T,
+) {
+    let at = |n: &Num<'_>, j: usize| match n {
+        Num::Slice(s) => s[j],
+        Num::Const(c) => *c,
+    };
+    match (x, p, q) {
+        (Num::Slice(x), Num::Slice(p), Num::Slice(q)) => {
+            for (((o, x), p), q) in out.iter_mut().zip(*x).zip(*p).zip(*q) {
+                *o = f(*x, *p, *q);
+            }
+        }
+        (Num::Slice(x), Num::Slice(p), Num::Const(q)) => {
+            for ((o, x), p) in out.iter_mut().zip(*x).zip(*p) {
+                *o = f(*x, *p, *q);
+            }
+        }
+        (Num::Slice(x), Num::Const(p), Num::Slice(q)) => {
+            for ((o, x), q) in out.iter_mut().zip(*x).zip(*q) {
+                *o = f(*x, *p, *q);
+            }
+        }
+        (Num::Const(x), Num::Slice(p), Num::Slice(q)) => {
+            for ((o, p), q) in out.iter_mut().zip(*p).zip(*q) {
+                *o = f(*x, *p, *q);
+            }
+        }
+        // One slice or none: rare shapes, a plain loop.
+        _ => {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = f(at(x, j), at(p, j), at(q, j));
             }
         }
     }
@@ -1413,7 +1554,7 @@ impl<'a, B: Book> ComboRun<'a, B> {
         };
         // Conditions made only of crossings of whole arrays and and/or/not: eight bars a word.
         let words = words::Words::of(ctx, &order, &combo.conditions);
-        let slots = Slots::of_order(ctx.defs, &order);
+        let slots = Slots::of_order(ctx.defs, &order, &roots);
         Self {
             combo,
             order,
@@ -1566,16 +1707,22 @@ fn drive<B: Book, const PLAIN: bool>(
     mut before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
 ) {
     let every = engine.checks_stops();
+    // The events that can change the position, as a mask of each byte's bits: it changes only
+    // at an event the loop applies, so it is worked out again only there.
+    let relevant = |engine: &Engine<'_, B, PLAIN>| -> u64 {
+        let bits: u8 = match engine.position() {
+            _ if every => 0x0f,
+            p if p > 0.0 => 0b0110,
+            p if p < 0.0 => 0b1001,
+            _ => 0b0011,
+        };
+        u64::from_le_bytes([bits; 8])
+    };
+    let mut wanted = relevant(engine);
     for (w, word) in words.enumerate() {
         let mut rest = word;
-        while rest != 0 {
-            let relevant: u8 = match engine.position() {
-                _ if every => 0x0f,
-                p if p > 0.0 => 0b0110,
-                p if p < 0.0 => 0b1001,
-                _ => 0b0011,
-            };
-            let mask = rest & u64::from_le_bytes([relevant; 8]);
+        loop {
+            let mask = rest & wanted;
             if mask == 0 {
                 break;
             }
@@ -1593,6 +1740,7 @@ fn drive<B: Book, const PLAIN: bool>(
                 0b10 => engine.signal(i, -1.0),
                 _ => {}
             }
+            wanted = relevant(engine);
         }
     }
 }

@@ -134,6 +134,18 @@ impl CmpOp {
             Self::Ne => a < b || a > b,
         }
     }
+
+    /// The comparison with its sides swapped: `a op b` is `b op.mirrored() a` for every pair
+    /// of values, NaN included.
+    pub fn mirrored(self) -> Self {
+        match self {
+            Self::Lt => Self::Gt,
+            Self::Le => Self::Ge,
+            Self::Gt => Self::Lt,
+            Self::Ge => Self::Le,
+            Self::Eq | Self::Ne => self,
+        }
+    }
 }
 
 /// One node of a formula.
