@@ -508,7 +508,7 @@ impl Run<'_> {
         let Some(sink) = self.sink else {
             return false;
         };
-        // A combo listed twice is one array: either copy will do.
+        // Each combo runs once, so its slot is empty here; a second set would change nothing.
         let _ = sink[i].set(Arc::clone(signs));
         true
     }

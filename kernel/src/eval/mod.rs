@@ -280,14 +280,14 @@ struct Group {
     plan: Plan,
     /// Which defs phase 1 computes.
     shared: Vec<bool>,
+    /// Bytes of those, and of the paper kernel's state bytes the group reads.
+    bytes: usize,
     /// The nodes a tuned computation serves by their shape ([`Shape`]).
     shapes: Vec<Option<Shape>>,
-    /// The paper kernel's combos the group's crossings read.
+    /// The paper kernel's combos the group's crossings read, numbered in order of first use.
     combos: HashMap<Combo, usize>,
     /// Which columns have no NaN, as asked.
     clean: Vec<(Column, bool)>,
-    /// Bytes of those.
-    bytes: usize,
 }
 
 impl Group {
@@ -295,10 +295,10 @@ impl Group {
         Self {
             plan: Plan::new(),
             shared: Vec::new(),
+            bytes: 0,
             shapes: Vec::new(),
             combos: HashMap::new(),
             clean: Vec::new(),
-            bytes: 0,
         }
     }
 
