@@ -1,10 +1,11 @@
 //! The word path of the per-combo phase: a combo whose own nodes are only crossings of whole
-//! arrays (columns, phase-1 series, constants), `and` / `or` / `not` and constant conditions
-//! reads its conditions eight bars a `u64` word. Each distinct pair of crossing operands is
-//! reduced to one state byte a bar (`lines::vector::signs`: vectorised), a crossing is two bit
-//! tests on the state words of a bar and the bar before, shared conditions (phase-1 bytes) are
-//! read as words, and the event bytes the execution loop visits are assembled from them: no
-//! per-node pass over the block's bars in bytes, no byte-wise `and`.
+//! arrays (columns, phase-1 series, constants) or served crossings (the paper kernel's state
+//! bytes, `eval::Served`), `and` / `or` / `not` and constant conditions reads its conditions
+//! eight bars a `u64` word. Each distinct pair of crossing operands is reduced to one state
+//! byte a bar (`lines::vector::signs`: vectorised), or its served bytes are read, a crossing is
+//! two bit tests on the state words of a bar and the bar before, shared conditions (phase-1
+//! bytes) are read as words, and the event words the execution loop visits are assembled from
+//! them as it reads them: no per-node pass over the block's bars in bytes, no byte-wise `and`.
 //!
 //! Exactly the language's crossings: with `signs(a, b)`, `b > a` is ABOVE (01), `b < a` is
 //! BELOW (10), equal is 0 and a NaN on either side is UNDEFINED (11). `a` crosses above `b` at
