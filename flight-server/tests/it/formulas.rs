@@ -97,6 +97,49 @@ async fn formula_strategies_on_every_verb() {
     .unwrap();
     assert_eq!(builtin, formula);
 
+    // hma_sar's form with a condition added reads the paper kernel's state bytes (the shape,
+    // not the name; from the server's cache once the built-in kept them): its results are the
+    // built-in's, over the whole series and over a row range with a warm-up.
+    let windows = json!([
+        [3, 6, 2, 1, 2, 3],
+        [10, 20, 4, 3, 5, 10],
+        [20, 40, 6, 7, 10, 20]
+    ]);
+    let hma = |extra: &str| {
+        json!({"long": format!("cross_below(hma(close, half, full, sqrt), hma3(close, p3, p2, p)){extra}"),
+               "short": format!("cross_above(hma(close, half, full, sqrt), hma3(close, p3, p2, p)){extra}")})
+    };
+    for range in [json!({}), json!({"rows": [500, 2800], "warmup": 100})] {
+        let with = |body: Value| {
+            let mut body = body;
+            body.as_object_mut()
+                .unwrap()
+                .extend(range.as_object().unwrap().clone());
+            body
+        };
+        let builtin = sweep(
+            &mut c,
+            with(json!({"dataset": "s", "strategy": "hma_sar", "params": windows})),
+        )
+        .await
+        .unwrap();
+        for _ in 0..2 {
+            let formula = sweep(
+                &mut c,
+                with(json!({"dataset": "s", "strategy": hma(" and close > 0"), "params": windows})),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                i64s(&formula, "trades"),
+                i64s(&builtin, "trades"),
+                "{range}"
+            );
+            assert_eq!(f64s(&formula, "pnl"), f64s(&builtin, "pnl"), "{range}");
+        }
+        assert!(i64s(&builtin, "trades").iter().all(|&t| t > 0), "{range}");
+    }
+
     // A constraint skips grid combos; the others keep their positions.
     let constrained = sweep(
         &mut c,
