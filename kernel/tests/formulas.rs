@@ -1730,3 +1730,49 @@ fn comparisons_of_arithmetic_they_alone_read_trade_as_the_interpreter() {
         }
     }
 }
+
+/// A combo listed twice in one call is run once and its copy takes its results: every combo
+/// equals itself swept alone, the progress reported adds up to every combo's bars, and where
+/// each combo's trades are kept every copy books its own, the interpreter's.
+#[test]
+fn a_combo_listed_twice_is_run_once_and_each_copy_has_its_results() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let program = bollinger();
+    let close = &series_kinds(3000, 3)[0].1;
+    let bars = closes_only(close);
+    let grid = vec![
+        vec![10.0, 1.0],
+        vec![20.0, 2.0],
+        vec![10.0, 1.0],
+        vec![20.0, 2.0],
+        vec![20.0, 2.5],
+        vec![10.0, 1.0],
+    ];
+    let exec = Execution::default();
+    let done = AtomicU64::new(0);
+    let report = |n: u64| {
+        done.fetch_add(n, Ordering::Relaxed);
+    };
+    let control = SweepControl {
+        progress: Some(&report),
+        ..SweepControl::default()
+    };
+    let got = sweep_program(&bars, &program, &grid.concat(), grid.len(), &exec, &control).unwrap();
+    assert!(got.iter().any(|r| r.trades > 0));
+    for (g, values) in got.iter().zip(&grid) {
+        let alone =
+            sweep_program(&bars, &program, values, 1, &exec, &SweepControl::default()).unwrap();
+        assert_eq!(g, &alone[0], "{values:?}");
+    }
+    assert_eq!(
+        done.load(Ordering::Relaxed),
+        grid.len() as u64 * close.len() as u64
+    );
+    for (values, (got, plain, trades)) in grid.iter().zip(common::swept_and_interpreted(
+        &bars, &program, &grid, &exec, false,
+    )) {
+        assert!(!plain.is_empty(), "{values:?}");
+        assert_eq!(got, plain, "{values:?}");
+        assert_eq!(trades, plain.len());
+    }
+}

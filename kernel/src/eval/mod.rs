@@ -468,6 +468,11 @@ pub fn sweep_program(
         }
     };
     let mut results = vec![ComboResult::default(); combos];
+    // A combo whose values equal an earlier one's (a grid that lists a value twice, grids
+    // concatenated) has its results: it is run once and its copies take them, unless every
+    // combo's trades are kept (each copy then books its own).
+    let mut first: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
     let mut next = 0;
     while next < combos {
         check()?;
@@ -477,6 +482,15 @@ pub fn sweep_program(
         // table of first stops, counted in the group's bytes.
         let mut sharing: HashMap<StopOperands, usize> = HashMap::new();
         while next < combos {
+            if control.records.is_none() {
+                let key: Vec<u64> = value(next).iter().map(|v| v.to_bits()).collect();
+                if let Some(&original) = first.get(&key) {
+                    copies.push((next, original));
+                    next += 1;
+                    continue;
+                }
+                first.insert(key, next);
+            }
             let before = group.plan.defs().len();
             let combo = group.plan.bind(program, value(next));
             let roots: Vec<u32> = combo
@@ -574,6 +588,10 @@ pub fn sweep_program(
                 results[i] = r;
             }
         }
+    }
+    for (copy, original) in copies {
+        results[copy] = results[original];
+        control.report(1, len);
     }
     Ok(results)
 }
