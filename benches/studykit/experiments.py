@@ -1175,9 +1175,9 @@ HMA_FORMS = {
 #: vectorbt's canonical sma_cross grid: windows 10..39 taken in pairs, fast < slow (435 pairs).
 VBT_PAIRS = [[a, b] for a in range(10, 40) for b in range(a + 1, 40)]
 #: The Bollinger-and-RSI grid (n in 10..49, k in 1.0..3.25 by 0.25: 400 combos), and the same
-#: with twice the k values (no new array).
+#: with twice the k values (1.0 to 3.375 by 0.125: 800 distinct combos, no new array).
 BOLLINGER_GRID = {"n": list(range(10, 50)), "k": [1.0 + 0.25 * j for j in range(10)]}
-BOLLINGER_GRID_K2 = {"n": list(range(10, 50)), "k": [1.0 + 0.125 * j for j in range(19)] + [3.25]}
+BOLLINGER_GRID_K2 = {"n": list(range(10, 50)), "k": [1.0 + 0.125 * j for j in range(20)]}
 BOLLINGER = {
     "long": "close < sma(close, n) - k * std(close, n) and rsi(close, 14) < 35",
     "short": "close > sma(close, n) + k * std(close, n) and rsi(close, 14) > 65",
