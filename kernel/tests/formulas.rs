@@ -57,7 +57,7 @@ fn series_kinds(len: usize, seed: u64) -> Vec<(&'static str, Vec<f64>)> {
 }
 
 /// Bars around `close`: highs and lows a random distance out, opens between them.
-fn bars_of(close: &[f64], seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+fn bars_of(close: &[f64], seed: u64) -> Around {
     let mut r = Rng(seed | 1);
     let high: Vec<f64> = close.iter().map(|c| c + r.unit() * 0.8).collect();
     let low: Vec<f64> = close.iter().map(|c| c - r.unit() * 0.8).collect();
@@ -67,7 +67,34 @@ fn bars_of(close: &[f64], seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>)
         .map(|(l, h)| l + (h - l) * 0.3)
         .collect();
     let volume: Vec<f64> = close.iter().map(|_| (r.unit() * 1000.0).round()).collect();
-    (open, high, low, volume)
+    Around {
+        open,
+        high,
+        low,
+        volume,
+    }
+}
+
+/// The columns [`bars_of`] makes around a series of closes.
+struct Around {
+    open: Vec<f64>,
+    high: Vec<f64>,
+    low: Vec<f64>,
+    volume: Vec<f64>,
+}
+
+impl Around {
+    /// The bars of these columns and `close`.
+    fn with<'a>(&'a self, close: &'a [f64]) -> Bars<'a> {
+        Bars {
+            open: Some(&self.open),
+            high: Some(&self.high),
+            low: Some(&self.low),
+            close,
+            volume: Some(&self.volume),
+            ..Bars::default()
+        }
+    }
 }
 
 #[test]
@@ -76,15 +103,8 @@ fn every_function_equals_its_oracle_bit_for_bit() {
     for (kind, x) in series_kinds(len, 7) {
         // Columns must be finite for the true range: it reads the walk's bars.
         let walk = &series_kinds(len, 7)[0].1;
-        let (open, high, low, volume) = bars_of(walk, 11);
-        let bars = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: walk,
-            volume: Some(&volume),
-            ..Bars::default()
-        };
+        let around = bars_of(walk, 11);
+        let bars = around.with(walk);
         let other: Vec<f64> = x.iter().rev().copied().collect();
         let mut r = Rng(3);
         let cond: Vec<u8> = (0..len).map(|_| u8::from(r.unit() < 0.4)).collect();
@@ -568,8 +588,8 @@ proptest! {
         // Long enough, some of the time, for the per-combo phase's blocks of 1,024 bars.
         let kinds = series_kinds(if which % 2 == 0 { 2600 } else { 400 }, seed);
         let close = &kinds[which.min(3)].1;
-        let (open, high, low, volume) = bars_of(close, seed ^ 9);
-        let bars = Bars { open: Some(&open), high: Some(&high), low: Some(&low), close, volume: Some(&volume), ..Bars::default() };
+        let around = bars_of(close, seed ^ 9);
+        let bars = around.with(close);
         let mut combos: Vec<Vec<f64>> = Vec::new();
         for _ in 0..6 {
             combos.push(program.params.iter().map(|p| match p.kind {
@@ -927,15 +947,8 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
     };
     let given = |c: &Keeping| c.given.load(std::sync::atomic::Ordering::Relaxed);
     for (name, close) in series_kinds(1500, 11) {
-        let (open, high, low, volume) = bars_of(&close, 3);
-        let bars = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: &close,
-            volume: Some(&volume),
-            ..Bars::default()
-        };
+        let around = bars_of(&close, 3);
+        let bars = around.with(&close);
         let exec = Execution::default();
         let run = |values: &[f64], cache: &dyn ArrayCache| -> Vec<String> {
             let control = SweepControl {
@@ -1042,15 +1055,8 @@ fn random_formulas_are_mostly_valid_programs() {
     // test something.
     let mut r = Rng(12345);
     let close = &series_kinds(400, 1)[0].1;
-    let (open, high, low, volume) = bars_of(close, 2);
-    let bars = Bars {
-        open: Some(&open),
-        high: Some(&high),
-        low: Some(&low),
-        close,
-        volume: Some(&volume),
-        ..Bars::default()
-    };
+    let around = bars_of(close, 2);
+    let bars = around.with(close);
     let (mut valid, mut trading) = (0, 0);
     for _ in 0..400 {
         let long = random_formula(&mut r, 'c', 3);
@@ -1479,15 +1485,8 @@ fn crossings_of_hma_and_hma3_lines_read_the_paper_kernels_state_bytes() {
         ("shared crossing", &shared, &with_k),
     ];
     for (kind, close) in series_kinds(2600, 31) {
-        let (open, high, low, volume) = bars_of(&close, 7);
-        let bars = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: &close,
-            volume: Some(&volume),
-            ..Bars::default()
-        };
+        let around = bars_of(&close, 7);
+        let bars = around.with(&close);
         for (case, program, combos) in cases {
             for exec in executions(300) {
                 for tight in [false, true] {
@@ -1572,15 +1571,8 @@ fn channel_breakouts_are_the_channels_pass_and_compute_no_line() {
         .map(|&n| vec![n])
         .collect();
     for (kind, close) in series_kinds(2600, 41) {
-        let (open, high, low, volume) = bars_of(&close, 3);
-        let bars = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: &close,
-            volume: Some(&volume),
-            ..Bars::default()
-        };
+        let around = bars_of(&close, 3);
+        let bars = around.with(&close);
         for program in &programs {
             for exec in executions(300) {
                 for tight in [false, true] {
@@ -1685,15 +1677,8 @@ fn comparisons_of_arithmetic_they_alone_read_trade_as_the_interpreter() {
         .map(|&(a, k)| vec![a, k])
         .collect();
     for (kind, close) in series_kinds(1500, 23) {
-        let (open, high, low, volume) = bars_of(&close, 5);
-        let bars = Bars {
-            open: Some(&open),
-            high: Some(&high),
-            low: Some(&low),
-            close: &close,
-            volume: Some(&volume),
-            ..Bars::default()
-        };
+        let around = bars_of(&close, 5);
+        let bars = around.with(&close);
         for cmp in [">", "<", ">=", "<=", "==", "!="] {
             for arith in ["+", "-", "*", "/"] {
                 let fields = [

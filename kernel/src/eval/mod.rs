@@ -1591,23 +1591,9 @@ impl<'a, B: Book> ComboRun<'a, B> {
         // The word path: event words made as the loop reads them.
         if let Some(words) = &self.words {
             let events = words.events(ctx, (b0, b1), &mut scratch.words);
-            match &mut self.engine {
-                Engines::Plain(engine) => drive(engine, events, b0, |_, _| {}),
-                Engines::General(engine) => {
-                    let stopped = self.stopped;
-                    let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
-                    drive(
-                        engine,
-                        events,
-                        b0,
-                        |engine: &mut Engine<'_, B, false>, i: usize| {
-                            if stopped {
-                                engine.stop_values(stop_values(&stop_views, i - b0));
-                            }
-                        },
-                    );
-                }
-            }
+            // The stop formulas' values: constants or whole arrays (no own node is a number).
+            let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
+            apply(&mut self.engine, (events, b0), self.stopped, &stop_views);
             return;
         }
         let mut events = std::mem::take(&mut scratch.events);
@@ -1620,28 +1606,16 @@ impl<'a, B: Book> ComboRun<'a, B> {
         };
         let flags = combo.conditions.map(view);
         event_bytes(&flags, b1 - b0, self.exits, &mut events, &mut exit_bytes);
-        let words = byte_words(&events);
-        match &mut self.engine {
-            Engines::Plain(engine) => drive(engine, words, b0, |_, _| {}),
-            Engines::General(engine) => {
-                // The stop formulas' values in this block, read at each event that may decide
-                // an entry.
-                let stop_views = combo
-                    .stops
-                    .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
-                let stopped = self.stopped;
-                drive(
-                    engine,
-                    words,
-                    b0,
-                    |engine: &mut Engine<'_, B, false>, i: usize| {
-                        if stopped {
-                            engine.stop_values(stop_values(&stop_views, i - b0));
-                        }
-                    },
-                );
-            }
-        }
+        // The stop formulas' values in this block, read at each event that may decide an entry.
+        let stop_views = combo
+            .stops
+            .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
+        apply(
+            &mut self.engine,
+            (byte_words(&events), b0),
+            self.stopped,
+            &stop_views,
+        );
         scratch.events = events;
         scratch.exits = exit_bytes;
     }
@@ -1675,6 +1649,31 @@ multiversion! {
             for (e, x) in events.iter_mut().zip(exit_bytes.iter()) {
                 *e |= x;
             }
+        }
+    }
+}
+
+/// The execution loop over a block's event words (from bar `b0`), the stop formulas' values
+/// read from `stop_views` at each visited bar if the engine reads them (`stopped`).
+fn apply<B: Book>(
+    engine: &mut Engines<'_, B>,
+    (events, b0): (impl Iterator<Item = u64>, usize),
+    stopped: bool,
+    stop_views: &[Option<Num<'_>>; 3],
+) {
+    match engine {
+        Engines::Plain(engine) => drive(engine, events, b0, |_, _| {}),
+        Engines::General(engine) => {
+            drive(
+                engine,
+                events,
+                b0,
+                |engine: &mut Engine<'_, B, false>, i: usize| {
+                    if stopped {
+                        engine.stop_values(stop_values(stop_views, i - b0));
+                    }
+                },
+            );
         }
     }
 }
