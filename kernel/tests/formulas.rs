@@ -1613,6 +1613,92 @@ fn channel_breakouts_are_the_channels_pass_and_compute_no_line() {
     }
 }
 
+/// A combo whose `long` and `short` are the two ways of one crossing of the paper kernel's
+/// lines (HMA3 over HMA, written either way round), the two sides of one channel breakout, or
+/// the two ways of a crossing of SMA lines long enough to certify runs whole on that tuned
+/// path (`eval/direct.rs`), and trades as the interpreter on every kind of series, under the
+/// options, in a tight working set; mixed in one call with combos of other shapes. The SMA
+/// pairs are shown to take certified lines (their comparisons are counted), which the
+/// formula path never does.
+#[test]
+fn whole_signals_of_a_tuned_shape_trade_as_the_interpreter() {
+    let hma = "hma(close, h, f, s)";
+    let hma3 = "hma3(close, a, b, c)";
+    let paper = Program::new(&[
+        (Field::Long, &format!("cross_above({hma3}, {hma})")),
+        (Field::Short, &format!("cross_above({hma}, {hma3})")),
+    ])
+    .unwrap();
+    let hulls: Vec<Vec<f64>> = [5u32, 16, 60, 4000]
+        .iter()
+        .map(|&l| {
+            Combo::from_length(l)
+                .unwrap()
+                .windows()
+                .map(f64::from)
+                .to_vec()
+        })
+        .collect();
+    let channel = Program::new(&[
+        (Field::Long, "lag(highest(high, n), 1) < high"),
+        (Field::Short, "high < lag(lowest(high, n), 1)"),
+    ])
+    .unwrap();
+    let windows: Vec<Vec<f64>> = [1.0, 5.0, 60.0, 4000.0].map(|n| vec![n]).to_vec();
+    let smas = Program::new(&[
+        (
+            Field::Long,
+            "cross_below(sma(close, slow), sma(close, fast))",
+        ),
+        (
+            Field::Short,
+            "cross_above(sma(close, slow), sma(close, fast))",
+        ),
+    ])
+    .unwrap();
+    // Long pairs (certified), a short one, and one past the series.
+    let pairs: Vec<Vec<f64>> = [(20.0, 300.0), (300.0, 20.0), (257.0, 1000.0), (5.0, 9.0)]
+        .iter()
+        .chain(&[(10.0, 4000.0)])
+        .map(|&(f, s)| vec![f, s])
+        .collect();
+    let cases = [
+        ("paper", &paper, &hulls),
+        ("channel", &channel, &windows),
+        ("smas", &smas, &pairs),
+    ];
+    for (kind, close) in series_kinds(2600, 43) {
+        let around = bars_of(&close, 5);
+        let bars = around.with(&close);
+        for (case, program, combos) in cases {
+            for exec in executions(300) {
+                for tight in [false, true] {
+                    let mut traded = 0;
+                    for (values, (got, plain, trades)) in combos.iter().zip(
+                        common::swept_and_interpreted(&bars, program, combos, &exec, tight),
+                    ) {
+                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
+                        assert_eq!(trades, plain.len());
+                        traded += trades;
+                    }
+                    assert!(traded > 0, "{case} on {kind} never trades");
+                }
+            }
+        }
+        // The long SMA pairs compare certified lines where the closes allow them.
+        let counts = sweepflight_kernel::CertifiedBars::default();
+        let control = SweepControl {
+            certified: Some(&counts),
+            ..SweepControl::default()
+        };
+        let flat = pairs.concat();
+        let exec = Execution::default();
+        sweep_program(&bars, &smas, &flat, pairs.len(), &exec, &control).unwrap();
+        let certifiable = close.iter().all(|v| v.is_finite());
+        assert_eq!(counts.compared() > 0, certifiable, "{kind}");
+    }
+}
+
 /// The paper kernel's state bytes serve a formula's crossings whichever way its sweep runs,
 /// tiled (small tiles forced) or untiled, and from a cache a built-in sweep filled (its bytes
 /// read, not recomputed): the built-in's formula form, swept on the formula path, equals the
@@ -1621,9 +1707,15 @@ fn channel_breakouts_are_the_channels_pass_and_compute_no_line() {
 fn served_crossings_equal_the_builtin_tiled_untiled_and_from_its_cache() {
     let close = &series_kinds(20_000, 17)[0].1;
     let bars = closes_only(close);
-    let program = sweepflight_kernel::builtins::Builtin::named("hma_sar")
-        .unwrap()
-        .program();
+    // With a filter that holds everywhere (the closes are positive), the crossing is served
+    // inside the formula rather than the whole combo run on the paper kernel.
+    assert!(close.iter().all(|&c| c > 0.0));
+    let hma_sar = sweepflight_kernel::builtins::Builtin::named("hma_sar").unwrap();
+    let program = Program::new(&[
+        (Field::Long, &format!("{} and close > 0", hma_sar.long)),
+        (Field::Short, &format!("{} and close > 0", hma_sar.short)),
+    ])
+    .unwrap();
     let combos: Vec<Combo> = (5..130)
         .step_by(13)
         .map(|l| Combo::from_length(l).unwrap())

@@ -22,6 +22,7 @@
 //! computed on those period bars by the same code as any other, and the call itself
 //! (`weekly(x)`) is a phase-1 array on the bars, each bar reading the previous period's value.
 
+mod direct;
 pub mod oracle;
 mod words;
 
@@ -473,6 +474,10 @@ pub fn sweep_program(
     // combo's trades are kept (each copy then books its own).
     let mut first: HashMap<Vec<u64>, usize> = HashMap::new();
     let mut copies: Vec<(usize, usize)> = Vec::new();
+    // Combos whose whole signal a tuned path makes (`direct.rs`): they run there, after the
+    // groups.
+    let mut recogniser = direct::Recogniser::of(bars, program, control);
+    let mut directs = Vec::new();
     let mut next = 0;
     while next < combos {
         check()?;
@@ -490,6 +495,11 @@ pub fn sweep_program(
                     continue;
                 }
                 first.insert(key, next);
+            }
+            if let Some((d, windows)) = recogniser.as_mut().and_then(|r| r.direct(value(next))) {
+                directs.push((next, d, windows));
+                next += 1;
+                continue;
             }
             let before = group.plan.defs().len();
             let combo = group.plan.bind(program, value(next));
@@ -589,6 +599,12 @@ pub fn sweep_program(
             }
         }
     }
+    direct::sweep(
+        &directs,
+        (exec, &have, books, parallel),
+        control,
+        &mut results,
+    )?;
     for (copy, original) in copies {
         results[copy] = results[original];
         control.report(1, len);
