@@ -1,18 +1,24 @@
 //! The built-in strategies, the one table of them in the kernel: each built-in's wire name, its
 //! parameters (names, kinds, order) and its `long` and `short` formula text (docs/language.md,
-//! "From conditions to trades"), and the typed combos ([`Strategy`], [`Params`]) the tuned
-//! paths run. The formulas' parameters, in the order of first appearance, are the built-in's
-//! own parameter order (tested); the `strategies` action publishes these forms, and the tests
-//! hold each built-in equal to its formula form on every trade.
+//! "From conditions to trades"), the typed combos ([`Strategy`], [`Params`]) callers build and check values with, and each
+//! built-in's plain oracle from strategies.md (its [`crate::oracle::Signals`]). A built-in runs as
+//! its formula row, on the one sweep of every strategy ([`sweep_params`]); the tuned paths
+//! serve it by the shapes of its formulas, as they serve any program of those shapes
+//! (`eval`). The formulas' parameters, in the order of first appearance, are the built-in's own
+//! parameter order (tested); the `strategies` action publishes these forms.
 //!
-//! Adding a built-in is a row here (and its tuned path, if the formula path is not fast
-//! enough); nothing else in the kernel names one.
+//! Adding a built-in is a row here (its formulas, its parameters, its oracle); nothing else in
+//! the kernel names one (`kernel/tests/layers.rs` holds that).
 
 use std::sync::{Arc, LazyLock};
 
+use crate::combos::{Combos, sweep_combos};
+use crate::execution::Execution;
 pub use crate::expr::ParamKind;
 use crate::expr::{Field, Program};
-use crate::{Combo, Error, Result};
+use crate::lines::Bars;
+use crate::sweep::SweepControl;
+use crate::{Combo, ComboResult, Error, Result};
 
 /// A built-in strategy: its name, parameters and expression form.
 #[derive(Debug, Clone, Copy)]
@@ -281,6 +287,127 @@ impl Params {
             Self::RsiRevert { n, lower, upper } => [f64::from(n), lower, upper][k],
         }
     }
+}
+
+/// Each built-in's definition in strategies.md, written from it with [`crate::oracle`]'s plain
+/// indicators: the tests' oracle of the built-ins, never the sweep's code.
+impl crate::oracle::Signals for Params {
+    fn signals(&self, x: &[f64]) -> Vec<i8> {
+        use crate::oracle::{cross_signals, donchian_signals, ema, hma, hma3, rsi, sma};
+        let len = x.len();
+        match *self {
+            Self::HmaSar(c) => {
+                let [half, full, sqrt, p3, p2, p] = c.windows().map(|w| w as usize);
+                cross_signals(&hma(x, half, full, sqrt), &hma3(x, p3, p2, p))
+            }
+            Self::SmaCross { fast, slow } => {
+                // a = SMA(fast) above b = SMA(slow) goes long: "b crosses above a" with the roles
+                // of cross_signals swapped.
+                cross_signals(&sma(x, slow as usize), &sma(x, fast as usize))
+            }
+            Self::EmaCross { fast, slow } => {
+                if fast as usize > len || slow as usize > len {
+                    return vec![0; len];
+                }
+                cross_signals(&ema(x, slow as usize), &ema(x, fast as usize))
+            }
+            Self::Donchian { n } => donchian_signals(x, n as usize),
+            Self::RsiRevert { n, lower, upper } => {
+                let r = rsi(x, n as usize);
+                let mut out = vec![0i8; len];
+                for i in 1..len {
+                    if r[i] > lower && r[i - 1] <= lower {
+                        out[i] = 1;
+                    } else if r[i] < upper && r[i - 1] >= upper {
+                        out[i] = -1;
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Runs every typed combo over `close` under `exec`, in input order, each built-in's combos as
+/// its formula row's ([`Builtin::program`]) on the one sweep of every strategy: the results
+/// are the same for any thread count, grouping or cache state, and equal
+/// [`crate::oracle::run`]'s trade for trade.
+///
+/// # Errors
+/// As [`Execution::validate`]; [`Error::Cancelled`] once `control.cancelled` answers true.
+pub fn sweep_params(
+    close: &[f64],
+    params: &[Params],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
+    sweep_params_on(&Bars::closes(close), params, exec, control)
+}
+
+/// [`sweep_params`] over bars: the execution options of v1.3 read their opens, highs and
+/// lows (the strategies themselves read the closes).
+///
+/// # Errors
+/// As [`sweep_params`], and [`Error::InvalidOption`] for an option whose column `bars` lacks
+/// or records with a slot count other than the combos'.
+pub fn sweep_params_on(
+    bars: &Bars<'_>,
+    params: &[Params],
+    exec: &Execution,
+    control: &SweepControl<'_>,
+) -> Result<Vec<ComboResult>> {
+    exec.validate()?;
+    exec.check_bars(bars)?;
+    if let Some(records) = control.records.filter(|r| r.len() != params.len()) {
+        return Err(Error::InvalidOption {
+            name: "records",
+            message: format!("has {} slots for {} combos", records.len(), params.len()),
+        });
+    }
+    let run = |indices: &[usize], control: &SweepControl<'_>| {
+        let strategy = params[indices[0]].strategy();
+        let width = strategy.params().len();
+        let values: Vec<f64> = indices
+            .iter()
+            .flat_map(|&i| (0..width).map(move |k| params[i].value(k)))
+            .collect();
+        let combos = Combos::of_program(strategy.builtin().program(), values, indices.len());
+        sweep_combos(bars, &combos, exec, control)
+    };
+    let mut by_strategy: Vec<(Strategy, Vec<usize>)> = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        match by_strategy.iter_mut().find(|(s, _)| *s == p.strategy()) {
+            Some((_, at)) => at.push(i),
+            None => by_strategy.push((p.strategy(), vec![i])),
+        }
+    }
+    if by_strategy.len() <= 1 {
+        let all: Vec<usize> = (0..params.len()).collect();
+        return if all.is_empty() {
+            Ok(Vec::new())
+        } else {
+            run(&all, control)
+        };
+    }
+    // Mixed strategies: each one's combos in a sweep of their own, with their own record
+    // slots, moved to the combos' positions after.
+    let mut results = vec![ComboResult::default(); params.len()];
+    for (_, at) in by_strategy {
+        let records = control.records.map(|r| r.like(at.len()));
+        let sub = SweepControl {
+            records: records.as_ref(),
+            ..*control
+        };
+        for (&i, r) in at.iter().zip(run(&at, &sub)?) {
+            results[i] = r;
+        }
+        if let (Some(all), Some(part)) = (control.records, records) {
+            for (&i, record) in at.iter().zip(part.into_records()) {
+                all.put(i, record);
+            }
+        }
+    }
+    Ok(results)
 }
 
 #[cfg(test)]

@@ -18,15 +18,10 @@ pub enum ArrayKey {
     Hma3([u32; 3]),
     /// The closes' moves for the per-bar metrics ([`crate::Moves`]), two values a bar.
     Moves,
-    /// `SMA(close, n)` of the indicator strategies.
+    /// `SMA(close, n)`: the line `sma(close, n)` of any formula.
     Sma(u32),
-    /// `EMA(close, n)`.
+    /// `EMA(close, n)`: the line `ema(close, n)` where the first close is defined.
     Ema(u32),
-    /// Wilder's `RSI(close, n)`.
-    Rsi(u32),
-    /// The donchian signal of channel `n`: one byte a bar, not a line (never offered to a
-    /// cache: recomputing it costs what reading it would).
-    Donchian(u32),
     /// A function's series in a strategy of formulas, by the 128-bit fingerprint of its
     /// canonical node key (the plan's: function, operands, windows, constants), so equal
     /// calls of any two formulas, combos or calls are one array.
@@ -39,10 +34,9 @@ pub enum ArrayKey {
 }
 
 impl ArrayKey {
-    /// True for a line of f64 values a cache may keep (not the donchian signal bytes, not a
-    /// combo's state bytes).
+    /// True for a line of f64 values a cache may keep (not a combo's state bytes).
     pub fn is_line(self) -> bool {
-        !matches!(self, Self::Donchian(_) | Self::Signs(_))
+        !matches!(self, Self::Signs(_))
     }
 
     /// Leading bars of a line computed fresh over a range that are NaN: its value at bar `i`
@@ -64,7 +58,7 @@ impl ArrayKey {
             Self::Signs([h, f, s, p3, p2, p]) => Self::Hma([h, f, s])
                 .warm_up()?
                 .max(Self::Hma3([p3, p2, p]).warm_up()?),
-            Self::Moves | Self::Ema(_) | Self::Rsi(_) | Self::Donchian(_) | Self::Node(_) => {
+            Self::Moves | Self::Ema(_) | Self::Node(_) => {
                 return None;
             }
         })
@@ -75,7 +69,7 @@ impl ArrayKey {
     /// range's own warm-up NaN. Bit for bit the fresh computation, because every value of these
     /// lines is a fresh sum over its own window (no running state): the folds of a walk-forward
     /// share one computation of their lines this way. `None` for arrays that depend on where
-    /// the range starts ([`ArrayKey::Ema`], [`ArrayKey::Rsi`], [`ArrayKey::Moves`]) or a range
+    /// the range starts ([`ArrayKey::Ema`], [`ArrayKey::Moves`], a formula's [`ArrayKey::Node`]) or a range
     /// past `whole`.
     pub fn of_range(self, whole: &[f64], from: usize, to: usize) -> Option<Arc<[f64]>> {
         self.cut(whole, from, to, f64::NAN)

@@ -1,10 +1,11 @@
 //! `sweepflight-kernel`: the backtest kernel of sweepflight, pure compute with no I/O and no
 //! async.
 //!
-//! It owns the definition of a strategy run (docs/kernel.md): the strategies ([`Strategy`],
-//! their combos [`Params`]; the paper's HMA vs HMA3 stop-and-reverse with its windows
-//! [`Combo`]), the [`execution`] loop every strategy shares (sides, stops, warm-up), the
-//! [`Ledger`], and the sweeps ([`sweep_params`] for any strategy, [`sweep`] for the paper's):
+//! It owns the definition of a strategy run (docs/kernel.md): the strategy language
+//! ([`expr`], [`eval`]) and the built-ins as its formula rows ([`Strategy`], their combos
+//! [`Params`]; the paper's HMA vs HMA3 stop-and-reverse with its windows [`Combo`]), the
+//! [`execution`] loop every strategy shares (sides, stops, warm-up), the [`Ledger`], and the
+//! sweeps ([`sweep_combos`] for any strategy, [`sweep`] for the paper kernel's):
 //! every combo's result over one close series, computed in parallel and bit-exact with the
 //! numba reference.
 //!
@@ -45,20 +46,18 @@ pub mod plan;
 pub mod portfolio;
 pub mod record;
 mod signal;
-pub mod strategy;
 mod sweep;
 pub mod timeframe;
 
-pub use builtins::{Params, Strategy};
+pub use builtins::{Params, Strategy, sweep_params, sweep_params_on};
 pub use certified::CertifiedBars;
 pub use combo::Combo;
-pub use combos::{Combos, ProgramCombos, sweep_combos};
+pub use combos::{Combos, sweep_combos};
 pub use error::{Error, Result};
 pub use execution::{Execution, ExitReason, Fill, Side, StopsOn};
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
 pub use lines::wma;
 pub use record::{Record, Records, Trade, equity};
-pub use strategy::{sweep_params, sweep_params_on};
 pub use sweep::{
     ArrayCache, ArrayKey, NoCache, PARALLEL_MIN_WORK, SweepControl, line_bytes, memory_bytes,
     multiply_adds, scratch_bytes, sweep, sweep_executed, sweep_executed_on, sweep_with, work,

@@ -11,7 +11,6 @@
 
 use std::ops::Range;
 
-use crate::builtins::Params;
 use crate::execution::{Execution, ExitReason, Fill, Side, StopsOn};
 use crate::ledger::Metrics;
 use crate::lines::Bars;
@@ -164,7 +163,7 @@ pub fn donchian_signals(x: &[f64], n: usize) -> Vec<i8> {
 }
 
 /// +1 where `b` crosses above `a`, -1 where below, 0 elsewhere (any of the four values NaN: 0).
-fn cross_signals(a: &[f64], b: &[f64]) -> Vec<i8> {
+pub(crate) fn cross_signals(a: &[f64], b: &[f64]) -> Vec<i8> {
     let mut out = vec![0i8; a.len()];
     for i in 1..a.len() {
         let (a0, a1, b0, b1) = (a[i - 1], a[i], b[i - 1], b[i]);
@@ -180,39 +179,17 @@ fn cross_signals(a: &[f64], b: &[f64]) -> Vec<i8> {
     out
 }
 
+/// A strategy's definition as the oracle runs it: one signal per bar of a computed range
+/// (the built-ins' definitions from strategies.md are beside their rows,
+/// [`crate::builtins::Params`]'s implementation).
+pub trait Signals {
+    /// One signal per bar of `x`: +1 long, -1 short, 0 none.
+    fn signals(&self, x: &[f64]) -> Vec<i8>;
+}
+
 /// One signal per bar of `x` (a computed range) for `params`.
-pub fn signals(x: &[f64], params: &Params) -> Vec<i8> {
-    let len = x.len();
-    match *params {
-        Params::HmaSar(c) => {
-            let [half, full, sqrt, p3, p2, p] = c.windows().map(|w| w as usize);
-            cross_signals(&hma(x, half, full, sqrt), &hma3(x, p3, p2, p))
-        }
-        Params::SmaCross { fast, slow } => {
-            // a = SMA(fast) above b = SMA(slow) goes long: "b crosses above a" with the roles
-            // of cross_signals swapped.
-            cross_signals(&sma(x, slow as usize), &sma(x, fast as usize))
-        }
-        Params::EmaCross { fast, slow } => {
-            if fast as usize > len || slow as usize > len {
-                return vec![0; len];
-            }
-            cross_signals(&ema(x, slow as usize), &ema(x, fast as usize))
-        }
-        Params::Donchian { n } => donchian_signals(x, n as usize),
-        Params::RsiRevert { n, lower, upper } => {
-            let r = rsi(x, n as usize);
-            let mut out = vec![0i8; len];
-            for i in 1..len {
-                if r[i] > lower && r[i - 1] <= lower {
-                    out[i] = 1;
-                } else if r[i] < upper && r[i - 1] >= upper {
-                    out[i] = -1;
-                }
-            }
-            out
-        }
-    }
+pub fn signals(x: &[f64], params: &impl Signals) -> Vec<i8> {
+    params.signals(x)
 }
 
 /// One booked trade, as the oracle's loop books it.
@@ -509,7 +486,7 @@ pub fn run_trades(
     close: &[f64],
     rows: Range<usize>,
     warmup: usize,
-    params: &Params,
+    params: &impl Signals,
     exec: &Execution,
 ) -> Vec<Trade> {
     assert!(rows.start < rows.end && rows.end <= close.len(), "{rows:?}");
@@ -532,7 +509,7 @@ pub fn run(
     close: &[f64],
     rows: Range<usize>,
     warmup: usize,
-    params: &Params,
+    params: &impl Signals,
     exec: &Execution,
 ) -> ComboResult {
     summarise(&run_trades(close, rows, warmup, params, exec))

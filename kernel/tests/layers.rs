@@ -1,6 +1,7 @@
 //! The kernel's layers, read from its own sources: no two files import each other, directly or
 //! round a circle, the ledger and the execution loop import no plan, evaluation or sweep
-//! code, and the computations (`lines/`) import nothing outside their folder. Imports are the `crate::` and `super::` paths of each file's code (comments and test
+//! code, the computations (`lines/`) import nothing outside their folder, and no file but
+//! the built-ins' table names a built-in (one engine: the tuned paths serve shapes). Imports are the `crate::` and `super::` paths of each file's code (comments and test
 //! modules left out), each resolved to the file that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -209,4 +210,63 @@ fn the_kernel_files_import_each_other_without_a_circle() {
     two.insert("a".to_owned(), "use crate::b::X;".to_owned());
     two.insert("b".to_owned(), "fn f() { crate::a::g() }".to_owned());
     assert!(circle(&imports(&two)).is_some());
+}
+
+/// Whole identifiers of `code` (letters, digits, `_`).
+fn identifiers(code: &str) -> BTreeSet<&str> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+#[test]
+fn no_file_but_the_builtins_table_names_a_builtin() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mods = modules(&src);
+    // The typed combos' variants and the strategies' names, as code and as text.
+    let variants = [
+        "HmaSar",
+        "SmaCross",
+        "EmaCross",
+        "Donchian",
+        "RsiRevert",
+        "Params",
+    ];
+    let names = [
+        "hma_sar",
+        "sma_cross",
+        "ema_cross",
+        "donchian",
+        "rsi_revert",
+    ];
+    let table = &mods["builtins"];
+    let found = identifiers(table);
+    assert!(
+        variants.iter().all(|v| found.contains(v)),
+        "the reader sees the table's names"
+    );
+    let mut named = Vec::new();
+    for (m, code) in mods.iter().filter(|(m, _)| *m != "builtins") {
+        let m = if m.is_empty() { "lib" } else { m.as_str() };
+        let ids = identifiers(code);
+        named.extend(
+            variants
+                .iter()
+                .filter(|v| ids.contains(*v))
+                .map(|v| format!("{m}: {v}")),
+        );
+        named.extend(
+            names
+                .iter()
+                .filter(|n| code.contains(&format!("\"{n}\"")))
+                .map(|n| format!("{m}: \"{n}\"")),
+        );
+    }
+    // The crate's root re-exports the table's types for its callers.
+    let allowed = ["lib: Params"];
+    named.retain(|n| !allowed.contains(&n.as_str()));
+    assert!(
+        named.is_empty(),
+        "built-ins named outside builtins.rs: {named:?}"
+    );
 }

@@ -220,7 +220,7 @@ proptest! {
         for (key, line) in fresh.0.into_inner().unwrap() {
             let Some(base) = whole.get(&key) else { continue };
             match key.of_range(base, from, to) {
-                None => prop_assert!(matches!(key, ArrayKey::Ema(_) | ArrayKey::Rsi(_) | ArrayKey::Moves), "{:?}", key),
+                None => prop_assert!(matches!(key, ArrayKey::Ema(_) | ArrayKey::Node(_) | ArrayKey::Moves), "{:?}", key),
                 Some(cut) => {
                     prop_assert_eq!(cut.len(), line.len());
                     for (i, (x, y)) in cut.iter().zip(line.iter()).enumerate() {

@@ -9,11 +9,10 @@
 //!   monthly closes, and weekly OHLCV, beside one `sma(close, 10)` over the same bars. Checked
 //!   first: the fast gathering equals the oracle's, column for column, bit for bit.
 //! - **A weekly filter**: `sma_cross` over vectorbt's 435 pairs as formulas on the paper series
-//!   (150,000 bars, hourly times), as a call runs it (recognised as the built-in's form: its
-//!   tuned path) and on the formula path, beside the same with `and close > weekly(sma(close,
-//!   10))` on both sides (the formula path). Checked first: the filtered sweep equals the same strategy reading the weekly
-//!   values as an input column (computed by the interpreter), every field, and two combos
-//!   equal the interpreter's trades.
+//!   (150,000 bars, hourly times), beside the same with `and close > weekly(sma(close, 10))`
+//!   on both sides. Checked first: the filtered sweep equals the same strategy reading the
+//!   weekly values as an input column (computed by the interpreter), every field, and two
+//!   combos equal the interpreter's trades.
 //!
 //! Every run is cold (no cache, all cores); the cases of one part are timed in alternating
 //! rounds. Output: `{"bars", "paper_bars", "runs": {CASE: [seconds]}}`.
@@ -26,7 +25,7 @@ use sweepflight_kernel::eval::{oracle, sweep_program};
 use sweepflight_kernel::expr::{Field, Program};
 use sweepflight_kernel::lines::{Bars, Input, series};
 use sweepflight_kernel::timeframe::{PeriodBars, Timeframe};
-use sweepflight_kernel::{Combos, Execution, ProgramCombos, SweepControl, sweep_combos};
+use sweepflight_kernel::{Combos, Execution, SweepControl, sweep_combos};
 
 /// Each case run once per round, in an order that alternates between rounds; seconds per case.
 fn rounds(runs: usize, cases: &mut [(&str, &mut dyn FnMut())]) -> Vec<Vec<f64>> {
@@ -178,30 +177,11 @@ fn main() -> anyhow::Result<()> {
         &exec,
         &[0, grid.len() - 1],
     )?;
-    // As a user's call runs them: the kernel recognises the plain crossing as the built-in's
-    // form (its tuned path); the filtered one runs the formula path.
     let plain = Combos::of_program(Arc::new(plain), flat.clone(), grid.len());
     let framed = Combos::of_program(Arc::new(framed), flat.clone(), grid.len());
-    ensure!(
-        matches!(plain, Combos::Builtin(_)) && matches!(framed, Combos::Program(_)),
-        "the crossing is the built-in's form, the filtered one is not"
-    );
-    let generic = Combos::Program(ProgramCombos {
-        program: Arc::new(Program::new(&[
-            (Field::Long, cross[0]),
-            (Field::Short, cross[1]),
-        ])?),
-        values: flat.clone(),
-        count: grid.len(),
-    });
-    let mut f = || {
-        drop(std::hint::black_box(
-            sweep_combos(&bars, &plain, &exec, &control).unwrap(),
-        ))
-    };
     let mut g = || {
         drop(std::hint::black_box(
-            sweep_combos(&bars, &generic, &exec, &control).unwrap(),
+            sweep_combos(&bars, &plain, &exec, &control).unwrap(),
         ))
     };
     let mut h = || {
@@ -210,15 +190,8 @@ fn main() -> anyhow::Result<()> {
         ))
     };
     let mut cases: Vec<(&str, &mut dyn FnMut())> = vec![
-        (
-            "sma_cross as formulas (435 pairs, the built-in's path)",
-            &mut f,
-        ),
-        ("the same on the formula path", &mut g),
-        (
-            "the same and close > weekly(sma(close, 10)) (the formula path)",
-            &mut h,
-        ),
+        ("sma_cross as formulas (435 pairs)", &mut g),
+        ("the same and close > weekly(sma(close, 10))", &mut h),
     ];
     let timed = rounds(runs, &mut cases);
     for ((label, _), t) in cases.iter().zip(timed) {

@@ -49,11 +49,11 @@ use crate::{Error, Result};
 /// [`Error::InvalidArgument`] naming the combo's position and parameter for a combo the
 /// kernel refuses (`lower >= upper` in a `grid`, say).
 #[cfg(test)]
-fn params(strategy: &Strategy, grid: &Grid) -> Result<Vec<sweepflight_kernel::Params>> {
-    match params_in(strategy, grid, 0..grid.len())?.0 {
-        Combos::Builtin(p) => Ok(p),
-        Combos::Program(_) => Err(Error::Internal("not a built-in".into())),
-    }
+fn params(strategy: &Strategy, grid: &Grid) -> Result<Vec<Vec<f64>>> {
+    let combos = params_in(strategy, grid, 0..grid.len())?.0;
+    Ok((0..combos.len())
+        .map(|i| combos.combo(i).to_vec())
+        .collect())
 }
 
 /// [`params`] for the combos `range` of the grid only (errors name their position in the
@@ -114,7 +114,8 @@ pub(crate) fn combos_at(strategy: &Strategy, grid: &Grid, at: &[usize]) -> Resul
         .iter()
         .map(|&c| Ok(params_in(strategy, grid, c..c + 1)?.0))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Combos::concat(parts))
+    Ok(Combos::concat(parts)
+        .unwrap_or_else(|| Combos::of_program(strategy.program().0, Vec::new(), 0)))
 }
 
 /// The kernel's execution options for a request's (the evaluated range is each input's).
@@ -1327,7 +1328,6 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sweepflight_kernel::Params;
     use sweepflight_protocol::Builtin;
 
     #[test]
@@ -1344,10 +1344,7 @@ mod tests {
         let ok = Grid::Product(vec![vec![5.0, 6.0], vec![20.0]]);
         assert_eq!(
             params(&Strategy::Builtin(Builtin::SmaCross), &ok).unwrap(),
-            [
-                Params::SmaCross { fast: 5, slow: 20 },
-                Params::SmaCross { fast: 6, slow: 20 }
-            ]
+            [[5.0, 20.0], [6.0, 20.0]]
         );
     }
 

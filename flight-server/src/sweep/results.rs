@@ -564,11 +564,18 @@ mod tests {
     use sweepflight_protocol::{Strategy, result_schema};
 
     fn job(strategy: Strategy, params: Vec<Params>) -> Job {
+        let width = strategy.params().len();
+        let values: Vec<f64> = params
+            .iter()
+            .flat_map(|p| (0..width).map(|k| p.value(k)))
+            .collect();
+        let combos =
+            sweepflight_kernel::Combos::of_program(strategy.program().0, values, params.len());
         Job {
             inputs: Vec::new(),
             names: None,
             strategy,
-            combos: sweepflight_kernel::Combos::Builtin(params),
+            combos,
             positions: None,
             exec: Execution::default(),
             // One per series of the results the tests make (they have no inputs).

@@ -29,7 +29,6 @@ use crate::compute::{Job, Progress};
 use crate::datasets::Dataset;
 use crate::sweep::engine::Engine;
 use crate::{Error, Result};
-use sweepflight_kernel::Combos;
 
 /// The series of a walk-forward (index in the dataset, key value on a keyed one) and their
 /// folds.
@@ -331,27 +330,20 @@ async fn portfolio(
 }
 
 /// The first combos of the grid, in order, that between them have every line of the grid a
-/// range can cut from the whole series ([`sweepflight_kernel::Params::cuttable_lines`]): a few
-/// per window, not the whole grid. Empty when the strategy has no such lines.
+/// range can cut from the whole series ([`sweepflight_kernel::Combos::cuttable_lines`]): a
+/// few per window, not the whole grid. Empty when a combo has no such line (its folds would
+/// compute the rest anyway).
 fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
     let strategy = &request.strategy;
-    // Formula strategies keep no lines in the cache yet: nothing to cover.
-    if let Strategy::Formulas(_) = strategy {
-        return Ok(Vec::new());
-    }
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     // In steps, so a grid of millions is never expanded whole.
     const STEP: usize = 100_000;
     for start in (0..request.len()).step_by(STEP) {
         let end = (start + STEP).min(request.len());
-        let Combos::Builtin(params) =
-            crate::compute::params_in(strategy, &request.grid, start..end)?.0
-        else {
-            return Ok(Vec::new());
-        };
-        for (i, p) in params.iter().enumerate() {
-            let lines = p.cuttable_lines();
+        let (combos, kept) = crate::compute::params_in(strategy, &request.grid, start..end)?;
+        for i in 0..combos.len() {
+            let lines = combos.cuttable_lines(i);
             if lines.is_empty() {
                 return Ok(Vec::new());
             }
@@ -360,10 +352,10 @@ fn covering_combos(request: &SweepRequest) -> Result<Vec<Vec<f64>>> {
                 new |= seen.insert(key);
             }
             if new {
-                let k = start + i;
+                let k = start + kept.as_ref().map_or(i, |kept| kept[i]);
                 out.push(match request.grid.values(strategy, k)? {
                     Some(v) => v,
-                    None => (0..strategy.params().len()).map(|j| p.value(j)).collect(),
+                    None => combos.combo(i).to_vec(),
                 });
             }
         }

@@ -973,6 +973,52 @@ fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
     }
 }
 
+/// The arrays of one combo of `program` (its `values`) that a sweep over a row range can cut
+/// from the same arrays over the whole series ([`ArrayKey::of_range`]): the lines of the
+/// closes [`builtin_line`] keys whose values are fresh sums over their own windows, and the
+/// paper kernel's state bytes of its crossings of an HMA and an HMA3 line.
+pub fn cuttable_lines(program: &Program, values: &[f64]) -> Vec<ArrayKey> {
+    let mut plan = Plan::new();
+    plan.bind(program, values);
+    // No closes: no series-dependent key (an EMA's) is given.
+    let bars = Bars::closes(&[]);
+    let (defs, frames) = (plan.defs(), plan.frames());
+    let mut keys: Vec<ArrayKey> = defs
+        .iter()
+        .zip(frames)
+        .filter(|(_, frame)| frame.is_none())
+        .filter_map(|(def, _)| {
+            if let Some((combo, _)) = paper_pair(&bars, defs, def) {
+                return Some(ArrayKey::Signs(combo.windows()));
+            }
+            builtin_line(&bars, defs, def).filter(|k| k.of_range(&[], 0, 0).is_some())
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The paper kernel's combos of those of `program` (`count` combos of `values`) that the
+/// sweep runs whole on it (`direct.rs`), whatever the series: what the call's estimates
+/// count for them.
+pub fn paper_combos(program: &Program, values: &[f64], count: usize) -> Vec<Combo> {
+    let bars = Bars::closes(&[]);
+    let control = SweepControl::default();
+    let Some(mut recogniser) = direct::Recogniser::of(&bars, program, &control) else {
+        return Vec::new();
+    };
+    let width = program.params.len();
+    (0..count)
+        .filter_map(
+            |i| match recogniser.direct(&values[i * width..(i + 1) * width]) {
+                Some((direct::Direct::Paper(c), _)) => Some(c),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
 /// What evaluation reads: the bars, the group's nodes and its shared arrays.
 struct Ctx<'a> {
     /// The bars of the nodes evaluated (a timeframe's period bars inside [`Ctx::whole`] of one

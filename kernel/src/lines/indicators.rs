@@ -350,20 +350,6 @@ pub fn donchian_signals(x: &[f64], n: usize) -> Vec<i8> {
     out
 }
 
-/// The `rsi_revert` signal from an RSI line: +1 where it rises through `lower`
-/// (`rsi[i] > lower`, `rsi[i-1] <= lower`), -1 where it falls through `upper`; NaN compares
-/// false, so undefined bars give 0.
-pub(crate) fn rsi_signals(rsi: &[f64], lower: f64, upper: f64, out: &mut Vec<i8>) {
-    out.clear();
-    out.resize(rsi.len(), 0);
-    for i in 1..rsi.len() {
-        let (r0, r1) = (rsi[i - 1], rsi[i]);
-        let up = r1 > lower && r0 <= lower;
-        let down = r1 < upper && r0 >= upper;
-        out[i] = i8::from(up) - i8::from(down);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
