@@ -908,11 +908,8 @@ class Report:
             f"{t['kernel_bars']:,}-bar hourly series (each checked equal to the oracle's first) beside one",
             "`sma(close, 10)` over it. A call gathers only the columns its formulas read: `weekly(sma(close,",
             "10))` gathers closes; OHLCV is what `weekly(atr(14))` with volume would read. The same tool",
-            "times the sweeps above without the server: the plain crossing is recognised as the built-in's",
-            "form and runs its tuned path (as on the server); the filtered one runs the formula path, so",
-            "the plain crossing on the formula path is shown too (the filter itself costs less than",
-            "nothing there: it removes events the execution loop would visit). Leaving the built-in's",
-            "path for any change to its formula is issue #49's.",
+            "times the sweeps above without the server, on the one engine every strategy runs on (the",
+            "filter can cost less than nothing: it removes events the execution loop would visit).",
             "",
         ]
         gathering = {k: v for k, v in kernel.items() if "period bars" in k or k.startswith("sma(")}

@@ -4,7 +4,7 @@
 //! combos whole counted by their shape ([`crate::eval`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::eval::sweep_program;
 use crate::execution::Execution;
@@ -34,6 +34,9 @@ pub struct Combos {
     pub values: Vec<f64>,
     /// How many combos.
     pub count: usize,
+    /// The paper kernel's combos of those it runs whole, found once (every estimate reads
+    /// them).
+    paper: OnceLock<Vec<Combo>>,
 }
 
 impl Combos {
@@ -58,11 +61,14 @@ impl Combos {
     }
 
     /// The paper kernel's combos of those the sweep runs whole on it, whatever the series.
-    fn paper_combos(&self) -> Vec<Combo> {
-        if !self.hulls() {
-            return Vec::new();
-        }
-        crate::eval::paper_combos(&self.program, &self.values, self.count)
+    fn paper_combos(&self) -> &[Combo] {
+        self.paper.get_or_init(|| {
+            if self.hulls() {
+                crate::eval::paper_combos(&self.program, &self.values, self.count)
+            } else {
+                Vec::new()
+            }
+        })
     }
 
     /// How many function series the combos' formulas compute, at most: each call (once per
@@ -117,6 +123,7 @@ impl Combos {
             program,
             values,
             count,
+            paper: OnceLock::new(),
         }
     }
 
@@ -165,14 +172,14 @@ impl Combos {
         let formulas = (p.count as u64)
             .saturating_mul(bars as u64)
             .saturating_mul(FORMULA_WORK_PER_BAR);
-        formulas.max(crate::sweep::work(bars, &p.paper_combos()))
+        formulas.max(crate::sweep::work(bars, p.paper_combos()))
     }
 
     /// Per-worker scratch bytes over `bars` bars on `workers` threads.
     pub fn scratch_bytes(&self, bars: usize, workers: usize) -> usize {
         let paper = self.paper_combos();
         self.formula_scratch(bars, self.count - paper.len())
-            .max(kernel_scratch(bars, &paper, workers))
+            .max(kernel_scratch(bars, paper, workers))
     }
 
     /// Per-worker scratch of the formula path for `formulas` of the combos (none: 0).
@@ -228,7 +235,7 @@ impl Combos {
         let on_paper = if paper.is_empty() {
             0
         } else {
-            crate::sweep::memory_bytes(bars, &paper, workers, shared_cap)
+            crate::sweep::memory_bytes(bars, paper, workers, shared_cap)
                 - paper.len() * size_of::<ComboResult>()
                 - crate::Moves::bytes(bars)
         };
@@ -248,7 +255,7 @@ impl Combos {
     pub fn line_bytes(&self, bars: usize) -> usize {
         let p = self;
         let series = p.series_calls().saturating_mul(bars).saturating_mul(8);
-        series.max(crate::sweep::line_bytes(bars, &p.paper_combos()))
+        series.max(crate::sweep::line_bytes(bars, p.paper_combos()))
     }
 
     /// The arrays of combo `i` that a sweep over a row range can cut from the same arrays
