@@ -1699,6 +1699,82 @@ fn whole_signals_of_a_tuned_shape_trade_as_the_interpreter() {
     }
 }
 
+/// A crossing of two `sma` lines of the closes, one of them long enough for a certified line,
+/// anywhere in a formula and in either order, reads the pair's state bytes made from the
+/// certified lines and settled exactly where their bounds leave them open: trades equal the
+/// interpreter's on the word path and the generic one, on every kind of series (the closes
+/// with NaN or past the certified range take the exact lines), under the options, in a tight
+/// working set; the comparisons are counted where the closes allow certified lines.
+#[test]
+fn crossings_of_long_sma_lines_read_certified_state_bytes() {
+    let (fast, slow) = ("sma(close, fast)", "sma(close, slow)");
+    let word_path = Program::new(&[
+        (
+            Field::Long,
+            &format!("cross_above({fast}, {slow}) and close > 0"),
+        ),
+        (Field::Short, &format!("cross_above({slow}, {fast})")),
+    ])
+    .unwrap();
+    let generic = Program::new(&[
+        (
+            Field::Long,
+            &format!("cross_below({slow}, {fast}) and close > sma(close, 20)"),
+        ),
+        (
+            Field::Short,
+            &format!("cross_below({fast}, {slow}) and not close > sma(close, 20)"),
+        ),
+        (Field::ExitLong, &format!("cross_below({fast}, {slow})")),
+    ])
+    .unwrap();
+    let pairs: Vec<Vec<f64>> = [
+        (20.0, 300.0),
+        (300.0, 20.0),
+        (257.0, 1000.0),
+        (5.0, 9.0),
+        (10.0, 4000.0),
+    ]
+    .map(|(f, s)| vec![f, s])
+    .to_vec();
+    for (kind, close) in series_kinds(2600, 47) {
+        let around = bars_of(&close, 9);
+        let bars = around.with(&close);
+        for (case, program) in [("word path", &word_path), ("generic path", &generic)] {
+            for exec in executions(300) {
+                for tight in [false, true] {
+                    let mut traded = 0;
+                    for (values, (got, plain, trades)) in pairs.iter().zip(
+                        common::swept_and_interpreted(&bars, program, &pairs, &exec, tight),
+                    ) {
+                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
+                        assert_eq!(trades, plain.len());
+                        traded += trades;
+                    }
+                    assert!(traded > 0, "{case} on {kind} never trades");
+                }
+            }
+            let counts = sweepflight_kernel::CertifiedBars::default();
+            let control = SweepControl {
+                certified: Some(&counts),
+                ..SweepControl::default()
+            };
+            let flat = pairs.concat();
+            sweep_program(
+                &bars,
+                program,
+                &flat,
+                pairs.len(),
+                &Execution::default(),
+                &control,
+            )
+            .unwrap();
+            let certifiable = close.iter().all(|v| v.is_finite());
+            assert_eq!(counts.compared() > 0, certifiable, "{case} on {kind}");
+        }
+    }
+}
+
 /// The paper kernel's state bytes serve a formula's crossings whichever way its sweep runs,
 /// tiled (small tiles forced) or untiled, and from a cache a built-in sweep filled (its bytes
 /// read, not recomputed): the built-in's formula form, swept on the formula path, equals the

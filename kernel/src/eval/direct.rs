@@ -90,11 +90,7 @@ pub(super) struct Recogniser<'a> {
 impl<'a> Recogniser<'a> {
     /// `None` where no combo of `program` can have a direct shape: formulas other than
     /// `long`, `short` and a constraint, or a `long` or `short` missing.
-    pub(super) fn of(
-        bars: &'a Bars<'a>,
-        program: &'a Program,
-        control: &SweepControl<'_>,
-    ) -> Option<Self> {
+    pub(super) fn of(bars: &'a Bars<'a>, program: &'a Program, certify: bool) -> Option<Self> {
         let fields_fit = program
             .formulas
             .iter()
@@ -106,7 +102,7 @@ impl<'a> Recogniser<'a> {
         Some(Self {
             bars,
             program,
-            certify: !control.exact_lines && certified::certifiable(bars.close),
+            certify,
             plan: Plan::new(),
             clean: Vec::new(),
         })
@@ -141,8 +137,15 @@ impl<'a> Recogniser<'a> {
                 v
             }
         };
-        let mut shape =
-            |id: u32| Shape::of(bars, (defs, frames), &defs[id as usize], &mut is_clean);
+        let certify = self.certify;
+        let mut shape = |id: u32| {
+            Shape::of(
+                bars,
+                (defs, frames),
+                &defs[id as usize],
+                (&mut is_clean, certify),
+            )
+        };
         if let (
             Some(Shape::Breakout { x, n, above: true }),
             Some(Shape::Breakout {
@@ -208,7 +211,7 @@ fn normal(defs: &[Def], id: u32, long: bool) -> Option<(u32, u32)> {
 /// [`Error::Cancelled`] once `control.cancelled` answers true.
 pub(super) fn sweep(
     combos: &[(usize, Direct, Windows)],
-    (exec, have, books, parallel): (&Execution, &Windows, Books<'_>, bool),
+    (exec, have, books, (parallel, certify)): (&Execution, &Windows, Books<'_>, (bool, bool)),
     control: &SweepControl<'_>,
     results: &mut [ComboResult],
 ) -> Result<()> {
@@ -256,7 +259,6 @@ pub(super) fn sweep(
     }
     order.sort_by_key(|&(_, d)| d.keys());
     let max_arrays = (control.working_set_bytes / (len.max(1) * 8)).max(2);
-    let certify = !control.exact_lines && certified::certifiable(bars.close);
     let mut rest = &order[..];
     while !rest.is_empty() {
         // The longest prefix whose distinct arrays fit (never empty).
@@ -361,6 +363,50 @@ fn compute(
     out
 }
 
+/// The SMA line of window `n` as a side of a comparison.
+fn side(arrays: &BTreeMap<Key, Array>, n: u32) -> Side<'_> {
+    let line = match &arrays[&Key::Sma(n)] {
+        Array::Line(l) => Bounded::exact(l),
+        Array::Certified(c) => c.view(),
+        Array::Signals(_) => unreachable!("an SMA is a line"),
+    };
+    Side {
+        line,
+        key: ArrayKey::Sma(n),
+    }
+}
+
+/// The state bytes of each SMA pair `(a, b)` of `pairs` over the closes of `bars` (as
+/// [`signal::states`] makes them from lines `a` and `b`): each line once, certified where
+/// that pays, the comparisons the bounds leave open settled exactly.
+pub(super) fn pair_states(
+    bars: &Bars<'_>,
+    pairs: &[(u32, u32)],
+    parallel: bool,
+    control: &SweepControl<'_>,
+) -> Vec<Arc<[u8]>> {
+    if pairs.is_empty() {
+        return Vec::new();
+    }
+    let keys: BTreeSet<Key> = pairs
+        .iter()
+        .flat_map(|&(a, b)| [Key::Sma(a), Key::Sma(b)])
+        .collect();
+    // Only crossings the closes certify are served this way.
+    let arrays = compute(bars, &keys, (parallel, true), control.cache);
+    let one = |&(a, b): &(u32, u32)| -> Arc<[u8]> {
+        let mut states = Vec::new();
+        let sides = (side(&arrays, a), side(&arrays, b));
+        signal::states(bars.close, sides, &mut states, control.certified);
+        states.into()
+    };
+    if parallel {
+        pairs.par_iter().map(one).collect()
+    } else {
+        pairs.iter().map(one).collect()
+    }
+}
+
 /// Combo `combo` (`d`) from its arrays; `states` is scratch.
 fn run_one(
     (books, combo): (Books<'_>, usize),
@@ -370,22 +416,11 @@ fn run_one(
     states: &mut Vec<u8>,
     control: &SweepControl<'_>,
 ) -> ComboResult {
-    let side = |n: u32| {
-        let line = match &arrays[&Key::Sma(n)] {
-            Array::Line(l) => Bounded::exact(l),
-            Array::Certified(c) => c.view(),
-            Array::Signals(_) => unreachable!("an SMA is a line"),
-        };
-        Side {
-            line,
-            key: ArrayKey::Sma(n),
-        }
-    };
     match d {
         Direct::Smas { a, b } => signal::run_fast(
             books,
             combo,
-            (side(a), side(b)),
+            (side(arrays, a), side(arrays, b)),
             exec,
             states,
             control.certified,
@@ -408,8 +443,7 @@ mod tests {
     fn shape(texts: &[(Field, &str)], values: &[f64], close: &[f64]) -> Option<Direct> {
         let program = Program::new(texts).unwrap();
         let bars = Bars::closes(close);
-        let control = SweepControl::default();
-        Recogniser::of(&bars, &program, &control)?
+        Recogniser::of(&bars, &program, certified::certifiable(close))?
             .direct(values)
             .map(|(d, _)| d)
     }

@@ -195,6 +195,11 @@ enum Shape {
     /// kernel's combo whose state bytes give it, and whether the HMA3 line comes first. The
     /// crossing stays the combo's own node, read from the bytes ([`Served`]).
     Paper(Combo, bool),
+    /// A crossing of two `sma` lines of the closes, one long enough for a certified line
+    /// (`crate::certified`): the windows in ascending order, and whether the longer comes
+    /// first. Read from the pair's state bytes, settled exactly where the bounds leave them
+    /// open ([`Served`]).
+    Certified { lo: u32, hi: u32, swapped: bool },
     /// A channel breakout ([`Breakout`]) of column node `x` over `n` bars, above the highest
     /// or below the lowest: a shared condition, made by the channels' pass over `x`.
     Breakout { x: u32, n: usize, above: bool },
@@ -202,15 +207,26 @@ enum Shape {
 
 impl Shape {
     /// The shape of node `def`, if a tuned computation serves it over `bars`; `clean` answers
-    /// whether a column has no NaN (the channels' pass is the language's only there).
+    /// whether a column has no NaN (the channels' pass is the language's only there),
+    /// `certify` whether the closes take certified lines.
     fn of(
         bars: &Bars<'_>,
         (defs, frames): (&[Def], &[Option<Timeframe>]),
         def: &Def,
-        clean: &mut impl FnMut(Column) -> bool,
+        (clean, certify): (&mut impl FnMut(Column) -> bool, bool),
     ) -> Option<Self> {
         if let Some((combo, swapped)) = paper_pair(bars, defs, def) {
             return Some(Self::Paper(combo, swapped));
+        }
+        if certify && let Some((x, y)) = sma_pair(bars, defs, def) {
+            return [x, y]
+                .iter()
+                .any(|&n| crate::certified::pays(n as usize, bars.len()))
+                .then_some(Self::Certified {
+                    lo: x.min(y),
+                    hi: x.max(y),
+                    swapped: x > y,
+                });
         }
         let Def::Compare(op, Operand::Node(a), Operand::Node(b)) = *def else {
             return None;
@@ -276,6 +292,26 @@ fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)>
     Some((Combo::new([h, f, q, p3, p2, p]).ok()?, swapped))
 }
 
+/// The windows of a crossing of two `sma` lines of the closes, in its operands' order.
+fn sma_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(u32, u32)> {
+    let Def::Call { func, args } = def else {
+        return None;
+    };
+    function(*func).crossing?;
+    let [
+        CallArg::Operand(Operand::Node(a)),
+        CallArg::Operand(Operand::Node(b)),
+    ] = args[..]
+    else {
+        return None;
+    };
+    let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
+    match (line(a)?, line(b)?) {
+        (ArrayKey::Sma(x), ArrayKey::Sma(y)) => Some((x, y)),
+        _ => None,
+    }
+}
+
 /// One group's plan and what phase 1 computed.
 struct Group {
     plan: Plan,
@@ -287,13 +323,19 @@ struct Group {
     shapes: Vec<Option<Shape>>,
     /// The paper kernel's combos the group's crossings read, numbered in order of first use.
     combos: HashMap<Combo, usize>,
+    /// The certified SMA pairs (windows ascending) its crossings read, numbered likewise.
+    pairs: HashMap<(u32, u32), usize>,
+    /// Whether the closes take certified lines.
+    certify: bool,
     /// Which columns have no NaN, as asked.
     clean: Vec<(Column, bool)>,
 }
 
 impl Group {
-    fn new() -> Self {
+    fn new(certify: bool) -> Self {
         Self {
+            pairs: HashMap::new(),
+            certify,
             plan: Plan::new(),
             shared: Vec::new(),
             bytes: 0,
@@ -329,13 +371,20 @@ impl Group {
         };
         for (id, def) in defs.iter().enumerate().skip(from) {
             if frames[id].is_none()
-                && let Some(shape) = Shape::of(bars, (defs, frames), def, &mut is_clean)
+                && let Some(shape) =
+                    Shape::of(bars, (defs, frames), def, (&mut is_clean, self.certify))
             {
                 self.shapes[id] = Some(shape);
                 match shape {
                     Shape::Paper(combo, _) => {
                         let n = self.combos.len();
                         if *self.combos.entry(combo).or_insert(n) == n {
+                            self.bytes += bars.len();
+                        }
+                    }
+                    Shape::Certified { lo, hi, .. } => {
+                        let n = self.pairs.len();
+                        if *self.pairs.entry((lo, hi)).or_insert(n) == n {
                             self.bytes += bars.len();
                         }
                     }
@@ -394,30 +443,50 @@ impl Group {
         }
     }
 
-    /// The state bytes of every crossing the paper kernel serves, by node (one computation
-    /// per distinct pair, the cache asked first).
-    fn served(&self, bars: &Bars<'_>, control: &SweepControl<'_>) -> Result<Vec<Option<Served>>> {
-        if self.combos.is_empty() {
+    /// The state bytes of every crossing a tuned path serves, by node: the paper kernel's
+    /// (one computation per distinct pair, the cache asked first) and the certified SMA
+    /// pairs' (each line once, the exact ones asked of the cache).
+    fn served(
+        &self,
+        bars: &Bars<'_>,
+        control: &SweepControl<'_>,
+        parallel: bool,
+    ) -> Result<Vec<Option<Served>>> {
+        if self.combos.is_empty() && self.pairs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut combos = vec![None; self.combos.len()];
-        for (c, &k) in &self.combos {
-            combos[k] = Some(*c);
-        }
-        let combos: Vec<Combo> = combos.into_iter().flatten().collect();
-        let states = crate::sweep::states(bars.close, &combos, control)?;
+        let paper = if self.combos.is_empty() {
+            Vec::new()
+        } else {
+            crate::sweep::states(bars.close, &numbered(&self.combos), control)?
+        };
+        let pairs = direct::pair_states(bars, &numbered(&self.pairs), parallel, control);
+        debug_assert!(self.pairs.is_empty() || self.certify);
         Ok(self
             .shapes
             .iter()
             .map(|shape| match *shape {
                 Some(Shape::Paper(c, swapped)) => Some(Served {
-                    states: Arc::clone(&states[self.combos[&c]]),
+                    states: Arc::clone(&paper[self.combos[&c]]),
+                    swapped,
+                }),
+                Some(Shape::Certified { lo, hi, swapped }) => Some(Served {
+                    states: Arc::clone(&pairs[self.pairs[&(lo, hi)]]),
                     swapped,
                 }),
                 _ => None,
             })
             .collect())
     }
+}
+
+/// The keys of `numbered` in the order of their numbers.
+fn numbered<K: Copy>(numbered: &HashMap<K, usize>) -> Vec<K> {
+    let mut out: Vec<Option<K>> = vec![None; numbered.len()];
+    for (k, &n) in numbered {
+        out[n] = Some(*k);
+    }
+    out.into_iter().flatten().collect()
 }
 
 /// Runs `program` for every combo of `values` (`width` values each, in the program's
@@ -476,12 +545,14 @@ pub fn sweep_program(
     let mut copies: Vec<(usize, usize)> = Vec::new();
     // Combos whose whole signal a tuned path makes (`direct.rs`): they run there, after the
     // groups.
-    let mut recogniser = direct::Recogniser::of(bars, program, control);
+    // Whether the closes take certified lines (long SMA windows' crossings).
+    let certify = !control.exact_lines && crate::certified::certifiable(bars.close);
+    let mut recogniser = direct::Recogniser::of(bars, program, certify);
     let mut directs = Vec::new();
     let mut next = 0;
     while next < combos {
         check()?;
-        let mut group = Group::new();
+        let mut group = Group::new(certify);
         let mut members: Members = Vec::new();
         // How many combos share each set of stop formulas' values: enough of them share a
         // table of first stops, counted in the group's bytes.
@@ -526,7 +597,7 @@ pub fn sweep_program(
             }
         }
         group.mark_common(len);
-        let served = group.served(bars, control)?;
+        let served = group.served(bars, control, parallel)?;
         let arrays = materialise(
             (bars, &views),
             (&group.plan, &served, &group.shapes),
@@ -601,7 +672,7 @@ pub fn sweep_program(
     }
     direct::sweep(
         &directs,
-        (exec, &have, books, parallel),
+        (exec, &have, books, (parallel, certify)),
         control,
         &mut results,
     )?;
@@ -1004,8 +1075,7 @@ pub fn cuttable_lines(program: &Program, values: &[f64]) -> Vec<ArrayKey> {
 /// count for them.
 pub fn paper_combos(program: &Program, values: &[f64], count: usize) -> Vec<Combo> {
     let bars = Bars::closes(&[]);
-    let control = SweepControl::default();
-    let Some(mut recogniser) = direct::Recogniser::of(&bars, program, &control) else {
+    let Some(mut recogniser) = direct::Recogniser::of(&bars, program, false) else {
         return Vec::new();
     };
     let width = program.params.len();
