@@ -26,10 +26,10 @@ pub enum ArrayKey {
     /// canonical node key (the plan's: function, operands, windows, constants), so equal
     /// calls of any two formulas, combos or calls are one array.
     Node(u128),
-    /// One hma_sar combo's state bytes (see `crate::signal`): its HMA line's windows
-    /// `[half, full, sqrt]`, then its HMA3 line's `[p3, p2, p]`. One byte a bar where its two
-    /// lines take sixteen, and all a repeated sweep of the combo reads: kept by the cache
-    /// through [`ArrayCache::get_bytes`], never as a line.
+    /// The state bytes of one pair of the paper kernel's lines (see `crate::signal`): its HMA
+    /// line's windows `[half, full, sqrt]`, then its HMA3 line's `[p3, p2, p]`. One byte a bar
+    /// where its two lines take sixteen, and all a repeated sweep of the pair's crossings
+    /// reads: kept by the cache through [`ArrayCache::get_bytes`], never as a line.
     Signs([u32; 6]),
 }
 
