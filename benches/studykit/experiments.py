@@ -1660,20 +1660,24 @@ def exp_shapes(ctx: Ctx) -> dict[str, Any]:
         "ema_cross": VBT_PAIRS,
         "donchian": [[n] for n in range(2, 201)],
         "rsi_revert": [[n, lo, hi] for n in range(2, 31) for lo in (20, 25, 30, 35) for hi in (65, 70, 75, 80)],
+        # Long windows: the SMA lines of 256 bars and more are certified lines.
+        "sma_cross, long windows": [[f, 256 * k] for f in (20, 50, 100, 200) for k in range(1, 17)],
     }
+    strategy_of = {"sma_cross, long windows": "sma_cross"}
     # Each built-in's formula form, as the server's `strategies` action gives it.
     listed = json.loads(b"".join(r.body.to_pybytes() for r in c.do_action(flight.Action("strategies", b""))))
     forms: dict[str, dict[str, str]] = {e["name"]: e["formulas"] for e in listed if "formulas" in e}
 
     def more(name: str, condition: str) -> dict[str, str]:
-        return {k: f"{v} and {condition}" for k, v in forms[name].items()}
+        return {k: f"{v} and {condition}" for k, v in forms[strategy_of.get(name, name)].items()}
 
     requests: dict[str, dict[str, Any]] = {}
     equal: list[tuple[str, str]] = []
     mirrored: list[tuple[str, str]] = []
     for name, grid in grids.items():
         built = f"{name}, built-in ({len(grid)} combos)"
-        requests[built] = {"lengths": paper.lengths()} if name == "hma_sar" else {"strategy": name, "params": grid}
+        strategy = strategy_of.get(name, name)
+        requests[built] = {"lengths": paper.lengths()} if name == "hma_sar" else {"strategy": strategy, "params": grid}
         always = f"{name} as formulas and close > 0"
         requests[always] = {"strategy": more(name, "close > 0"), "params": grid}
         equal.append((built, always))

@@ -1,5 +1,7 @@
-//! `formula-timer`: times the strategy language's sweep (`eval::sweep_program`) against the
-//! built-in strategies' tuned paths on the paper series, in one process, and prints JSON.
+//! `formula-timer`: times the strategy language's sweep (`eval::sweep_program`) on the paper
+//! series, in one process, and prints JSON: each built-in as a call by name runs it (its typed
+//! combos, `sweep_params`, on the same engine), its formula form, and the form with one more
+//! condition.
 //!
 //! ```text
 //! formula-timer [--runs N] [--series FILE] [--case TEXT]
@@ -9,7 +11,8 @@
 //! built-in's, every field): every built-in beside its formula form (`sma_cross` and
 //! `ema_cross` over vectorbt's 435 pairs, fast < slow in 10..=39; `hma_sar` over the 80 paper
 //! combos; `donchian` over n in 2..=200; `rsi_revert` over n in 2..=30 and four lower and four
-//! upper levels), and the form with one more condition (`and close > 0`, true on the paper
+//! upper levels; `sma_cross_long`: fast 20, 50, 100, 200 and slow 256..=4096 by 256, whose
+//! lines take the certified path), and the form with one more condition (`and close > 0`, true on the paper
 //! series, so checked equal to the built-in; `and rsi(close, 14) < 70`, checked against the
 //! plain interpreter); the Bollinger and RSI strategy with exits (n in 10..=49, k in
 //! 1.0..=3.25 by 0.25: 400 combos) and the same with twice the k values (1.0..=3.375 by 0.125:

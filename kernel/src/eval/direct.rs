@@ -24,16 +24,16 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Shape, builtin_line, column};
+use super::{Shape, builtin_line, column, crossing_operands};
 use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
-use crate::expr::registry::{Crossing, function};
+use crate::expr::registry::Crossing;
 use crate::expr::{Column, Field, Program};
 use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::Books;
 use crate::lines::Bars;
 use crate::lines::indicators::{donchian_channels, sma_multi};
-use crate::plan::{CallArg, Cond, Def, Operand, Plan, Windows};
+use crate::plan::{Cond, Def, Plan, Windows};
 use crate::sweep::SweepControl;
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -187,17 +187,7 @@ impl<'a> Recogniser<'a> {
 /// `a` (not `long`): `x` crossing below `y` is `y` crossing above `x`, exactly (the language's
 /// crossings compare the same two values at the same two bars).
 fn normal(defs: &[Def], id: u32, long: bool) -> Option<(u32, u32)> {
-    let Def::Call { func, args } = &defs[id as usize] else {
-        return None;
-    };
-    let way = function(*func).crossing?;
-    let [
-        CallArg::Operand(Operand::Node(p)),
-        CallArg::Operand(Operand::Node(q)),
-    ] = args[..]
-    else {
-        return None;
-    };
+    let (way, p, q) = crossing_operands(&defs[id as usize])?;
     // `p` crosses `way` `q`: it is `b` when that is the way asked.
     let p_is_b = (way == Crossing::Above) == long;
     Some(if p_is_b { (q, p) } else { (p, q) })

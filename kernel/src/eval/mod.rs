@@ -218,7 +218,9 @@ impl Shape {
         if let Some((combo, swapped)) = paper_pair(bars, defs, def) {
             return Some(Self::Paper(combo, swapped));
         }
-        if certify && let Some((x, y)) = sma_pair(bars, defs, def) {
+        if certify
+            && let Some((ArrayKey::Sma(x), ArrayKey::Sma(y))) = crossing_lines(bars, defs, def)
+        {
             return [x, y]
                 .iter()
                 .any(|&n| crate::certified::pays(n as usize, bars.len()))
@@ -266,14 +268,13 @@ impl Shape {
     }
 }
 
-/// The paper kernel's combo whose state bytes give crossing `def` (`b` of the bytes is the
-/// HMA3 line, `a` the HMA line): a crossing of an `hma` and an `hma3` line of the closes, in
-/// either order (`true`: the HMA3 line first), windows alone.
-fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)> {
+/// A crossing's way and its two operand nodes, in its operands' order (`None` for any other
+/// node, or a crossing of a constant).
+fn crossing_operands(def: &Def) -> Option<(Crossing, u32, u32)> {
     let Def::Call { func, args } = def else {
         return None;
     };
-    function(*func).crossing?;
+    let way = function(*func).crossing?;
     let [
         CallArg::Operand(Operand::Node(a)),
         CallArg::Operand(Operand::Node(b)),
@@ -281,8 +282,21 @@ fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)>
     else {
         return None;
     };
+    Some((way, a, b))
+}
+
+/// The built-ins' keys ([`builtin_line`]) of a crossing's two lines, in its operands' order.
+fn crossing_lines(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(ArrayKey, ArrayKey)> {
+    let (_, a, b) = crossing_operands(def)?;
     let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
-    let (hma, hma3, swapped) = match (line(a)?, line(b)?) {
+    Some((line(a)?, line(b)?))
+}
+
+/// The paper kernel's combo whose state bytes give crossing `def` (`b` of the bytes is the
+/// HMA3 line, `a` the HMA line): a crossing of an `hma` and an `hma3` line of the closes, in
+/// either order (`true`: the HMA3 line first), windows alone.
+fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)> {
+    let (hma, hma3, swapped) = match crossing_lines(bars, defs, def)? {
         (ArrayKey::Hma(h), ArrayKey::Hma3(t)) => (h, t, false),
         (ArrayKey::Hma3(t), ArrayKey::Hma(h)) => (h, t, true),
         _ => return None,
@@ -290,26 +304,6 @@ fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)>
     let [h, f, q] = hma;
     let [p3, p2, p] = hma3;
     Some((Combo::new([h, f, q, p3, p2, p]).ok()?, swapped))
-}
-
-/// The windows of a crossing of two `sma` lines of the closes, in its operands' order.
-fn sma_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(u32, u32)> {
-    let Def::Call { func, args } = def else {
-        return None;
-    };
-    function(*func).crossing?;
-    let [
-        CallArg::Operand(Operand::Node(a)),
-        CallArg::Operand(Operand::Node(b)),
-    ] = args[..]
-    else {
-        return None;
-    };
-    let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
-    match (line(a)?, line(b)?) {
-        (ArrayKey::Sma(x), ArrayKey::Sma(y)) => Some((x, y)),
-        _ => None,
-    }
 }
 
 /// One group's plan and what phase 1 computed.
