@@ -951,7 +951,7 @@ class Report:
         builts = [k for k in med if ", built-in (" in k]
         others = []
         for built in builts:
-            name = built.split(",")[0]
+            name = built.split(", built-in")[0]
             for form in [k for k in med if k.startswith(f"{name} as formulas")]:
                 r = med[form] / med[built]
                 if name in ("hma_sar", "sma_cross"):
