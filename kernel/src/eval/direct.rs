@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Shape, builtin_line, column, crossing_operands};
+use super::{Facts, Shape, builtin_line, column, crossing_operands};
 use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::expr::registry::Crossing;
@@ -79,12 +79,9 @@ impl Direct {
 pub(super) struct Recogniser<'a> {
     bars: &'a Bars<'a>,
     program: &'a Program,
-    /// Whether the closes take certified lines.
-    certify: bool,
     /// Every combo is bound here once (nodes interned: it grows by distinct nodes).
     plan: Plan,
-    /// Which columns have no NaN, as asked.
-    clean: Vec<(Column, bool)>,
+    facts: Facts,
 }
 
 impl<'a> Recogniser<'a> {
@@ -102,9 +99,8 @@ impl<'a> Recogniser<'a> {
         Some(Self {
             bars,
             program,
-            certify,
             plan: Plan::new(),
-            clean: Vec::new(),
+            facts: Facts::new(certify),
         })
     }
 
@@ -128,24 +124,8 @@ impl<'a> Recogniser<'a> {
             return None;
         }
         let bars = self.bars;
-        let clean = &mut self.clean;
-        let mut is_clean = |c: Column| match clean.iter().find(|(k, _)| *k == c) {
-            Some(&(_, v)) => v,
-            None => {
-                let v = column(bars, c).is_some_and(|x| !x.iter().any(|v| v.is_nan()));
-                clean.push((c, v));
-                v
-            }
-        };
-        let certify = self.certify;
-        let mut shape = |id: u32| {
-            Shape::of(
-                bars,
-                (defs, frames),
-                &defs[id as usize],
-                (&mut is_clean, certify),
-            )
-        };
+        let facts = &mut self.facts;
+        let mut shape = |id: u32| Shape::of(bars, (defs, frames), &defs[id as usize], facts);
         if let (
             Some(Shape::Breakout { x, n, above: true }),
             Some(Shape::Breakout {
@@ -170,7 +150,7 @@ impl<'a> Recogniser<'a> {
                 Direct::Paper(Combo::new([h, f, s, p3, p2, p]).ok()?)
             }
             (ArrayKey::Sma(a), ArrayKey::Sma(b))
-                if self.certify
+                if self.facts.certify
                     && [a, b]
                         .iter()
                         .any(|&n| certified::pays(n as usize, bars.len())) =>

@@ -206,19 +206,17 @@ enum Shape {
 }
 
 impl Shape {
-    /// The shape of node `def`, if a tuned computation serves it over `bars`; `clean` answers
-    /// whether a column has no NaN (the channels' pass is the language's only there),
-    /// `certify` whether the closes take certified lines.
+    /// The shape of node `def`, if a tuned computation serves it over `bars`.
     fn of(
         bars: &Bars<'_>,
         (defs, frames): (&[Def], &[Option<Timeframe>]),
         def: &Def,
-        (clean, certify): (&mut impl FnMut(Column) -> bool, bool),
+        facts: &mut Facts,
     ) -> Option<Self> {
         if let Some((combo, swapped)) = paper_pair(bars, defs, def) {
             return Some(Self::Paper(combo, swapped));
         }
-        if certify
+        if facts.certify
             && let Some((ArrayKey::Sma(x), ArrayKey::Sma(y))) = crossing_lines(bars, defs, def)
         {
             return [x, y]
@@ -263,8 +261,35 @@ impl Shape {
                     (CmpOp::Lt, Breakout::Lowest) => false,
                     _ => return None,
                 };
-                (of == x && clean(c)).then_some(Self::Breakout { x, n, above })
+                (of == x && facts.clean(bars, c)).then_some(Self::Breakout { x, n, above })
             })
+    }
+}
+
+/// What the shapes ask of a series, each answered once.
+struct Facts {
+    /// Which columns have no NaN (the channels' pass is the language's only there), as asked.
+    clean: Vec<(Column, bool)>,
+    /// Whether the closes take certified lines.
+    certify: bool,
+}
+
+impl Facts {
+    fn new(certify: bool) -> Self {
+        Self {
+            clean: Vec::new(),
+            certify,
+        }
+    }
+
+    /// Whether column `c` of `bars` has no NaN.
+    fn clean(&mut self, bars: &Bars<'_>, c: Column) -> bool {
+        if let Some(&(_, v)) = self.clean.iter().find(|(k, _)| *k == c) {
+            return v;
+        }
+        let v = column(bars, c).is_some_and(|x| !x.iter().any(|v| v.is_nan()));
+        self.clean.push((c, v));
+        v
     }
 }
 
@@ -319,23 +344,19 @@ struct Group {
     combos: HashMap<Combo, usize>,
     /// The certified SMA pairs (windows ascending) its crossings read, numbered likewise.
     pairs: HashMap<(u32, u32), usize>,
-    /// Whether the closes take certified lines.
-    certify: bool,
-    /// Which columns have no NaN, as asked.
-    clean: Vec<(Column, bool)>,
+    facts: Facts,
 }
 
 impl Group {
     fn new(certify: bool) -> Self {
         Self {
             pairs: HashMap::new(),
-            certify,
+            facts: Facts::new(certify),
             plan: Plan::new(),
             shared: Vec::new(),
             bytes: 0,
             shapes: Vec::new(),
             combos: HashMap::new(),
-            clean: Vec::new(),
         }
     }
 
@@ -354,19 +375,9 @@ impl Group {
         let series_call =
             |n: u32| matches!(defs[n as usize], Def::Call { .. }) && defs[n as usize].is_series();
         let mut stack: Vec<u32> = roots.iter().copied().filter(|&n| series_call(n)).collect();
-        let clean = &mut self.clean;
-        let mut is_clean = |c: Column| match clean.iter().find(|(k, _)| *k == c) {
-            Some(&(_, v)) => v,
-            None => {
-                let v = column(bars, c).is_some_and(|x| !x.iter().any(|v| v.is_nan()));
-                clean.push((c, v));
-                v
-            }
-        };
         for (id, def) in defs.iter().enumerate().skip(from) {
             if frames[id].is_none()
-                && let Some(shape) =
-                    Shape::of(bars, (defs, frames), def, (&mut is_clean, self.certify))
+                && let Some(shape) = Shape::of(bars, (defs, frames), def, &mut self.facts)
             {
                 self.shapes[id] = Some(shape);
                 match shape {
@@ -455,7 +466,7 @@ impl Group {
             crate::sweep::states(bars.close, &numbered(&self.combos), control)?
         };
         let pairs = direct::pair_states(bars, &numbered(&self.pairs), parallel, control);
-        debug_assert!(self.pairs.is_empty() || self.certify);
+        debug_assert!(self.pairs.is_empty() || self.facts.certify);
         Ok(self
             .shapes
             .iter()
