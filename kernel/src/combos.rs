@@ -29,11 +29,11 @@ fn kernel_scratch(bars: usize, combos: &[Combo], workers: usize) -> usize {
 #[derive(Debug, Clone)]
 pub struct Combos {
     /// The strategy's formulas.
-    pub program: Arc<Program>,
+    program: Arc<Program>,
     /// Each combo's values in parameter order, one after another.
-    pub values: Vec<f64>,
+    values: Vec<f64>,
     /// How many combos.
-    pub count: usize,
+    count: usize,
     /// The paper kernel's combos of those it runs whole, found once (every estimate reads
     /// them).
     paper: OnceLock<Vec<Combo>>,
