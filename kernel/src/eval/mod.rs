@@ -971,10 +971,23 @@ fn materialise(
             windows.sort_unstable();
             windows.dedup();
             let signals = crate::lines::indicators::donchian_channels(xs, &windows, parallel);
-            for &(id, n, above) in calls {
-                let at = windows.binary_search(&n).expect("every window is passed");
-                let want = if above { 1 } else { -1 };
-                let bytes = signals[at].iter().map(|&s| u8::from(s == want)).collect();
+            for (signal, &n) in signals.into_iter().zip(&windows) {
+                // Each window's signal bytes become one side's condition in place (no second
+                // allocation, no fresh pages), the other side's, if also asked, a new array.
+                let sides: Vec<(usize, bool)> = calls
+                    .iter()
+                    .filter(|&&(_, m, _)| m == n)
+                    .map(|&(id, _, above)| (id, above))
+                    .collect();
+                let (last, first) = sides.split_last().expect("every window is asked");
+                let cond = |s: i8, above: bool| u8::from(s == if above { 1 } else { -1 });
+                for &(id, above) in first {
+                    let bytes = signal.iter().map(|&s| cond(s, above)).collect();
+                    done.push((id, Array::Cond(bytes)));
+                    batched.push(id);
+                }
+                let (id, above) = *last;
+                let bytes: Vec<u8> = signal.into_iter().map(|s| cond(s, above)).collect();
                 done.push((id, Array::Cond(bytes)));
                 batched.push(id);
             }
