@@ -393,19 +393,7 @@ pub fn sweep_params_on(
     // slots, moved to the combos' positions after.
     let mut results = vec![ComboResult::default(); params.len()];
     for (_, at) in by_strategy {
-        let records = control.records.map(|r| r.like(at.len()));
-        let sub = SweepControl {
-            records: records.as_ref(),
-            ..*control
-        };
-        for (&i, r) in at.iter().zip(run(&at, &sub)?) {
-            results[i] = r;
-        }
-        if let (Some(all), Some(part)) = (control.records, records) {
-            for (&i, record) in at.iter().zip(part.into_records()) {
-                all.put(i, record);
-            }
-        }
+        control.part(&at, &mut results, |sub| run(&at, sub))?;
     }
     Ok(results)
 }

@@ -252,6 +252,34 @@ impl SweepControl<'_> {
             progress((combos as u64).saturating_mul(bars as u64));
         }
     }
+
+    /// Runs the call's combos at positions `at` as a sweep of their own (`run`, given a
+    /// control with record slots of their own) and moves its results and records to those
+    /// positions of the call's.
+    ///
+    /// # Errors
+    /// As `run`.
+    pub(crate) fn part(
+        &self,
+        at: &[usize],
+        results: &mut [ComboResult],
+        run: impl FnOnce(&SweepControl<'_>) -> Result<Vec<ComboResult>>,
+    ) -> Result<()> {
+        let records = self.records.map(|r| r.like(at.len()));
+        let sub = SweepControl {
+            records: records.as_ref(),
+            ..*self
+        };
+        for (&i, r) in at.iter().zip(run(&sub)?) {
+            results[i] = r;
+        }
+        if let (Some(all), Some(part)) = (self.records, records) {
+            for (&i, record) in at.iter().zip(part.into_records()) {
+                all.put(i, record);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Runs every combo over `close` with the given round-trip `fee` (a fraction), in parallel on

@@ -212,20 +212,10 @@ pub(super) fn sweep(
                 _ => unreachable!("partitioned"),
             })
             .collect();
-        let records = control.records.map(|r| r.like(paper.len()));
-        let sub = SweepControl {
-            records: records.as_ref(),
-            ..*control
-        };
-        let done = crate::sweep::sweep_executed_on(bars, &windows, exec, &sub)?;
-        for (&(i, _), r) in paper.iter().zip(done) {
-            results[i] = r;
-        }
-        if let (Some(all), Some(part)) = (control.records, records) {
-            for (&(i, _), record) in paper.iter().zip(part.into_records()) {
-                all.put(i, record);
-            }
-        }
+        let at: Vec<usize> = paper.iter().map(|&(i, _)| i).collect();
+        control.part(&at, results, |sub| {
+            crate::sweep::sweep_executed_on(bars, &windows, exec, sub)
+        })?;
     }
     order.sort_by_key(|&(_, d)| d.keys());
     let max_arrays = (control.working_set_bytes / (len.max(1) * 8)).max(2);
