@@ -1421,6 +1421,30 @@ fn an_input_column_is_read_like_a_bar_column_and_keyed_by_its_name() {
     assert_eq!(p.canonical()[0].1, "pred > sma(pred, 3)");
 }
 
+/// Every combo of `program` trades as the interpreter (trade for trade, and its result counts
+/// them) under every execution option, swept on the pool and in a tight working set, and some
+/// combo trades (a case that never trades would prove nothing).
+fn trades_as_the_interpreter(
+    bars: &Bars<'_>,
+    (case, kind): (&str, &str),
+    program: &Program,
+    combos: &[Vec<f64>],
+) {
+    for exec in executions(300) {
+        for tight in [false, true] {
+            let mut traded = 0;
+            for (values, (got, plain, trades)) in combos.iter().zip(common::swept_and_interpreted(
+                bars, program, combos, &exec, tight,
+            )) {
+                assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
+                assert_eq!(trades, plain.len());
+                traded += trades;
+            }
+            assert!(traded > 0, "{case} on {kind} never trades");
+        }
+    }
+}
+
 /// A crossing of an `hma` and an `hma3` line of the closes, anywhere in a formula and in
 /// either order, is read from the paper kernel's state bytes (the shape its tiles serve, not
 /// the name of a built-in): trades equal the interpreter's on every kind of series
@@ -1488,19 +1512,7 @@ fn crossings_of_hma_and_hma3_lines_read_the_paper_kernels_state_bytes() {
         let around = bars_of(&close, 7);
         let bars = around.with(&close);
         for (case, program, combos) in cases {
-            for exec in executions(300) {
-                for tight in [false, true] {
-                    let mut traded = 0;
-                    for (values, (got, plain, trades)) in combos.iter().zip(
-                        common::swept_and_interpreted(&bars, program, combos, &exec, tight),
-                    ) {
-                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
-                        assert_eq!(trades, plain.len());
-                        traded += trades;
-                    }
-                    assert!(traded > 0, "{case} on {kind} never trades");
-                }
-            }
+            trades_as_the_interpreter(&bars, (case, kind), program, combos);
         }
         // The lines are never computed for the crossings: the cache is offered each
         // combo's state bytes and no HMA or HMA3 line.
@@ -1671,19 +1683,7 @@ fn whole_signals_of_a_tuned_shape_trade_as_the_interpreter() {
         let around = bars_of(&close, 5);
         let bars = around.with(&close);
         for (case, program, combos) in cases {
-            for exec in executions(300) {
-                for tight in [false, true] {
-                    let mut traded = 0;
-                    for (values, (got, plain, trades)) in combos.iter().zip(
-                        common::swept_and_interpreted(&bars, program, combos, &exec, tight),
-                    ) {
-                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
-                        assert_eq!(trades, plain.len());
-                        traded += trades;
-                    }
-                    assert!(traded > 0, "{case} on {kind} never trades");
-                }
-            }
+            trades_as_the_interpreter(&bars, (case, kind), program, combos);
         }
         // The long SMA pairs compare certified lines where the closes allow them.
         let counts = sweepflight_kernel::CertifiedBars::default();
@@ -1741,19 +1741,7 @@ fn crossings_of_long_sma_lines_read_certified_state_bytes() {
         let around = bars_of(&close, 9);
         let bars = around.with(&close);
         for (case, program) in [("word path", &word_path), ("generic path", &generic)] {
-            for exec in executions(300) {
-                for tight in [false, true] {
-                    let mut traded = 0;
-                    for (values, (got, plain, trades)) in pairs.iter().zip(
-                        common::swept_and_interpreted(&bars, program, &pairs, &exec, tight),
-                    ) {
-                        assert_eq!(got, plain, "{case} {values:?} on {kind} under {exec:?}");
-                        assert_eq!(trades, plain.len());
-                        traded += trades;
-                    }
-                    assert!(traded > 0, "{case} on {kind} never trades");
-                }
-            }
+            trades_as_the_interpreter(&bars, (case, kind), program, &pairs);
             let counts = sweepflight_kernel::CertifiedBars::default();
             let control = SweepControl {
                 certified: Some(&counts),
