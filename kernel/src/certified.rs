@@ -22,7 +22,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::keys::ArrayKey;
+use crate::lines::Line;
 use crate::lines::indicators::sma_multi;
 use crate::lines::vector::{ABOVE, BELOW, UNDEFINED};
 use crate::lines::wma::{RangeScratch, denominator, wma_multi_raw, wma_range};
@@ -878,13 +878,12 @@ fn chunk_block_max(v: &[f64], at: usize) -> Vec<f64> {
 /// The reference's values of line `key` over `close` at `bars` (ascending, distinct): each
 /// summed in the reference's order by the exact path's own routines, so bit for bit the
 /// values an exact sweep computes. Bars close together share their first-level work.
-pub(crate) fn exact_at(close: &[f64], key: ArrayKey, bars: &[usize]) -> Vec<f64> {
+pub(crate) fn exact_at(close: &[f64], key: Line, bars: &[usize]) -> Vec<f64> {
     let mut out = Vec::with_capacity(bars.len());
     let reach = match key {
-        ArrayKey::Hma([_, _, q]) => q as usize,
-        ArrayKey::Hma3([_, _, p]) => p as usize,
-        ArrayKey::Wma(n) | ArrayKey::Sma(n) => n as usize,
-        _ => unreachable!("only WMA and SMA lines are certified"),
+        Line::Hma([_, _, q]) => q as usize,
+        Line::Hma3([_, _, p]) => p as usize,
+        Line::Wma(n) | Line::Sma(n) => n as usize,
     };
     let mut start = 0;
     while start < bars.len() {
@@ -902,9 +901,9 @@ pub(crate) fn exact_at(close: &[f64], key: ArrayKey, bars: &[usize]) -> Vec<f64>
 }
 
 /// The reference's values of `key` at bars `lo..hi`.
-fn exact_range(close: &[f64], key: ArrayKey, lo: usize, hi: usize) -> Vec<f64> {
+fn exact_range(close: &[f64], key: Line, lo: usize, hi: usize) -> Vec<f64> {
     match key {
-        ArrayKey::Sma(n) => {
+        Line::Sma(n) => {
             // The exact SMA pass itself over the closes these outputs read.
             let n = n as usize;
             let first = lo.max(n - 1).min(hi);
@@ -915,15 +914,15 @@ fn exact_range(close: &[f64], key: ArrayKey, lo: usize, hi: usize) -> Vec<f64> {
             }
             out
         }
-        ArrayKey::Wma(n) => wmas_at(close, 0, &[n as usize], lo, hi).remove(0),
-        ArrayKey::Hma([h, f, q]) => {
+        Line::Wma(n) => wmas_at(close, 0, &[n as usize], lo, hi).remove(0),
+        Line::Hma([h, f, q]) => {
             let q = q as usize;
             let dlo = (lo + 1).saturating_sub(q);
             let w = wmas_at(close, 0, &[h as usize, f as usize], dlo, hi);
             let d: Vec<f64> = w[0].iter().zip(&w[1]).map(|(h, f)| 2.0 * h - f).collect();
             wmas_at(&d, dlo, &[q], lo, hi).remove(0)
         }
-        ArrayKey::Hma3([p3, p2, p]) => {
+        Line::Hma3([p3, p2, p]) => {
             let p = p as usize;
             let dlo = (lo + 1).saturating_sub(p);
             let w = wmas_at(close, 0, &[p3 as usize, p2 as usize, p], dlo, hi);
@@ -932,7 +931,6 @@ fn exact_range(close: &[f64], key: ArrayKey, lo: usize, hi: usize) -> Vec<f64> {
                 .collect();
             wmas_at(&d, dlo, &[p], lo, hi).remove(0)
         }
-        _ => unreachable!("only WMA and SMA lines are certified"),
     }
 }
 
@@ -967,12 +965,12 @@ fn wmas_at(x: &[f64], base: usize, windows: &[usize], lo: usize, hi: usize) -> V
         .collect()
 }
 
-/// A line of a comparison: its values and, if certified, its bounds and its key (to recompute
-/// the reference's values).
+/// A line of a comparison: its values and, if certified, its bounds, and what line it is (to
+/// recompute the reference's values).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Side<'a> {
     pub(crate) line: Bounded<'a>,
-    pub(crate) key: ArrayKey,
+    pub(crate) key: Line,
 }
 
 /// Makes the state bytes of `a` and `b` (computed from the fast values) the reference's: at
@@ -1200,17 +1198,14 @@ mod tests {
         let bits = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         let pick = |v: Vec<f64>| bars.iter().map(|&i| v[i]).collect::<Vec<_>>();
         for (key, want) in [
-            (ArrayKey::Wma(300), oracle::wma(x, 300)),
-            (ArrayKey::Sma(41), oracle::sma(x, 41)),
-            (ArrayKey::Sma(1), oracle::sma(x, 1)),
-            (ArrayKey::Sma(3_000), oracle::sma(x, 3_000)),
-            (ArrayKey::Hma([300, 600, 24]), oracle::hma(x, 300, 600, 24)),
-            (ArrayKey::Hma([9, 9, 9]), oracle::hma(x, 9, 9, 9)),
-            (
-                ArrayKey::Hma3([100, 150, 300]),
-                oracle::hma3(x, 100, 150, 300),
-            ),
-            (ArrayKey::Hma3([1, 1, 1]), oracle::hma3(x, 1, 1, 1)),
+            (Line::Wma(300), oracle::wma(x, 300)),
+            (Line::Sma(41), oracle::sma(x, 41)),
+            (Line::Sma(1), oracle::sma(x, 1)),
+            (Line::Sma(3_000), oracle::sma(x, 3_000)),
+            (Line::Hma([300, 600, 24]), oracle::hma(x, 300, 600, 24)),
+            (Line::Hma([9, 9, 9]), oracle::hma(x, 9, 9, 9)),
+            (Line::Hma3([100, 150, 300]), oracle::hma3(x, 100, 150, 300)),
+            (Line::Hma3([1, 1, 1]), oracle::hma3(x, 1, 1, 1)),
         ] {
             assert_eq!(bits(&exact_at(x, key, &bars)), bits(&pick(want)), "{key:?}");
         }

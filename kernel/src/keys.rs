@@ -1,36 +1,65 @@
 //! The arrays a sweep computes over one close series, by key, and the cache a sweep asks for
-//! them: the names every layer shares (the server's cache keeps lines under these keys), below
+//! them: the names every layer shares (the server's cache keeps arrays under these keys), below
 //! the code that computes or keeps them.
 
 use std::sync::Arc;
 
 use crate::lines::vector::UNDEFINED;
 
-/// An array the sweep computes over one close series.
+/// An array the sweep computes over one series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ArrayKey {
-    /// `WMA(close, n)`.
-    Wma(u32),
-    /// The HMA line `WMA(2*WMA(close, half) - WMA(close, full), sqrt)`: `[half, full, sqrt]`.
-    Hma([u32; 3]),
-    /// The HMA3 line `WMA(3*WMA(close, p3) - WMA(close, p2) - WMA(close, p), p)`:
-    /// `[p3, p2, p]`.
-    Hma3([u32; 3]),
     /// The closes' moves for the per-bar metrics ([`crate::Moves`]), two values a bar.
     Moves,
-    /// `SMA(close, n)`: the line `sma(close, n)` of any formula.
-    Sma(u32),
-    /// `EMA(close, n)`: the line `ema(close, n)` where the first close is defined.
-    Ema(u32),
-    /// A function's series in a strategy of formulas, by the 128-bit fingerprint of its
-    /// canonical node key (the plan's: function, operands, windows, constants), so equal
-    /// calls of any two formulas, combos or calls are one array.
-    Node(u128),
-    /// The state bytes of one pair of the paper kernel's lines (see `crate::signal`): its HMA
-    /// line's windows `[half, full, sqrt]`, then its HMA3 line's `[p3, p2, p]`. One byte a bar
-    /// where its two lines take sixteen, and all a repeated sweep of the pair's crossings
-    /// reads: kept by the cache through [`ArrayCache::get_bytes`], never as a line.
-    Signs([u32; 6]),
+    /// A function's series, by its node key (the plan's canonical key of the call: function,
+    /// operands, windows, constants, timeframe): equal calls of any two formulas, combos or
+    /// calls are one array, and a line a tuned pass makes (the paper kernel's WMA, HMA and
+    /// HMA3 lines, the certified SMA lines) is keyed as the call that computes it.
+    Node(NodeKey),
+    /// The state bytes of a crossing's two lines (see `crate::signal`), by the pair's key
+    /// ([`NodeKey::pair`]): one byte a bar where the two lines take sixteen, and all a
+    /// repeated sweep of the pair's crossings reads. Kept by the cache through
+    /// [`ArrayCache::get_bytes`], never as a line.
+    Signs(NodeKey),
+}
+
+/// A node's canonical key: a 128-bit fingerprint, and the warm-up its values have wherever the
+/// series starts, where they are fresh over a window of their inputs (see
+/// [`ArrayKey::of_range`]), from the plan. Two keys of one node are equal: the warm-up is a
+/// function of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeKey {
+    fingerprint: u128,
+    warm_up: Option<u32>,
+}
+
+impl NodeKey {
+    /// The key of a node with this fingerprint and warm-up (`None`: its values depend on where
+    /// the series starts: a recurrence, a higher timeframe's periods).
+    pub const fn new(fingerprint: u128, warm_up: Option<u32>) -> Self {
+        Self {
+            fingerprint,
+            warm_up,
+        }
+    }
+
+    /// The key of the ordered pair `(a, b)` (a crossing's state bytes): its own fingerprint,
+    /// undefined wherever either line is.
+    pub fn pair(a: Self, b: Self) -> Self {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let half = |salt: u64| {
+            let mut h = DefaultHasher::new();
+            (salt, a.fingerprint, b.fingerprint).hash(&mut h);
+            h.finish()
+        };
+        let warm_up = a.warm_up.zip(b.warm_up).map(|(x, y)| x.max(y));
+        Self::new((u128::from(half(3)) << 64) | u128::from(half(4)), warm_up)
+    }
+
+    /// The fingerprint.
+    pub fn fingerprint(self) -> u128 {
+        self.fingerprint
+    }
 }
 
 impl ArrayKey {
@@ -39,43 +68,29 @@ impl ArrayKey {
         !matches!(self, Self::Signs(_))
     }
 
-    /// Leading bars of a line computed fresh over a range that are NaN: its value at bar `i`
-    /// of the range reads the closes of bars `i - warm ..= i` only. `None` for arrays whose
-    /// values depend on where the range starts (EMA and RSI recurrences, the moves' sums).
+    /// Leading bars of an array computed fresh over a range that are undefined: its value at
+    /// bar `i` of the range reads bars `i - warm ..= i` only. `None` for arrays whose values
+    /// depend on where the range starts (recurrences, the moves' sums).
     fn warm_up(self) -> Option<usize> {
-        let w = |n: u32| n as usize;
-        Some(match self {
-            Self::Wma(n) | Self::Sma(n) => w(n).saturating_sub(1),
-            // WMA(sqrt) of a difference of WMAs: defined once the longer WMA is, then `sqrt` of
-            // those (strategies.md; kernel.md).
-            Self::Hma([half, full, sqrt]) => {
-                w(half.max(full)).saturating_sub(1) + w(sqrt).saturating_sub(1)
-            }
-            Self::Hma3([p3, p2, p]) => {
-                w(p3.max(p2).max(p)).saturating_sub(1) + w(p).saturating_sub(1)
-            }
-            // Undefined wherever either line is.
-            Self::Signs([h, f, s, p3, p2, p]) => Self::Hma([h, f, s])
-                .warm_up()?
-                .max(Self::Hma3([p3, p2, p]).warm_up()?),
-            Self::Moves | Self::Ema(_) | Self::Node(_) => {
-                return None;
-            }
-        })
+        match self {
+            Self::Node(k) | Self::Signs(k) => k.warm_up.map(|w| w as usize),
+            Self::Moves => None,
+        }
     }
 
     /// The array a sweep over the computed range `from..to` of a series would compute, made
     /// from the same array over the whole series (`whole`): its values at those bars, with the
-    /// range's own warm-up NaN. Bit for bit the fresh computation, because every value of these
-    /// lines is a fresh sum over its own window (no running state): the folds of a walk-forward
-    /// share one computation of their lines this way. `None` for arrays that depend on where
-    /// the range starts ([`ArrayKey::Ema`], [`ArrayKey::Moves`], a formula's [`ArrayKey::Node`]) or a range
+    /// range's own warm-up NaN. Bit for bit the fresh computation, because every value of such
+    /// an array is computed afresh from its window (no running state; the registry marks the
+    /// functions that are): the folds of a walk-forward share one computation of their lines
+    /// this way. `None` for arrays that depend on where the range starts (a key without a
+    /// warm-up: recurrences such as `ema`, higher timeframes, [`ArrayKey::Moves`]) or a range
     /// past `whole`.
     pub fn of_range(self, whole: &[f64], from: usize, to: usize) -> Option<Arc<[f64]>> {
         self.cut(whole, from, to, f64::NAN)
     }
 
-    /// [`Self::of_range`] of a combo's state bytes ([`ArrayKey::Signs`]): undefined over the
+    /// [`Self::of_range`] of a crossing's state bytes ([`ArrayKey::Signs`]): undefined over the
     /// range's warm-up, the whole series' bytes after it (they compare the same values).
     pub fn bytes_of_range(self, whole: &[u8], from: usize, to: usize) -> Option<Arc<[u8]>> {
         self.cut(whole, from, to, UNDEFINED)

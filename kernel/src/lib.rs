@@ -55,6 +55,7 @@ pub use combo::Combo;
 pub use combos::{Combos, sweep_combos};
 pub use error::{Error, Result};
 pub use execution::{Execution, ExitReason, Fill, Side, StopsOn};
+pub use keys::NodeKey;
 pub use ledger::{ComboResult, Ledger, Metrics, Moves, TradeStats};
 pub use lines::wma;
 pub use record::{Record, Records, Trade, equity};

@@ -175,7 +175,7 @@ mod tests {
     fn exact(values: &[f64]) -> Side<'_> {
         Side {
             line: crate::certified::Bounded::exact(values),
-            key: crate::ArrayKey::Sma(1),
+            key: crate::lines::Line::Sma(1),
         }
     }
 

@@ -42,6 +42,8 @@ use crate::{Combo, ComboResult, Error, Result, signal};
 mod tiled;
 
 pub use crate::keys::{ArrayCache, ArrayKey, NoCache};
+use crate::lines::Line;
+use crate::plan;
 use tiled::Tiling;
 
 /// Below this many multiply-adds (about a millisecond of one core) a sweep runs on the calling
@@ -155,8 +157,8 @@ fn batch_lines(array_bytes: usize, workers: usize) -> usize {
 }
 
 /// How many combos read each line.
-fn line_uses(combos: &[Combo]) -> HashMap<ArrayKey, usize> {
-    let mut uses: HashMap<ArrayKey, usize> = HashMap::new();
+fn line_uses(combos: &[Combo]) -> HashMap<Line, usize> {
+    let mut uses: HashMap<Line, usize> = HashMap::new();
     for c in combos {
         for key in [hma_key(c), hma3_key(c)] {
             *uses.entry(key).or_default() += 1;
@@ -180,16 +182,17 @@ pub(crate) fn scratch_bound(bars: usize) -> usize {
     tiled::SCRATCH_BOUND.max(bars * SCRATCH_BYTES_PER_BAR)
 }
 
-fn hma_key(c: &Combo) -> ArrayKey {
-    ArrayKey::Hma([c.half(), c.full(), c.sqrt()])
+fn hma_key(c: &Combo) -> Line {
+    Line::Hma([c.half(), c.full(), c.sqrt()])
 }
 
-fn hma3_key(c: &Combo) -> ArrayKey {
-    ArrayKey::Hma3([c.p3(), c.p2(), c.p()])
+fn hma3_key(c: &Combo) -> Line {
+    Line::Hma3([c.p3(), c.p2(), c.p()])
 }
 
-fn signs_key(c: &Combo) -> ArrayKey {
-    ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()])
+/// The cache's key of combo `c`'s state bytes: its two lines' pair.
+pub(crate) fn signs_key(c: &Combo) -> ArrayKey {
+    plan::signs_key(hma_key(c), hma3_key(c))
 }
 
 /// How a sweep is run: where arrays come from, when to stop, how much memory to use.
@@ -448,15 +451,15 @@ fn group_len(
     order: &[usize],
     combos: &[Combo],
     max_arrays: usize,
-    uses: &HashMap<ArrayKey, usize>,
+    uses: &HashMap<Line, usize>,
     batch: usize,
 ) -> usize {
-    let mut keys: BTreeSet<ArrayKey> = BTreeSet::new();
+    let mut keys: BTreeSet<Line> = BTreeSet::new();
     for (taken, &i) in order.iter().enumerate() {
         let c = &combos[i];
-        let new: Vec<ArrayKey> = c
+        let new: Vec<Line> = c
             .close_windows()
-            .map(ArrayKey::Wma)
+            .map(Line::Wma)
             .into_iter()
             .chain(
                 [hma_key(c), hma3_key(c)]
@@ -473,10 +476,10 @@ fn group_len(
     order.len()
 }
 
-type Arrays = HashMap<ArrayKey, Arc<[f64]>>;
+type Arrays = HashMap<Line, Arc<[f64]>>;
 
 /// The bounds of the certified lines among [`Arrays`] (per 64 bars, [`certified`]).
-type Bounds = HashMap<ArrayKey, Arc<[f64]>>;
+type Bounds = HashMap<Line, Arc<[f64]>>;
 
 /// One sweep's inputs, shared by its phases.
 struct Run<'a> {
@@ -556,10 +559,23 @@ impl Run<'_> {
         }
     }
 
+    /// Line `line` of the closes, if the cache holds it (the cache is not asked, nor its key
+    /// made, where it never holds one).
+    fn cached(&self, line: Line) -> Option<Arc<[f64]>> {
+        let cache = self.control.cache;
+        cache
+            .may_hold()
+            .then(|| cache.get(plan::line_array_key(line)))
+            .flatten()
+            .filter(|l| l.len() == self.close.len())
+    }
+
     /// Offers a computed line, unless the sweep keeps signs instead.
-    fn offer_line(&self, key: ArrayKey, line: &Arc<[f64]>) {
-        if !self.signs {
-            self.control.cache.insert(key, Arc::clone(line));
+    fn offer_line(&self, line_of: Line, line: &Arc<[f64]>) {
+        if !self.signs && self.control.cache.keeps() {
+            self.control
+                .cache
+                .insert(plan::line_array_key(line_of), Arc::clone(line));
         }
     }
 
@@ -584,7 +600,6 @@ impl Run<'_> {
         })?;
         self.control.report(kept.len(), self.close.len());
         let group = &rest[..];
-        let cache = self.control.cache;
         let mut lines = Arrays::new();
         let mut bounds = Bounds::new();
         // What the lines need, and which of them the cache already has.
@@ -596,15 +611,15 @@ impl Run<'_> {
                 if lines.contains_key(&key) {
                     continue;
                 }
-                if let Some(line) = cache.get(key).filter(|l| l.len() == self.close.len()) {
+                if let Some(line) = self.cached(key) {
                     lines.insert(key, line);
                     continue;
                 }
                 match key {
-                    ArrayKey::Hma([h, f, s]) => {
+                    Line::Hma([h, f, s]) => {
                         hma.entry((h, f)).or_default().insert(s);
                     }
-                    ArrayKey::Hma3(t) => {
+                    Line::Hma3(t) => {
                         hma3.insert(t);
                     }
                     _ => unreachable!("HMA and HMA3 lines only"),
@@ -631,7 +646,7 @@ impl Run<'_> {
         // Lines are dropped once the last combo of the group that reads them has run (they have
         // been offered to the cache): a grid of single-use lines then holds about a batch of
         // them at a time, not the whole group's.
-        let mut uses: HashMap<ArrayKey, usize> = HashMap::new();
+        let mut uses: HashMap<Line, usize> = HashMap::new();
         for &i in group {
             let c = &self.combos[i];
             for key in [hma_key(c), hma3_key(c)] {
@@ -640,7 +655,7 @@ impl Run<'_> {
         }
         let mut start = 0;
         while start < group.len() {
-            let mut batch_lines: BTreeSet<ArrayKey> = BTreeSet::new();
+            let mut batch_lines: BTreeSet<Line> = BTreeSet::new();
             let mut end = start;
             while end < group.len() && (end == start || batch_lines.len() < per_batch) {
                 let c = &self.combos[group[end]];
@@ -655,14 +670,14 @@ impl Run<'_> {
             start = end;
             // Phase 2: the batch's missing lines, largest first so the long tail does not land
             // last.
-            let mut tasks: Vec<Line> = Vec::new();
+            let mut tasks: Vec<Task> = Vec::new();
             for key in &batch_lines {
                 match *key {
-                    ArrayKey::Hma([h, f, q]) => match tasks.last_mut() {
-                        Some(Line::Hma(h0, f0, sqrts)) if (*h0, *f0) == (h, f) => sqrts.push(q),
-                        _ => tasks.push(Line::Hma(h, f, vec![q])),
+                    Line::Hma([h, f, q]) => match tasks.last_mut() {
+                        Some(Task::Hma(h0, f0, sqrts)) if (*h0, *f0) == (h, f) => sqrts.push(q),
+                        _ => tasks.push(Task::Hma(h, f, vec![q])),
                     },
-                    ArrayKey::Hma3(t) => tasks.push(Line::Hma3(t)),
+                    Line::Hma3(t) => tasks.push(Task::Hma3(t)),
                     _ => unreachable!("HMA and HMA3 lines only"),
                 }
             }
@@ -685,7 +700,7 @@ impl Run<'_> {
             results.extend(self.map(batch, |s, &i| {
                 self.check()?;
                 let c = &self.combos[i];
-                let side = |key: ArrayKey| Side {
+                let side = |key: Line| Side {
                     line: Bounded {
                         values: &lines[&key],
                         bounds: bounds.get(&key).map(|b| &b[..]),
@@ -736,14 +751,13 @@ impl Run<'_> {
     /// as it goes, [`certified::difference`]) unless the cache holds them.
     fn first_level(&self, windows: &BTreeSet<u32>) -> Result<Arrays> {
         self.check()?;
-        let cache = self.control.cache;
         let len = self.close.len();
         let mut out = Arrays::with_capacity(windows.len());
         let mut missing = Vec::new();
         for &n in windows {
-            match cache.get(ArrayKey::Wma(n)).filter(|a| a.len() == len) {
+            match self.cached(Line::Wma(n)) {
                 Some(a) => {
-                    out.insert(ArrayKey::Wma(n), a);
+                    out.insert(Line::Wma(n), a);
                 }
                 None => missing.push(n),
             }
@@ -762,8 +776,8 @@ impl Run<'_> {
         let sizes: Vec<usize> = missing.iter().map(|&n| n as usize).collect();
         let arrays = computed(Input::Series(self.close), &sizes, self.parallel);
         for (n, a) in missing.into_iter().zip(arrays) {
-            self.offer_line(ArrayKey::Wma(n), &a);
-            out.insert(ArrayKey::Wma(n), a);
+            self.offer_line(Line::Wma(n), &a);
+            out.insert(Line::Wma(n), a);
         }
         Ok(out)
     }
@@ -805,17 +819,17 @@ struct Scratch {
 }
 
 /// A computed line: its key, its values and, if certified, its bounds.
-type Computed = (ArrayKey, Arc<[f64]>, Option<Arc<[f64]>>);
+type Computed = (Line, Arc<[f64]>, Option<Arc<[f64]>>);
 
 /// A second-level task: the lines over one difference series.
-enum Line {
+enum Task {
     /// `2*WMA(half) - WMA(full)`, smoothed by each of the sqrt windows.
     Hma(u32, u32, Vec<u32>),
     /// `3*WMA(p3) - WMA(p2) - WMA(p)`, smoothed by `p`.
     Hma3([u32; 3]),
 }
 
-impl Line {
+impl Task {
     /// Multiply-adds per bar.
     fn cost(&self) -> u64 {
         match self {
@@ -834,16 +848,15 @@ impl Line {
         (diff, close_max): (&mut Vec<f64>, &[f64]),
     ) -> Vec<Computed> {
         let bars = run.close.len();
-        let wma = |n: u32| -> Option<&[f64]> { wmas.get(&ArrayKey::Wma(n)).map(|a| &a[..]) };
+        let wma = |n: u32| -> Option<&[f64]> { wmas.get(&Line::Wma(n)).map(|a| &a[..]) };
         // A first-level input: the exact line if there is one, else a running sum.
         let part = |n: u32| match wma(n) {
             Some(line) => certified::Part::Line(Bounded::exact(line)),
             None => certified::Part::Running(n as usize),
         };
         let long = |w: u32| run.certify && certified::pays(w as usize, bars);
-        let exact =
-            |lines: Vec<(ArrayKey, Arc<[f64]>)>| lines.into_iter().map(|(k, l)| (k, l, None));
-        let certified = |key: ArrayKey, d: &certified::Difference, w: u32| {
+        let exact = |lines: Vec<(Line, Arc<[f64]>)>| lines.into_iter().map(|(k, l)| (k, l, None));
+        let certified = |key: Line, d: &certified::Difference, w: u32| {
             let line = certified::wma(
                 &d.values,
                 d.from,
@@ -855,7 +868,7 @@ impl Line {
         };
         match self {
             Self::Hma(h, f, sqrts) => {
-                let key = |q: u32| ArrayKey::Hma([*h, *f, q]);
+                let key = |q: u32| Line::Hma([*h, *f, q]);
                 let (long, short): (Vec<u32>, Vec<u32>) = match (wma(*h), wma(*f)) {
                     (Some(_), Some(_)) => sqrts.iter().partition(|&&q| long(q)),
                     _ => (sqrts.clone(), Vec::new()),
@@ -881,7 +894,7 @@ impl Line {
                 lines
             }
             Self::Hma3([p3, p2, p]) => {
-                let key = ArrayKey::Hma3([*p3, *p2, *p]);
+                let key = Line::Hma3([*p3, *p2, *p]);
                 if let (Some(a), Some(b), Some(c), false) = (wma(*p3), wma(*p2), wma(*p), long(*p))
                 {
                     let input = Input::Hma3Difference(a, b, c);
@@ -1064,7 +1077,7 @@ mod tests {
         assert!(held.is_superset(&signs_keys(&combos)), "{held:?}");
         assert!(
             held.iter()
-                .all(|k| !matches!(k, ArrayKey::Hma(_) | ArrayKey::Wma(_)))
+                .all(|k| matches!(k, ArrayKey::Signs(_) | ArrayKey::Moves))
         );
         let hits_first = cache.hits();
         assert_eq!(sweep_with(&close, &combos, 0.0009, &control).unwrap(), want);
@@ -1187,7 +1200,7 @@ mod tests {
     }
 
     fn distinct_lines(combos: &[Combo]) -> usize {
-        let keys: BTreeSet<ArrayKey> = combos
+        let keys: BTreeSet<Line> = combos
             .iter()
             .flat_map(|c| [hma_key(c), hma3_key(c)])
             .collect();

@@ -7,13 +7,14 @@
 use std::time::Instant;
 
 use proptest::prelude::*;
+use sweepflight_kernel::NodeKey;
 use sweepflight_kernel::builtins::BUILTINS;
 use sweepflight_kernel::eval::{oracle as interp, sweep_program};
 use sweepflight_kernel::expr::registry::{Arg, Compute, FUNCTIONS, Plain};
 use sweepflight_kernel::expr::{Field, ParamKind, Program, canon, parse};
-use sweepflight_kernel::lines::{Bars, Input};
+use sweepflight_kernel::lines::{Bars, Input, Line};
 use sweepflight_kernel::oracle::same_bits as same;
-use sweepflight_kernel::plan::Plan;
+use sweepflight_kernel::plan::{Plan, line_array_key, signs_key};
 use sweepflight_kernel::{
     ArrayCache, ArrayKey, Combo, Combos, Execution, NoCache, Params, Records, Side, Strategy,
     SweepControl, sweep_params, sweep_with,
@@ -921,12 +922,26 @@ impl ArrayCache for Keeping {
     }
 }
 
+/// The two lines of a paper combo: its HMA line and its HMA3 line.
+fn paper_lines(c: &Combo) -> [Line; 2] {
+    [
+        Line::Hma([c.half(), c.full(), c.sqrt()]),
+        Line::Hma3([c.p3(), c.p2(), c.p()]),
+    ]
+}
+
+/// The cache's key of a paper combo's state bytes.
+fn signs_of(c: &Combo) -> ArrayKey {
+    let [hma, hma3] = paper_lines(c);
+    signs_key(hma, hma3)
+}
+
 /// The paper kernel kept each of `combos`' sign bytes and no line (its grid's lines are
 /// single-use: the bytes are what its repeat reads, and a sixteenth of the lines).
 fn kept_signs_only(cache: &Keeping, combos: &[Combo], name: &str) {
     let bytes = cache.bytes.lock().unwrap();
     for c in combos {
-        let key = ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()]);
+        let key = signs_of(c);
         assert!(bytes.contains_key(&key), "{name}: {key:?}");
     }
     let lines = cache.arrays.lock().unwrap();
@@ -978,11 +993,17 @@ fn a_cache_keeps_the_function_series_of_formulas_under_their_canonical_keys() {
                 .lock()
                 .unwrap()
                 .keys()
-                .all(|k| matches!(k, ArrayKey::Node(_) | ArrayKey::Sma(_) | ArrayKey::Moves))
+                .all(|k| matches!(k, ArrayKey::Node(_) | ArrayKey::Moves))
         );
-        // `sma(close, n)` is the built-ins' own SMA line, under their key.
+        // `sma(close, n)` is kept under the key a tuned pass's SMA line of the closes has.
         for n in [10, 20, 30] {
-            assert!(cache.arrays.lock().unwrap().contains_key(&ArrayKey::Sma(n)));
+            assert!(
+                cache
+                    .arrays
+                    .lock()
+                    .unwrap()
+                    .contains_key(&line_array_key(Line::Sma(n)))
+            );
         }
         // Other k values over the same n: every series read back, none computed again, the
         // results those of a sweep without a cache, bit for bit.
@@ -1219,7 +1240,7 @@ fn formulas_and_the_paper_kernel_share_their_wma_lines() {
         let kept: Vec<(u32, std::sync::Arc<[f64]>)> = [10, 20, 40]
             .iter()
             .map(|&n| {
-                let line = cache.arrays.lock().unwrap()[&ArrayKey::Wma(n)].clone();
+                let line = cache.arrays.lock().unwrap()[&line_array_key(Line::Wma(n))].clone();
                 assert!(
                     same(
                         &line,
@@ -1234,7 +1255,7 @@ fn formulas_and_the_paper_kernel_share_their_wma_lines() {
         // instead of computing its own, and answers as without a cache.
         assert_eq!(paper(&cache), paper(&NoCache), "{name}");
         for (n, line) in &kept {
-            let now = cache.arrays.lock().unwrap()[&ArrayKey::Wma(*n)].clone();
+            let now = cache.arrays.lock().unwrap()[&line_array_key(Line::Wma(*n))].clone();
             assert!(
                 std::sync::Arc::ptr_eq(&now, line),
                 "{name}: wma {n} computed again"
@@ -1292,12 +1313,17 @@ fn formulas_and_the_paper_kernel_share_their_hma_and_hma3_lines() {
         // keys, and the paper kernel then computes none of its HMA or HMA3 lines.
         let formulas_first = Keeping::default();
         assert_eq!(formulas(&formulas_first), formulas(&NoCache), "{name}");
+        let lines: std::collections::HashMap<ArrayKey, Line> = combos
+            .iter()
+            .flat_map(paper_lines)
+            .map(|l| (line_array_key(l), l))
+            .collect();
         let held = |c: &Keeping| -> std::collections::HashMap<ArrayKey, std::sync::Arc<[f64]>> {
             c.arrays
                 .lock()
                 .unwrap()
                 .iter()
-                .filter(|(k, _)| matches!(k, ArrayKey::Hma(_) | ArrayKey::Hma3(_)))
+                .filter(|(k, _)| lines.contains_key(k))
                 .map(|(k, l)| (*k, std::sync::Arc::clone(l)))
                 .collect()
         };
@@ -1305,11 +1331,11 @@ fn formulas_and_the_paper_kernel_share_their_hma_and_hma3_lines() {
         assert_eq!(by_formulas.len(), 2 * combos.len(), "{name}");
         // The language's hma and hma3 are the paper's lines bit for bit.
         for (k, line) in &by_formulas {
-            let want = match *k {
-                ArrayKey::Hma([h, f, s]) => {
+            let want = match lines[k] {
+                Line::Hma([h, f, s]) => {
                     sweepflight_kernel::oracle::hma(&close, h as usize, f as usize, s as usize)
                 }
-                ArrayKey::Hma3([a, b, c]) => {
+                Line::Hma3([a, b, c]) => {
                     sweepflight_kernel::oracle::hma3(&close, a as usize, b as usize, c as usize)
                 }
                 _ => unreachable!(),
@@ -1537,14 +1563,17 @@ fn crossings_of_hma_and_hma3_lines_read_the_paper_kernels_state_bytes() {
             .collect();
         let bytes = cache.bytes.lock().unwrap();
         for c in &combos {
-            let key = ArrayKey::Signs([c.half(), c.full(), c.sqrt(), c.p3(), c.p2(), c.p()]);
+            let key = signs_of(c);
             assert!(bytes.contains_key(&key), "{kind}: {key:?}");
         }
+        let paper: Vec<ArrayKey> = combos
+            .iter()
+            .flat_map(paper_lines)
+            .map(line_array_key)
+            .collect();
         let lines = cache.arrays.lock().unwrap();
         assert!(
-            !lines
-                .keys()
-                .any(|k| matches!(k, ArrayKey::Hma(_) | ArrayKey::Hma3(_))),
+            !lines.keys().any(|k| paper.contains(k)),
             "{kind}: {:?}",
             lines.keys()
         );
@@ -1915,5 +1944,121 @@ fn a_combo_listed_twice_is_run_once_and_each_copy_has_its_results() {
         assert!(!plain.is_empty(), "{values:?}");
         assert_eq!(got, plain, "{values:?}");
         assert_eq!(trades, plain.len());
+    }
+}
+
+/// Every function the registry marks `fresh` computes over a row range exactly what its whole
+/// series holds at those rows, its lookback undefined: what lets a walk-forward's folds cut
+/// their arrays from one computation of the whole series (`ArrayKey::of_range`). On every kind
+/// of series (NaN-prefixed and gappy included), at ranges from the first row, inside, one row
+/// long and shorter than the lookback.
+#[test]
+fn a_fresh_function_over_a_range_is_its_whole_series_cut() {
+    let fresh: Vec<_> = FUNCTIONS.iter().filter(|f| f.fresh).collect();
+    assert!(fresh.len() >= 10, "{}", fresh.len());
+    for f in fresh {
+        let Compute::Series(compute) = f.compute else {
+            panic!("{}: a fresh function is a series", f.name)
+        };
+        for (kind, x) in series_kinds(600, 31) {
+            let y: Vec<f64> = x.iter().rev().map(|v| v * 0.5 + 1.0).collect();
+            let around = bars_of(&x, 5);
+            let bars = around.with(&x);
+            let n = x.len();
+            for windows in [[1u32, 1, 1], [3, 7, 2], [16, 9, 5], [40, 60, 8]] {
+                // The arguments over rows `from..to`, and their lookbacks.
+                let args = |from: usize, to: usize| -> (Vec<Input<'_>>, Vec<usize>) {
+                    let (mut series, mut ws) = ([&x, &y].into_iter(), windows.iter());
+                    f.args
+                        .iter()
+                        .map(|a| match a {
+                            Arg::Series => (Input::Series(&series.next().unwrap()[from..to]), 0),
+                            Arg::Window => {
+                                let w = *ws.next().unwrap();
+                                (Input::Window(w as usize), w as usize)
+                            }
+                            Arg::Cond => panic!("{}: no condition argument", f.name),
+                        })
+                        .unzip()
+                };
+                let (all, lookbacks) = args(0, n);
+                let lookback = (f.lookback)(&lookbacks);
+                let mut whole = vec![0.0; n];
+                compute(&bars, &all, &mut whole);
+                let key = ArrayKey::Node(NodeKey::new(0, Some(lookback as u32)));
+                for (from, to) in [(0, n), (1, n), (37, 480), (299, 300), (550, 600)]
+                    .into_iter()
+                    .chain([(100, (101 + lookback).min(n))])
+                {
+                    let mut got = vec![0.0; to - from];
+                    compute(&bars.slice(from, to), &args(from, to).0, &mut got);
+                    let cut = key.of_range(&whole, from, to).unwrap();
+                    assert!(
+                        same(&cut, &got),
+                        "{} {kind} windows {windows:?} rows {from}..{to}",
+                        f.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A formula's arrays over a row range, cut from the whole series' by their node keys, are the
+/// range's own bit for bit, and a sweep of the range reading them answers as one computing
+/// them: the keys of fresh calls (of any column, nested) carry their warm-up, a recurrence's
+/// (`ema`) none.
+#[test]
+fn a_formulas_arrays_over_a_range_cut_from_the_whole_series_are_its_own() {
+    let program = Program::new(&[
+        (
+            Field::Long,
+            "close > sma(high, n) + k * std(close, n) and hma(close, n) > lowest(low, n)",
+        ),
+        (
+            Field::Short,
+            "close < sma(sma(low, 3), n) - k and ema(close, 5) < highest(high, n)",
+        ),
+    ])
+    .unwrap();
+    let values: Vec<f64> = [10.0, 20.0]
+        .iter()
+        .flat_map(|&n| [1.0, 2.0].map(|k| [n, k]))
+        .flatten()
+        .collect();
+    for (kind, close) in series_kinds(1200, 41) {
+        let around = bars_of(&close, 7);
+        let bars = around.with(&close);
+        let exec = Execution::default();
+        let run = |bars: &Bars<'_>, cache: &dyn ArrayCache| {
+            let control = SweepControl {
+                cache,
+                ..SweepControl::default()
+            };
+            sweep_program(bars, &program, &values, 4, &exec, &control).unwrap()
+        };
+        let (whole, fresh) = (Keeping::default(), Keeping::default());
+        run(&bars, &whole);
+        let (from, to) = (333, 1100);
+        let range = bars.slice(from, to);
+        let want = run(&range, &fresh);
+        let whole = whole.arrays.into_inner().unwrap();
+        let derived = Keeping::default();
+        let (mut cut, mut uncut) = (0, 0);
+        for (key, line) in fresh.arrays.into_inner().unwrap() {
+            let base = &whole[&key];
+            match key.of_range(base, from, to) {
+                Some(c) => {
+                    assert!(same(&c, &line), "{kind} {key:?}");
+                    derived.arrays.lock().unwrap().insert(key, c);
+                    cut += 1;
+                }
+                None => uncut += 1,
+            }
+        }
+        // sma(high, n), std(close, n), hma(close, n), lowest(low, n), highest(high, n) and
+        // sma(sma(low, 3), n) per n, and sma(low, 3): cut; ema(close, 5) and the moves: not.
+        assert_eq!((cut, uncut), (13, 2), "{kind}");
+        assert_eq!(run(&range, &derived), want, "{kind}");
     }
 }

@@ -293,6 +293,17 @@ impl ArrayCache for CacheView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sweepflight_kernel::NodeKey;
+    use sweepflight_kernel::lines::Line;
+    use sweepflight_kernel::plan::{line_array_key, signs_key};
+
+    fn hma() -> ArrayKey {
+        line_array_key(Line::Hma([1, 2, 3]))
+    }
+
+    fn sma(n: u32) -> ArrayKey {
+        line_array_key(Line::Sma(n))
+    }
 
     #[test]
     fn a_sweep_offers_its_arrays_only_if_they_all_fit() {
@@ -308,22 +319,19 @@ mod tests {
         // Not offered: read-only, nothing added.
         let view = cache.view_keeping(input, Some(&metrics), false);
         assert!(!view.keeps());
-        view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
-        assert!(view.get(ArrayKey::Hma([1, 2, 3])).is_none());
+        view.insert(hma(), Arc::clone(&line));
+        assert!(view.get(hma()).is_none());
         // Offered: kept, and read back by a view that does not offer.
         let view = cache.view_keeping(input, Some(&metrics), true);
         assert!(view.keeps());
-        view.insert(ArrayKey::Hma([1, 2, 3]), Arc::clone(&line));
+        view.insert(hma(), Arc::clone(&line));
         let reader = cache.view(input, &metrics, false);
-        assert_eq!(
-            reader.get(ArrayKey::Hma([1, 2, 3])).as_deref(),
-            Some(&line[..])
-        );
+        assert_eq!(reader.get(hma()).as_deref(), Some(&line[..]));
         // A cache of 0 bytes keeps nothing whatever the sweep offers, and wants no fill.
         let none = KernelCache::new(0);
         assert!(!none.view_keeping(input, None, true).keeps());
         let again = none.view(input, &metrics, true);
-        assert!(again.get(ArrayKey::Sma(3)).is_none() && !again.wants_fill());
+        assert!(again.get(sma(3)).is_none() && !again.wants_fill());
     }
 
     #[test]
@@ -340,7 +348,7 @@ mod tests {
                 !view.keeps(),
                 "a call's sweep keeps nothing itself (no fill waits)"
             );
-            view.get(ArrayKey::Sma(9)).is_none()
+            view.get(sma(9)).is_none()
         };
         // First sweep of series 0: no fill; the second, which misses, wants one.
         let first = cache.view(input(0), &metrics, true);
@@ -358,12 +366,12 @@ mod tests {
         // A sweep while it still waits keeps what it computes itself; the fill still runs.
         let loop_call = cache.view(input(0), &metrics, true);
         assert!(loop_call.keeps() && cache.fill_wanted(input(0)));
-        assert!(loop_call.get(ArrayKey::Sma(9)).is_none() && !loop_call.wants_fill());
+        assert!(loop_call.get(sma(9)).is_none() && !loop_call.wants_fill());
         cache.end_fill(input(0));
         // A sweep that finds everything wants no fill.
         cache
             .view_keeping(input(0), None, true)
-            .insert(ArrayKey::Sma(9), vec![1.0; 10].into());
+            .insert(sma(9), vec![1.0; 10].into());
         let third = cache.view(input(0), &metrics, true);
         assert!(!missing(&third) && !third.wants_fill());
         // Series 1 swept for lines wanted again at once: kept on its first sweep.
@@ -387,11 +395,13 @@ mod tests {
         };
         let line: Arc<[f64]> = (0..100).map(f64::from).collect();
         let keeping = cache.view_keeping(whole, Some(&metrics), true);
-        keeping.insert(ArrayKey::Sma(5), Arc::clone(&line));
-        keeping.insert(ArrayKey::Ema(5), Arc::clone(&line));
+        keeping.insert(sma(5), Arc::clone(&line));
+        // A node whose values depend on where the series starts (a recurrence: `ema`).
+        let ema = ArrayKey::Node(NodeKey::new(5, None));
+        keeping.insert(ema, Arc::clone(&line));
         // A combo's sign bytes: undefined for a range's first 6 bars, its HMA3 [1, 2, 4]'s
         // warm-up (3 + 3: the longest WMA, then p), longer than its HMA [2, 4, 2]'s (3 + 1).
-        let signs_key = ArrayKey::Signs([2, 4, 2, 1, 2, 4]);
+        let signs_key = signs_key(Line::Hma([2, 4, 2]), Line::Hma3([1, 2, 4]));
         let signs: Arc<[u8]> = (0..100u8).map(|i| i % 3).collect();
         keeping.insert_bytes(signs_key, Arc::clone(&signs));
         assert_eq!(cache.bytes(), 2 * 800 + 100, "each array by its own bytes");
@@ -403,9 +413,7 @@ mod tests {
             &metrics,
             false,
         );
-        let cut = range
-            .get(ArrayKey::Sma(5))
-            .expect("cut from the whole line");
+        let cut = range.get(sma(5)).expect("cut from the whole line");
         assert_eq!(cut.len(), 20);
         assert!(cut[..4].iter().all(|v| v.is_nan()));
         assert_eq!(cut[4..], line[14..30]);
@@ -415,9 +423,9 @@ mod tests {
         assert_eq!(bytes[..6], [3; 6]);
         assert_eq!(bytes[6..], signs[16..30]);
         // Bytes are not a line, nor a line bytes.
-        assert!(range.get(signs_key).is_none() && range.get_bytes(ArrayKey::Sma(5)).is_none());
+        assert!(range.get(signs_key).is_none() && range.get_bytes(sma(5)).is_none());
         // An EMA starts fresh at the range: never cut; another series or version: no line.
-        assert!(range.get(ArrayKey::Ema(5)).is_none());
+        assert!(range.get(ema).is_none());
         let other = cache.view(
             InputKey {
                 series: 3,
@@ -427,6 +435,6 @@ mod tests {
             &metrics,
             false,
         );
-        assert!(other.get(ArrayKey::Sma(5)).is_none());
+        assert!(other.get(sma(5)).is_none());
     }
 }

@@ -6,14 +6,15 @@
 //! and queue, cancelled the same way.
 //!
 //! Sharing across folds: each run's indicator lines start fresh at its own computed range
-//! (strategies.md, "The range a strategy sees"). For lines whose every value is a fresh sum
-//! over its own window (SMAs, the HMA and HMA3 lines) that is the same line over the whole
-//! series, cut to the range with the range's own warm-up NaN, bit for bit
-//! ([`sweepflight_kernel::ArrayKey::of_range`]). So before a series' folds, a sweep of the few
-//! combos that between them have every such line of the grid runs on the whole series and
-//! leaves the lines in the kernel cache; each fold's runs then cut them instead of computing
-//! them (the cache view does the cutting). EMA and RSI lines depend on where the range starts
-//! and are computed per fold.
+//! (strategies.md, "The range a strategy sees"). For arrays whose every value is computed
+//! afresh from its own window (the functions the kernel's registry marks `fresh`: `sma`, `std`,
+//! `wma`, `hma`, `highest`, ... of any column, and the paper kernel's state bytes) that is the
+//! same array over the whole series, cut to the range with the range's own warm-up NaN, bit for
+//! bit ([`sweepflight_kernel::ArrayKey::of_range`]: the warm-up is in the node's key). So
+//! before a series' folds, a sweep of the few combos that between them have every such array of
+//! the grid runs on the whole series and leaves them in the kernel cache; each fold's runs then
+//! cut them instead of computing them (the cache view does the cutting). Recurrences (`ema`,
+//! `rsi`) depend on where the range starts and are computed per fold.
 
 use std::sync::Arc;
 

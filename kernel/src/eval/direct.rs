@@ -24,16 +24,16 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Facts, Shape, builtin_line, column, crossing_operands};
+use super::{Facts, Shape, column, crossing_operands, tuned_line};
 use crate::certified::{self, Bounded, Certified, Side};
 use crate::execution::{Execution, run_signals};
 use crate::expr::registry::Crossing;
 use crate::expr::{Column, Field, Program};
-use crate::keys::{ArrayCache, ArrayKey};
+use crate::keys::ArrayCache;
 use crate::ledger::Books;
-use crate::lines::Bars;
 use crate::lines::indicators::{donchian_channels, sma_multi};
-use crate::plan::{Cond, Def, Plan, Windows};
+use crate::lines::{Bars, Line};
+use crate::plan::{Cond, Def, Plan, Windows, line_array_key};
 use crate::sweep::SweepControl;
 use crate::{Combo, ComboResult, Error, Result, signal};
 
@@ -144,12 +144,12 @@ impl<'a> Recogniser<'a> {
         if normal(defs, short, false)? != (a, b) || frames[a as usize].is_some() {
             return None;
         }
-        let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
+        let line = |n: u32| tuned_line(defs, &defs[n as usize]);
         let direct = match (line(a)?, line(b)?) {
-            (ArrayKey::Hma([h, f, s]), ArrayKey::Hma3([p3, p2, p])) => {
+            (Line::Hma([h, f, s]), Line::Hma3([p3, p2, p])) => {
                 Direct::Paper(Combo::new([h, f, s, p3, p2, p]).ok()?)
             }
-            (ArrayKey::Sma(a), ArrayKey::Sma(b))
+            (Line::Sma(a), Line::Sma(b))
                 if self.facts.certify
                     && [a, b]
                         .iter()
@@ -280,8 +280,13 @@ fn compute(
     let mut out: BTreeMap<Key, Array> = BTreeMap::new();
     let mut exact: Vec<usize> = Vec::new();
     for &n in &smas {
-        let key = ArrayKey::Sma(n as u32);
-        match cache.get(key).filter(|l| l.len() == close.len()) {
+        let key = line_array_key(Line::Sma(n as u32));
+        match cache
+            .may_hold()
+            .then(|| cache.get(key))
+            .flatten()
+            .filter(|l| l.len() == close.len())
+        {
             Some(line) if !long(n) => {
                 out.insert(Key::Sma(n as u32), Array::Line(line));
             }
@@ -291,7 +296,7 @@ fn compute(
     }
     for (&n, line) in exact.iter().zip(sma_multi(close, &exact, parallel)) {
         if cache.keeps() {
-            cache.insert(ArrayKey::Sma(n as u32), Arc::clone(&line));
+            cache.insert(line_array_key(Line::Sma(n as u32)), Arc::clone(&line));
         }
         out.insert(Key::Sma(n as u32), Array::Line(line));
     }
@@ -332,7 +337,7 @@ fn side(arrays: &BTreeMap<Key, Array>, n: u32) -> Side<'_> {
     };
     Side {
         line,
-        key: ArrayKey::Sma(n),
+        key: Line::Sma(n),
     }
 }
 

@@ -38,7 +38,7 @@ use crate::keys::{ArrayCache, ArrayKey};
 use crate::ledger::{Books, Moves};
 use crate::lines::multi::Hull;
 use crate::lines::vector::multiversion;
-use crate::lines::{Bars, Input};
+use crate::lines::{Bars, Input, Line};
 use crate::plan::{CallArg, ComboPlan, Cond, Def, Operand, Plan, Windows};
 use crate::sweep::{PARALLEL_MIN_WORK, SweepControl};
 use crate::timeframe::{PeriodBars, Timeframe, seen_from_next};
@@ -213,11 +213,11 @@ impl Shape {
         def: &Def,
         facts: &mut Facts,
     ) -> Option<Self> {
-        if let Some((combo, swapped)) = paper_pair(bars, defs, def) {
+        if let Some((combo, swapped)) = paper_pair(defs, def) {
             return Some(Self::Paper(combo, swapped));
         }
         if facts.certify
-            && let Some((ArrayKey::Sma(x), ArrayKey::Sma(y))) = crossing_lines(bars, defs, def)
+            && let Some((Line::Sma(x), Line::Sma(y))) = crossing_lines(defs, def)
         {
             return [x, y]
                 .iter()
@@ -310,20 +310,20 @@ fn crossing_operands(def: &Def) -> Option<(Crossing, u32, u32)> {
     Some((way, a, b))
 }
 
-/// The built-ins' keys ([`builtin_line`]) of a crossing's two lines, in its operands' order.
-fn crossing_lines(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(ArrayKey, ArrayKey)> {
+/// The tuned lines ([`tuned_line`]) of a crossing's two operands, in its operands' order.
+fn crossing_lines(defs: &[Def], def: &Def) -> Option<(Line, Line)> {
     let (_, a, b) = crossing_operands(def)?;
-    let line = |n: u32| builtin_line(bars, defs, &defs[n as usize]);
+    let line = |n: u32| tuned_line(defs, &defs[n as usize]);
     Some((line(a)?, line(b)?))
 }
 
 /// The paper kernel's combo whose state bytes give crossing `def` (`b` of the bytes is the
 /// HMA3 line, `a` the HMA line): a crossing of an `hma` and an `hma3` line of the closes, in
 /// either order (`true`: the HMA3 line first), windows alone.
-fn paper_pair(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<(Combo, bool)> {
-    let (hma, hma3, swapped) = match crossing_lines(bars, defs, def)? {
-        (ArrayKey::Hma(h), ArrayKey::Hma3(t)) => (h, t, false),
-        (ArrayKey::Hma3(t), ArrayKey::Hma(h)) => (h, t, true),
+fn paper_pair(defs: &[Def], def: &Def) -> Option<(Combo, bool)> {
+    let (hma, hma3, swapped) = match crossing_lines(defs, def)? {
+        (Line::Hma(h), Line::Hma3(t)) => (h, t, false),
+        (Line::Hma3(t), Line::Hma(h)) => (h, t, true),
         _ => return None,
     };
     let [h, f, q] = hma;
@@ -833,17 +833,12 @@ fn materialise(
     // The keys of the function series (others are not cached: conditions are bytes, and an
     // operator node costs about what reading it would).
     let keys: Vec<Option<ArrayKey>> = if cache.may_hold() || cache.keeps() {
-        plan.fingerprints()
+        plan.node_keys()
             .into_iter()
-            .zip(defs.iter().zip(frames))
-            .map(|(f, (d, frame))| match d {
+            .zip(defs)
+            .map(|(k, d)| match d {
                 Def::Call { func, .. } if matches!(function(*func).compute, Compute::Series(_)) => {
-                    // A built-in's line is one of the bars, never of period bars.
-                    let line = frame
-                        .is_none()
-                        .then(|| builtin_line(bars, defs, d))
-                        .flatten();
-                    Some(line.unwrap_or(ArrayKey::Node(f)))
+                    Some(ArrayKey::Node(k))
                 }
                 _ => None,
             })
@@ -1027,15 +1022,10 @@ fn materialise(
     Ok(arrays)
 }
 
-/// The built-ins' own key of a call that is one of their lines: `sma(close, n)` and
-/// `ema(close, n)` are bit for bit the `sma_cross` and `ema_cross` lines, `wma(close, n)` the
-/// paper kernel's first-level `WMA(close, n)`, `hma(close, h, f, s)` and `hma3(close, a, b, c)`
-/// its HMA and HMA3 lines (the same arithmetic, held equal by the tests; the paper kernel
-/// offers only exact lines, never certified ones; an EMA only where the first close is
-/// defined, as the language's starts at the first defined bar), so a built-in sweep and a
-/// formula sweep of one series share them in a cache, and a row range's line is cut from the
-/// whole series' where the built-ins' is ([`ArrayKey::of_range`]).
-fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
+/// The line a call is that a tuned computation makes ([`Line`]): `sma`, `wma`, `hma` and
+/// `hma3` of the closes, bit for bit the lines the paper kernel and the certified SMA lines
+/// compute (the same arithmetic, held equal by the tests).
+fn tuned_line(defs: &[Def], def: &Def) -> Option<Line> {
     let Def::Call { func, args } = def else {
         return None;
     };
@@ -1052,35 +1042,28 @@ fn builtin_line(bars: &Bars<'_>, defs: &[Def], def: &Def) -> Option<ArrayKey> {
             CallArg::Operand(_) => None,
         })
         .collect::<Option<_>>()?;
-    match (function(*func).name, &windows[..]) {
-        ("sma", &[n]) => Some(ArrayKey::Sma(n)),
-        ("wma", &[n]) => Some(ArrayKey::Wma(n)),
-        ("ema", &[n]) if bars.close.first().is_some_and(|c| !c.is_nan()) => Some(ArrayKey::Ema(n)),
-        ("hma", &[h, f, s]) => Some(ArrayKey::Hma([h, f, s])),
-        ("hma3", &[a, b, c]) => Some(ArrayKey::Hma3([a, b, c])),
-        _ => None,
-    }
+    Line::of_call(function(*func).name, &windows)
 }
 
 /// The arrays of one combo of `program` (its `values`) that a sweep over a row range can cut
-/// from the same arrays over the whole series ([`ArrayKey::of_range`]): the lines of the
-/// closes [`builtin_line`] keys whose values are fresh sums over their own windows, and the
-/// paper kernel's state bytes of its crossings of an HMA and an HMA3 line.
+/// from the same arrays over the whole series ([`ArrayKey::of_range`]): its function series
+/// on the bars whose values are fresh over their windows (their keys have a warm-up), and
+/// the paper kernel's state bytes of its crossings of an HMA and an HMA3 line.
 pub fn cuttable_lines(program: &Program, values: &[f64]) -> Vec<ArrayKey> {
     let mut plan = Plan::new();
     plan.bind(program, values);
-    // No closes: no series-dependent key (an EMA's) is given.
-    let bars = Bars::closes(&[]);
-    let (defs, frames) = (plan.defs(), plan.frames());
+    let defs = plan.defs();
     let mut keys: Vec<ArrayKey> = defs
         .iter()
-        .zip(frames)
-        .filter(|(_, frame)| frame.is_none())
-        .filter_map(|(def, _)| {
-            if let Some((combo, _)) = paper_pair(&bars, defs, def) {
-                return Some(ArrayKey::Signs(combo.windows()));
+        .zip(plan.node_keys())
+        .filter_map(|(def, key)| {
+            if let Some((combo, _)) = paper_pair(defs, def) {
+                return Some(crate::sweep::signs_key(&combo));
             }
-            builtin_line(&bars, defs, def).filter(|k| k.of_range(&[], 0, 0).is_some())
+            let series = matches!(def, Def::Call { func, .. }
+                if matches!(function(*func).compute, Compute::Series(_)));
+            (series && ArrayKey::Node(key).of_range(&[], 0, 0).is_some())
+                .then_some(ArrayKey::Node(key))
         })
         .collect();
     keys.sort_unstable();

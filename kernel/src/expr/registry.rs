@@ -117,6 +117,11 @@ pub struct Function {
     pub crossing: Option<Crossing>,
     /// Its part in a channel breakout ([`Breakout`]).
     pub breakout: Option<Breakout>,
+    /// Its value at a bar is computed afresh from its inputs over its lookback (no running
+    /// state: the same arithmetic wherever the series starts), so a row range's series is the
+    /// whole series' with the range's lookback undefined (`crate::ArrayKey::of_range`: the
+    /// folds of a walk-forward cut their lines from one computation). Held by a test.
+    pub fresh: bool,
     /// The oracle.
     pub plain: Plain,
 }
@@ -166,6 +171,7 @@ macro_rules! function {
             hull: None,
             crossing: None,
             breakout: None,
+            fresh: false,
             plain: Plain::$ret($plain),
         }
     };
@@ -175,6 +181,7 @@ macro_rules! function {
 pub static FUNCTIONS: &[Function] = &[
     Function {
         breakout: Some(Breakout::Lag),
+        fresh: true,
         ..function!(
             "lag",
             [S, W],
@@ -186,38 +193,48 @@ pub static FUNCTIONS: &[Function] = &[
             plain::lag
         )
     },
-    function!(
-        "change",
-        [S, W],
-        "change(x, n)",
-        Series,
-        &[],
-        lagged,
-        series::change,
-        plain::change
-    ),
-    function!(
-        "roc",
-        [S, W],
-        "roc(x, n)",
-        Series,
-        &[],
-        lagged,
-        series::roc,
-        plain::roc
-    ),
-    function!(
-        "sum",
-        [S, W],
-        "sum(x, n)",
-        Series,
-        &[],
-        window_fn,
-        series::sum,
-        plain::sum
-    ),
+    Function {
+        fresh: true,
+        ..function!(
+            "change",
+            [S, W],
+            "change(x, n)",
+            Series,
+            &[],
+            lagged,
+            series::change,
+            plain::change
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "roc",
+            [S, W],
+            "roc(x, n)",
+            Series,
+            &[],
+            lagged,
+            series::roc,
+            plain::roc
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "sum",
+            [S, W],
+            "sum(x, n)",
+            Series,
+            &[],
+            window_fn,
+            series::sum,
+            plain::sum
+        )
+    },
     Function {
         multi: Some(multi::sma),
+        fresh: true,
         ..function!(
             "sma",
             [S, W],
@@ -231,6 +248,7 @@ pub static FUNCTIONS: &[Function] = &[
     },
     Function {
         multi: Some(multi::wma),
+        fresh: true,
         ..function!(
             "wma",
             [S, W],
@@ -244,6 +262,7 @@ pub static FUNCTIONS: &[Function] = &[
     },
     Function {
         multi: Some(multi::std),
+        fresh: true,
         ..function!(
             "std",
             [S, W],
@@ -257,6 +276,7 @@ pub static FUNCTIONS: &[Function] = &[
     },
     Function {
         breakout: Some(Breakout::Highest),
+        fresh: true,
         ..function!(
             "highest",
             [S, W],
@@ -270,6 +290,7 @@ pub static FUNCTIONS: &[Function] = &[
     },
     Function {
         breakout: Some(Breakout::Lowest),
+        fresh: true,
         ..function!(
             "lowest",
             [S, W],
@@ -327,6 +348,7 @@ pub static FUNCTIONS: &[Function] = &[
     ),
     Function {
         hull: Some((2.0, 2)),
+        fresh: true,
         ..function!(
             "hma",
             [S, W, W, W],
@@ -342,6 +364,7 @@ pub static FUNCTIONS: &[Function] = &[
         Some((hma_windows, "hma")), series::hma, plain::hma),
     Function {
         hull: Some((3.0, 3)),
+        fresh: true,
         ..function!(
             "hma3",
             [S, W, W, W],
@@ -353,56 +376,71 @@ pub static FUNCTIONS: &[Function] = &[
             plain::hma3
         )
     },
-    function!(
-        "abs",
-        [S],
-        "abs(x)",
-        Series,
-        &[],
-        elementwise,
-        series::abs,
-        plain::abs
-    ),
-    function!(
-        "sqrt",
-        [S],
-        "sqrt(x)",
-        Series,
-        &[],
-        elementwise,
-        series::sqrt,
-        plain::sqrt
-    ),
-    function!(
-        "log",
-        [S],
-        "log(x)",
-        Series,
-        &[],
-        elementwise,
-        series::log,
-        plain::log
-    ),
-    function!(
-        "min",
-        [S, S],
-        "min(a, b)",
-        Series,
-        &[],
-        elementwise,
-        series::min,
-        plain::min
-    ),
-    function!(
-        "max",
-        [S, S],
-        "max(a, b)",
-        Series,
-        &[],
-        elementwise,
-        series::max,
-        plain::max
-    ),
+    Function {
+        fresh: true,
+        ..function!(
+            "abs",
+            [S],
+            "abs(x)",
+            Series,
+            &[],
+            elementwise,
+            series::abs,
+            plain::abs
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "sqrt",
+            [S],
+            "sqrt(x)",
+            Series,
+            &[],
+            elementwise,
+            series::sqrt,
+            plain::sqrt
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "log",
+            [S],
+            "log(x)",
+            Series,
+            &[],
+            elementwise,
+            series::log,
+            plain::log
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "min",
+            [S, S],
+            "min(a, b)",
+            Series,
+            &[],
+            elementwise,
+            series::min,
+            plain::min
+        )
+    },
+    Function {
+        fresh: true,
+        ..function!(
+            "max",
+            [S, S],
+            "max(a, b)",
+            Series,
+            &[],
+            elementwise,
+            series::max,
+            plain::max
+        )
+    },
     function!(
         "where",
         [C, S, S],
@@ -461,6 +499,8 @@ const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -
         hull: None,
         crossing: None,
         breakout: None,
+        // Its periods depend on where the bars start.
+        fresh: false,
         plain: Plain::Frame(tf),
     }
 }

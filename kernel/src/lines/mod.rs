@@ -160,3 +160,43 @@ impl Input<'_> {
         }
     }
 }
+
+/// A line of the closes that a tuned computation makes, by its structure: what the paper
+/// kernel's passes ([`wma`]) and the certified lines compute and recompute exactly, and what the
+/// shapes recognise a crossing of. It is the language's call [`Line::call`] names, bit for bit;
+/// its cache key is that call's node key (`crate::plan::line_key`), never a name of its own,
+/// so a line a tuned pass made and the same call in any formula are one cached array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Line {
+    /// `sma(close, n)`.
+    Sma(u32),
+    /// `wma(close, n)`.
+    Wma(u32),
+    /// `hma(close, half, full, sqrt)`.
+    Hma([u32; 3]),
+    /// `hma3(close, p3, p2, p)`.
+    Hma3([u32; 3]),
+}
+
+impl Line {
+    /// The language's function that computes the line over the closes, and its windows.
+    pub fn call(self) -> (&'static str, Vec<u32>) {
+        match self {
+            Self::Sma(n) => ("sma", vec![n]),
+            Self::Wma(n) => ("wma", vec![n]),
+            Self::Hma(w) => ("hma", w.to_vec()),
+            Self::Hma3(w) => ("hma3", w.to_vec()),
+        }
+    }
+
+    /// The line a call of the closes is, from its function's name and windows (full forms).
+    pub fn of_call(name: &str, windows: &[u32]) -> Option<Self> {
+        Some(match (name, windows) {
+            ("sma", &[n]) => Self::Sma(n),
+            ("wma", &[n]) => Self::Wma(n),
+            ("hma", &[h, f, s]) => Self::Hma([h, f, s]),
+            ("hma3", &[a, b, c]) => Self::Hma3([a, b, c]),
+            _ => return None,
+        })
+    }
+}

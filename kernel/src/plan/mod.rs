@@ -17,8 +17,10 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::expr::bind::{Bound, Field, Kind, MAX_WINDOW, Program};
-use crate::expr::registry::{Arg, Returns, full_form, function};
+use crate::expr::registry::{Arg, Returns, full_form, function, lookup};
 use crate::expr::{BinOp, CmpOp, Column, Node};
+use crate::keys::{ArrayKey, NodeKey};
+use crate::lines::Line;
 use crate::timeframe::Timeframe;
 
 /// An operand of a node: another node, or a constant (its bits, so keys hash and compare).
@@ -157,6 +159,33 @@ impl Def {
         self.is_series() && !matches!(self, Self::Column(_))
     }
 
+    /// Leading bars its values leave undefined wherever the series starts, where every value
+    /// is computed afresh from its inputs' values over that lookback (a column; elementwise
+    /// arithmetic; a function the registry marks `fresh`, over such inputs), given its operand
+    /// nodes' (`warm`); `None` where values depend on where the series starts.
+    fn warm_up(&self, warm: &[Option<u32>]) -> Option<u32> {
+        let operand = |o: &Operand| match o {
+            Operand::Node(n) => warm[*n as usize],
+            Operand::Const(_) => Some(0),
+        };
+        match self {
+            Self::Column(_) => Some(0),
+            Self::Neg(a) => operand(a),
+            Self::Arith(_, a, b) => Some(operand(a)?.max(operand(b)?)),
+            Self::Call { func, args } if function(*func).fresh => {
+                let lookbacks: Vec<usize> = args
+                    .iter()
+                    .map(|a| match a {
+                        CallArg::Operand(o) => operand(o).map(|w| w as usize),
+                        CallArg::Window(n) => Some(*n as usize),
+                    })
+                    .collect::<Option<_>>()?;
+                u32::try_from((function(*func).lookback)(&lookbacks)).ok()
+            }
+            _ => None,
+        }
+    }
+
     /// Whether it is a series (else a condition).
     pub fn is_series(&self) -> bool {
         match self {
@@ -167,6 +196,55 @@ impl Def {
             }
         }
     }
+}
+
+/// One node's fingerprint ([`Plan::fingerprints`]): its def on `frame`, its operand nodes
+/// replaced by their fingerprints (`nodes`).
+fn fingerprint(def: &Def, frame: Option<Timeframe>, nodes: &[u128], inputs: &[String]) -> u128 {
+    let half = |salt: u64| {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        // A node of a higher timeframe never shares a key (nor a cached line) with the bars'
+        // node of the same def; the bars' keys are as before timeframes.
+        if let Some(tf) = frame {
+            h.write_u8(0xfe);
+            tf.hash(&mut h);
+        }
+        def.hash_with(nodes, inputs, &mut h);
+        h.finish()
+    };
+    (u128::from(half(1)) << 64) | u128::from(half(2))
+}
+
+/// The node key of the call that computes `line` over the closes, on the bars: the key a
+/// formula's node of that call has in any plan ([`Plan::node_keys`]), so a line a tuned pass
+/// makes and the same call in a formula are one cached array.
+pub fn line_key(line: Line) -> NodeKey {
+    let (name, windows) = line.call();
+    let func = lookup(name, windows.len() + 1).expect("a line is a call of the registry");
+    let close = Def::Column(Column::Close);
+    let call = Def::Call {
+        func,
+        args: std::iter::once(CallArg::Operand(Operand::Node(0)))
+            .chain(windows.into_iter().map(CallArg::Window))
+            .collect(),
+    };
+    let of_close = fingerprint(&close, None, &[], &[]);
+    NodeKey::new(
+        fingerprint(&call, None, &[of_close], &[]),
+        call.warm_up(&[close.warm_up(&[])]),
+    )
+}
+
+/// The cache's key of `line`'s values: its call's node key ([`line_key`]).
+pub fn line_array_key(line: Line) -> ArrayKey {
+    ArrayKey::Node(line_key(line))
+}
+
+/// The cache's key of the state bytes of lines `a` and `b` (`crate::signal`: `b` crossing
+/// `a`): the pair of their calls' node keys.
+pub fn signs_key(a: Line, b: Line) -> ArrayKey {
+    ArrayKey::Signs(NodeKey::pair(line_key(a), line_key(b)))
 }
 
 /// A formula's value for one combo: the same number or truth at every bar, or a node.
@@ -302,21 +380,24 @@ impl Plan {
     pub fn fingerprints(&self) -> Vec<u128> {
         let mut out: Vec<u128> = Vec::with_capacity(self.defs.len());
         for (def, frame) in self.defs.iter().zip(&self.frames) {
-            let half = |salt: u64| {
-                let mut h = DefaultHasher::new();
-                salt.hash(&mut h);
-                // A node of a higher timeframe never shares a key (nor a cached line) with the
-                // bars' node of the same def; the bars' keys are as before timeframes.
-                if let Some(tf) = frame {
-                    h.write_u8(0xfe);
-                    tf.hash(&mut h);
-                }
-                def.hash_with(&out, &self.inputs, &mut h);
-                h.finish()
-            };
-            out.push((u128::from(half(1)) << 64) | u128::from(half(2)));
+            out.push(fingerprint(def, *frame, &out, &self.inputs));
         }
         out
+    }
+
+    /// Each node's cache key ([`NodeKey`]: its fingerprint and, where its values are fresh
+    /// over a window of its inputs, its warm-up), in [`Plan::defs`] order.
+    pub fn node_keys(&self) -> Vec<NodeKey> {
+        let mut warm: Vec<Option<u32>> = Vec::with_capacity(self.defs.len());
+        for (def, frame) in self.defs.iter().zip(&self.frames) {
+            // A node of a higher timeframe reads periods, which depend on where the bars start.
+            warm.push(frame.is_none().then(|| def.warm_up(&warm)).flatten());
+        }
+        self.fingerprints()
+            .into_iter()
+            .zip(warm)
+            .map(|(f, w)| NodeKey::new(f, w))
+            .collect()
     }
 
     fn intern(&mut self, frame: Option<Timeframe>, def: Def) -> u32 {

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::{ArrayKey, Run, hma_key, hma3_key, line_bytes, signs_key};
+use super::{Run, hma_key, hma3_key, line_bytes, signs_key};
+use crate::lines::Line;
 use crate::lines::vector;
 use crate::lines::wma::{RangeScratch, wma_range};
 use crate::{Combo, ComboResult, Result, signal};
@@ -156,7 +157,7 @@ impl Tiling {
         budget: usize,
         keep: bool,
     ) -> usize {
-        let mut lines: BTreeSet<ArrayKey> = BTreeSet::new();
+        let mut lines: BTreeSet<Line> = BTreeSet::new();
         for (taken, &i) in order.iter().enumerate() {
             let c = &combos[i];
             let new = [hma_key(c), hma3_key(c)]
@@ -225,7 +226,7 @@ struct Group {
     windows: Vec<usize>,
     tasks: Vec<Task>,
     /// The computed lines' keys, in line number order.
-    lines: Vec<ArrayKey>,
+    lines: Vec<Line>,
     /// What each combo's trades read.
     sources: Vec<Inputs>,
     /// The longest second-level window of the tasks (1 without tasks).
@@ -234,10 +235,8 @@ struct Group {
 
 impl Group {
     fn new(run: &Run<'_>, group: &[usize]) -> Self {
-        let cache = run.control.cache;
-        let len = run.close.len();
-        let mut found: HashMap<ArrayKey, Source> = HashMap::new();
-        let mut lines: Vec<ArrayKey> = Vec::new();
+        let mut found: HashMap<Line, Source> = HashMap::new();
+        let mut lines: Vec<Line> = Vec::new();
         let mut hma: BTreeMap<(u32, u32), BTreeSet<(u32, usize)>> = BTreeMap::new();
         let mut hma3: Vec<([u32; 3], usize)> = Vec::new();
         let mut sources = Vec::with_capacity(group.len());
@@ -247,18 +246,18 @@ impl Group {
                 sources.push(Inputs::Kept(signs));
                 continue;
             }
-            let mut source = |key: ArrayKey| -> Source {
+            let mut source = |key: Line| -> Source {
                 let entry = found.entry(key).or_insert_with(|| {
-                    if let Some(line) = cache.get(key).filter(|l| l.len() == len) {
+                    if let Some(line) = run.cached(key) {
                         return Source::Cached(line);
                     }
                     let n = lines.len();
                     lines.push(key);
                     match key {
-                        ArrayKey::Hma([h, f, q]) => {
+                        Line::Hma([h, f, q]) => {
                             hma.entry((h, f)).or_default().insert((q, n));
                         }
-                        ArrayKey::Hma3(t) => hma3.push((t, n)),
+                        Line::Hma3(t) => hma3.push((t, n)),
                         _ => unreachable!("HMA and HMA3 lines only"),
                     }
                     Source::Computed(n)
@@ -533,7 +532,9 @@ impl Run<'_> {
             // SAFETY: every tile wrote its bars of every computed line, and the tiles cover
             // every bar.
             let line = unsafe { line.assume_init() };
-            self.control.cache.insert(*key, line);
+            self.control
+                .cache
+                .insert(crate::plan::line_array_key(*key), line);
         }
         for (&i, signs) in group.iter().zip(kept) {
             if let Some(signs) = signs {
