@@ -566,5 +566,25 @@ mod tests {
         assert!(covering_combos(&ema).unwrap().is_empty());
         let hma = SweepRequest::lengths("s", [10, 20, 30]);
         assert_eq!(covering_combos(&hma).unwrap().len(), 3);
+        // A channel breakout's parts are read from the channels' pass, never the cache.
+        let donchian = SweepRequest::strategy(
+            "s",
+            Strategy::Builtin(Builtin::Donchian),
+            Grid::Product(vec![vec![10.0, 20.0]]),
+        );
+        assert!(covering_combos(&donchian).unwrap().is_empty());
+        // Formulas: any fresh call (here `sma` and `std` of the closes per n) is covered, one
+        // combo per n whatever the other parameter.
+        let bollinger = SweepRequest::decode(
+            br#"{"dataset": "s", "strategy": {"long": "close < sma(close, n) - k * std(close, n)",
+                 "short": "close > sma(close, n) + k * std(close, n)"},
+                 "grid": {"n": [10, 20, 30], "k": [1.0, 2.0, 3.0]}}"#,
+        )
+        .unwrap();
+        let cover = covering_combos(&bollinger).unwrap();
+        assert_eq!(cover.len(), 3, "{cover:?}");
+        for n in [10.0, 20.0, 30.0] {
+            assert!(cover.iter().any(|c| c[0] == n), "n {n}: {cover:?}");
+        }
     }
 }

@@ -1047,8 +1047,9 @@ fn tuned_line(defs: &[Def], def: &Def) -> Option<Line> {
 
 /// The arrays of one combo of `program` (its `values`) that a sweep over a row range can cut
 /// from the same arrays over the whole series ([`ArrayKey::of_range`]): its function series
-/// on the bars whose values are fresh over their windows (their keys have a warm-up), and
-/// the paper kernel's state bytes of its crossings of an HMA and an HMA3 line.
+/// on the bars whose values are fresh over their windows (their keys have a warm-up) but a
+/// channel breakout's parts, and the paper kernel's state bytes of its crossings of an HMA and
+/// an HMA3 line.
 pub fn cuttable_lines(program: &Program, values: &[f64]) -> Vec<ArrayKey> {
     let mut plan = Plan::new();
     plan.bind(program, values);
@@ -1060,8 +1061,12 @@ pub fn cuttable_lines(program: &Program, values: &[f64]) -> Vec<ArrayKey> {
             if let Some((combo, _)) = paper_pair(defs, def) {
                 return Some(crate::sweep::signs_key(&combo));
             }
+            // A channel breakout's parts are read from the channels' pass where the column is
+            // clean (the usual case), never asked of the cache: no cover is worth sweeping
+            // for them.
             let series = matches!(def, Def::Call { func, .. }
-                if matches!(function(*func).compute, Compute::Series(_)));
+                if matches!(function(*func).compute, Compute::Series(_))
+                    && function(*func).breakout.is_none());
             (series && ArrayKey::Node(key).of_range(&[], 0, 0).is_some())
                 .then_some(ArrayKey::Node(key))
         })
