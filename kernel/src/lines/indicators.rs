@@ -37,21 +37,39 @@ pub fn sma_multi(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>
         "windows must be >= 1 and strictly ascending"
     );
     let len = x.len();
-    let mut outs: Vec<Arc<[f64]>> = windows.iter().map(|_| nan_line(len)).collect();
-    let Some(&shortest) = windows.first() else {
-        return outs;
-    };
-    // Starts with an output for at least the shortest window.
-    let starts = (len + 1).saturating_sub(shortest);
-    let ptrs = Outs(
-        outs.iter_mut()
-            .map(|o| Arc::get_mut(o).expect("not shared yet").as_mut_ptr())
-            .collect(),
-    );
-    over_starts(starts, parallel, |lo, hi| {
-        sma_starts(x, windows, lo, hi, &ptrs)
-    });
-    outs
+    // Left uninitialised but for each window's warm-up (NaN): the pass writes every bar from
+    // `n - 1` on, so filling the whole line first would be a wasted pass over fresh memory.
+    let mut outs: Vec<Arc<[MaybeUninit<f64>]>> = windows
+        .iter()
+        .map(|&n| {
+            let mut line = Arc::new_uninit_slice(len);
+            Arc::get_mut(&mut line).expect("just allocated, not shared")[..(n - 1).min(len)]
+                .fill(MaybeUninit::new(f64::NAN));
+            line
+        })
+        .collect();
+    if let Some(&shortest) = windows.first() {
+        // Starts with an output for at least the shortest window.
+        let starts = (len + 1).saturating_sub(shortest);
+        let ptrs = Outs(
+            outs.iter_mut()
+                .map(|o| {
+                    Arc::get_mut(o)
+                        .expect("not shared yet")
+                        .as_mut_ptr()
+                        .cast::<f64>()
+                })
+                .collect(),
+        );
+        over_starts(starts, parallel, |lo, hi| {
+            sma_starts(x, windows, lo, hi, &ptrs)
+        });
+    }
+    outs.into_iter()
+        // SAFETY: every element was written: the warm-up above, bars `n - 1..len` by the pass
+        // (each start `s < len + 1 - n` writes bar `s + n - 1` of window `n`).
+        .map(|o| unsafe { o.assume_init() })
+        .collect()
 }
 
 multiversion! {
@@ -91,11 +109,6 @@ multiversion! {
             }
         }
     }
-}
-
-/// A shared line of `len` NaN.
-fn nan_line(len: usize) -> Arc<[f64]> {
-    super::filled_line(len, f64::NAN)
 }
 
 /// Runs `task(lo, hi)` over the window starts `0..starts` in ranges of
