@@ -110,28 +110,43 @@ multiversion! {
             line.fill(NAN);
             return;
         }
-        let nf = n as f64;
         line[..n - 1].fill(NAN);
         let mut i0 = n - 1;
-        while i0 < len {
-            let b = BLOCK.min(len - i0);
-            let mut m = [0.0f64; BLOCK];
-            m[..b].copy_from_slice(&line[i0..i0 + b]);
-            let mut acc = [0.0f64; BLOCK];
+        // Tiles of a fixed number of bars, so their sums and means stay in registers across the
+        // window (a loop over a variable width keeps them in memory, one store and one load per
+        // bar and step); each bar's sum is still taken oldest first from 0.0.
+        while i0 + STD_TILE <= len {
+            let m: [f64; STD_TILE] = line[i0..i0 + STD_TILE].try_into().expect("a tile");
+            let mut acc = [0.0f64; STD_TILE];
             for k in 0..n {
                 let from = i0 + k + 1 - n;
-                for ((a, v), m) in acc.iter_mut().zip(&x[from..from + b]).zip(&m) {
-                    let d = v - m;
-                    *a += d * d;
+                let v: &[f64; STD_TILE] = x[from..from + STD_TILE].try_into().expect("a tile");
+                for j in 0..STD_TILE {
+                    let d = v[j] - m[j];
+                    acc[j] += d * d;
                 }
             }
-            for (o, a) in line[i0..i0 + b].iter_mut().zip(&acc) {
-                *o = (a / nf).sqrt();
+            for (o, a) in line[i0..i0 + STD_TILE].iter_mut().zip(&acc) {
+                *o = (a / n as f64).sqrt();
             }
-            i0 += b;
+            i0 += STD_TILE;
+        }
+        // The last bars, fewer than a tile: the same sums, one bar at a time.
+        for i in i0..len {
+            let m = line[i];
+            let mut acc = 0.0f64;
+            for &v in &x[i + 1 - n..=i] {
+                let d = v - m;
+                acc += d * d;
+            }
+            line[i] = (acc / n as f64).sqrt();
         }
     }
 }
+
+/// Bars of one tile of [`std_from_means`]: four AVX-512 registers of sums and four of means
+/// (eight of each on AVX2).
+const STD_TILE: usize = 32;
 
 /// The extreme of each window by a monotone queue: `keep_back(back, v)` is true while the
 /// queue's last value stays before `v` (strictly better), so the front is the window's
