@@ -1901,6 +1901,64 @@ fn comparisons_of_arithmetic_they_alone_read_trade_as_the_interpreter() {
     }
 }
 
+/// A product of a parameter and a shared array read by two bands (`sma(close, a) - k * std(close,
+/// a)` and `... + k * std(close, a)`, the Bollinger shape) is multiplied inside each band's
+/// comparison: every comparison and arithmetic operator, the product on either side of each
+/// band (taken inline where the operator allows, computed once otherwise), and the same read
+/// by a stop formula as well (computed once), trade as the interpreter on every kind of series.
+#[test]
+fn a_scaled_array_two_bands_read_trades_as_the_interpreter() {
+    let combos: Vec<Vec<f64>> = [(3.0, 0.5), (8.0, 1.0), (20.0, 2.0), (1.0, -100.0)]
+        .iter()
+        .map(|&(a, k)| vec![a, k])
+        .collect();
+    for (kind, close) in series_kinds(1500, 29) {
+        let around = bars_of(&close, 5);
+        let bars = around.with(&close);
+        for cmp in [">", "<", ">=", "<=", "==", "!="] {
+            for arith in ["+", "-", "*", "/"] {
+                let fields = [
+                    (
+                        Field::Long,
+                        format!("close {cmp} sma(close, a) {arith} k * std(close, a)"),
+                    ),
+                    (
+                        Field::Short,
+                        format!("std(close, a) * k {arith} sma(close, a) {cmp} close"),
+                    ),
+                    (
+                        Field::ExitLong,
+                        format!("high {cmp} lag(close, a) {arith} k * std(close, a)"),
+                    ),
+                ];
+                let texts: Vec<(Field, &str)> =
+                    fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
+                let program = Program::new(&texts).unwrap();
+                let exec = Execution::default();
+                // Read by a stop formula too: computed once, never multiplied inline.
+                let stopped: Vec<(Field, &str)> = texts
+                    .iter()
+                    .copied()
+                    .chain([(Field::StopLoss, "abs(k * std(close, a)) + 0.5")])
+                    .collect();
+                let stopped = Program::new(&stopped).unwrap();
+                for (values, (got, plain, trades)) in combos.iter().zip(
+                    common::swept_and_interpreted(&bars, &stopped, &combos, &exec, false),
+                ) {
+                    assert_eq!(got, plain, "{stopped:?} {values:?} on {kind}");
+                    assert_eq!(trades, plain.len());
+                }
+                for (values, (got, plain, trades)) in combos.iter().zip(
+                    common::swept_and_interpreted(&bars, &program, &combos, &exec, false),
+                ) {
+                    assert_eq!(got, plain, "{texts:?} {values:?} on {kind}");
+                    assert_eq!(trades, plain.len());
+                }
+            }
+        }
+    }
+}
+
 /// A combo listed twice in one call is run once and its copy takes its results: every combo
 /// equals itself swept alone, the progress reported adds up to every combo's bars, and where
 /// each combo's trades are kept every copy books its own, the interpreter's.

@@ -1271,6 +1271,10 @@ struct Slots {
     /// The own arithmetic nodes whose one reader is a comparison, which computes them inline
     /// (one pass for both, [`compare_inline`]): they have no pass of their own.
     inline: Vec<bool>,
+    /// The own products of a constant and a whole array (`k * std(close, n)`) every reader of
+    /// which is an inline arithmetic node: each of those comparisons multiplies as it goes
+    /// (one multiplication a bar, where a pass of its own would write and read the product).
+    scaled: Vec<bool>,
 }
 
 impl Slots {
@@ -1321,11 +1325,35 @@ impl Slots {
                 }
             }
         }
+        // Products of a constant and a whole array whose readers are all inline arithmetic
+        // that can take them as their right operand (or either, for `+` and `*`).
+        let mut scaled = vec![false; order.len()];
+        for (k, &id) in order.iter().enumerate() {
+            if scaled_operand(defs, order, id).is_none() || roots.contains(&id) {
+                continue;
+            }
+            let mut readers = order
+                .iter()
+                .enumerate()
+                .filter(|&(_, &r)| defs[r as usize].inputs().contains(&id));
+            scaled[k] = readers.all(|(j, &r)| {
+                inline[j]
+                    && matches!(defs[r as usize], Def::Arith(how, p, q)
+                        if q == Operand::Node(id)
+                            || (p == Operand::Node(id) && matches!(how, BinOp::Add | BinOp::Mul)))
+            });
+        }
         Self {
             ids: order.to_vec(),
             slots,
             inline,
+            scaled,
         }
+    }
+
+    /// Own node `id`, if its readers multiply it as they go ([`Slots::scaled`]).
+    fn scaled(&self, id: u32) -> bool {
+        self.ids.binary_search(&id).is_ok_and(|k| self.scaled[k])
     }
 
     /// Own node `id`'s def, if a comparison computes it inline.
@@ -1340,6 +1368,20 @@ impl Slots {
     fn of(&self, id: u32) -> usize {
         self.slots[self.ids.binary_search(&id).expect("an own node")]
     }
+}
+
+/// Node `id` as a product of a constant and a node outside `order` (a whole array: phase 1's or
+/// a column): the constant and that node.
+fn scaled_operand(defs: &[Def], order: &[u32], id: u32) -> Option<(f64, u32)> {
+    let (c, r) = match defs[id as usize] {
+        Def::Arith(BinOp::Mul, Operand::Const(c), Operand::Node(r))
+        | Def::Arith(BinOp::Mul, Operand::Node(r), Operand::Const(c)) => (c, r),
+        _ => return None,
+    };
+    order
+        .binary_search(&r)
+        .is_err()
+        .then_some((f64::from_bits(c), r))
 }
 
 /// A block's view of a number operand.
@@ -1418,7 +1460,7 @@ multiversion! {
         for (k, (&id, &slot)) in order.iter().zip(&slots.slots).enumerate() {
             let def = &ctx.defs[id as usize];
             let series = def.is_series();
-            if slots.inline[k] {
+            if slots.inline[k] || slots.scaled[k] {
                 continue;
             }
             if series {
@@ -1452,19 +1494,20 @@ multiversion! {
                 out.resize(n, 0);
                 {
                     let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
+                    let scaled = |o: &Operand| scaled_view(ctx, slots, *o, b0, b1);
                     let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
                     match def {
                         // A comparison of an arithmetic node only it reads: one pass.
                         Def::Compare(op, a, b)
                             if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *b) =>
                         {
-                            compare_inline(*op, &num(a), (*how, &num(p), &num(q)), &mut out);
+                            compare_arith(*op, &num(a), (*how, *p, *q), (&num, &scaled), &mut out);
                         }
                         Def::Compare(op, a, b)
                             if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *a) =>
                         {
                             // `a op b` is `b op' a`, op' the mirrored comparison.
-                            compare_inline(op.mirrored(), &num(b), (*how, &num(p), &num(q)), &mut out);
+                            compare_arith(op.mirrored(), &num(b), (*how, *p, *q), (&num, &scaled), &mut out);
                         }
                         Def::Compare(op, a, b) => {
                             let (a, b) = (num(a), num(b));
@@ -1510,14 +1553,39 @@ multiversion! {
     }
 }
 
+/// The comparison `x op (p how q)` of an inline arithmetic node over a block into `out`:
+/// with a scaled operand ([`Slots::scaled`]) multiplied as it goes, `q`'s where it is one, else
+/// `p`'s (then `how` is `+` or `*`, and `p how q` is `q how p` exactly), else as they are.
+#[inline(always)]
+fn compare_arith<'a>(
+    op: CmpOp,
+    x: &Num<'_>,
+    (how, p, q): (BinOp, Operand, Operand),
+    (num, scaled): (
+        &dyn Fn(&Operand) -> Num<'a>,
+        &dyn Fn(&Operand) -> Option<(f64, &'a [f64])>,
+    ),
+    out: &mut [u8],
+) {
+    match (scaled(&q), scaled(&p)) {
+        (Some((c, r)), _) => compare_inline(op, x, (how, &num(&p), &Num::Slice(r)), Some(c), out),
+        (None, Some((c, r))) => {
+            compare_inline(op, x, (how, &num(&q), &Num::Slice(r)), Some(c), out);
+        }
+        (None, None) => compare_inline(op, x, (how, &num(&p), &num(&q)), None, out),
+    }
+}
+
 /// `out[j] = x[j] op (p[j] how q[j])`: a comparison and the arithmetic node it alone reads in
 /// one pass, the same two operations as two passes (bit for bit: the arithmetic's result is
-/// rounded to a double before it is compared either way).
+/// rounded to a double before it is compared either way); with `scale` `c`, `q[j]` is
+/// `c * q[j]`, rounded so too.
 #[inline(always)]
 fn compare_inline(
     op: CmpOp,
     x: &Num<'_>,
     (how, p, q): (BinOp, &Num<'_>, &Num<'_>),
+    scale: Option<f64>,
     out: &mut [u8],
 ) {
     #[inline(always)]
@@ -1540,12 +1608,36 @@ fn compare_inline(
             }),
         }
     }
-    match how {
-        BinOp::Add => with(op, x, p, q, out, |p, q| p + q),
-        BinOp::Sub => with(op, x, p, q, out, |p, q| p - q),
-        BinOp::Mul => with(op, x, p, q, out, |p, q| p * q),
-        BinOp::Div => with(op, x, p, q, out, |p, q| p / q),
+    match (how, scale) {
+        (BinOp::Add, None) => with(op, x, p, q, out, |p, q| p + q),
+        (BinOp::Sub, None) => with(op, x, p, q, out, |p, q| p - q),
+        (BinOp::Mul, None) => with(op, x, p, q, out, |p, q| p * q),
+        (BinOp::Div, None) => with(op, x, p, q, out, |p, q| p / q),
+        (BinOp::Add, Some(c)) => with(op, x, p, q, out, |p, q| p + c * q),
+        (BinOp::Sub, Some(c)) => with(op, x, p, q, out, |p, q| p - c * q),
+        (BinOp::Mul, Some(c)) => with(op, x, p, q, out, |p, q| p * (c * q)),
+        (BinOp::Div, Some(c)) => with(op, x, p, q, out, |p, q| p / (c * q)),
     }
+}
+
+/// Operand `o` of an inline arithmetic node, if it is a scaled node ([`Slots::scaled`]): its
+/// constant and its whole array's block.
+fn scaled_view<'a>(
+    ctx: &'a Ctx<'_>,
+    slots: &Slots,
+    o: Operand,
+    b0: usize,
+    b1: usize,
+) -> Option<(f64, &'a [f64])> {
+    let Operand::Node(id) = o else {
+        return None;
+    };
+    if !slots.scaled(id) {
+        return None;
+    }
+    let (c, r) = scaled_operand(ctx.defs, &slots.ids, id).expect("a scaled node");
+    let r = whole_series(ctx.bars, ctx.defs, ctx.arrays, r).expect("a whole array");
+    Some((c, &r[b0..b1]))
 }
 
 /// `out[j] = f(x[j], p[j], q[j])`, a loop per shape of the operands so each one vectorises.
