@@ -1553,6 +1553,12 @@ multiversion! {
     }
 }
 
+/// A block's view of an operand ([`num`]).
+type Operands<'f, 'a> = &'f dyn Fn(&Operand) -> Num<'a>;
+
+/// A block's view of an operand if it is a scaled node ([`scaled_view`]).
+type Scaled<'f, 'a> = &'f dyn Fn(&Operand) -> Option<(f64, &'a [f64])>;
+
 /// The comparison `x op (p how q)` of an inline arithmetic node over a block into `out`:
 /// with a scaled operand ([`Slots::scaled`]) multiplied as it goes, `q`'s where it is one, else
 /// `p`'s (then `how` is `+` or `*`, and `p how q` is `q how p` exactly), else as they are.
@@ -1561,10 +1567,7 @@ fn compare_arith<'a>(
     op: CmpOp,
     x: &Num<'_>,
     (how, p, q): (BinOp, Operand, Operand),
-    (num, scaled): (
-        &dyn Fn(&Operand) -> Num<'a>,
-        &dyn Fn(&Operand) -> Option<(f64, &'a [f64])>,
-    ),
+    (num, scaled): (Operands<'_, 'a>, Scaled<'_, 'a>),
     out: &mut [u8],
 ) {
     match (scaled(&q), scaled(&p)) {
