@@ -1930,11 +1930,25 @@ fn a_scaled_array_two_bands_read_trades_as_the_interpreter() {
                         Field::ExitLong,
                         format!("high {cmp} lag(close, a) {arith} k * std(close, a)"),
                     ),
+                    // Two products in one band: the same node on both sides.
+                    (
+                        Field::ExitShort,
+                        format!("close {cmp} k * std(close, a) {arith} k * std(close, a)"),
+                    ),
                 ];
                 let texts: Vec<(Field, &str)> =
                     fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
                 let program = Program::new(&texts).unwrap();
                 let exec = Execution::default();
+                // Two different products in one band (`a` first: the combos' order).
+                let both = format!("low {cmp} std(close, a) * k {arith} k * sma(low, a)");
+                let two = Program::new(&[(Field::Long, both.as_str()), texts[1]]).unwrap();
+                for (values, (got, plain, trades)) in combos.iter().zip(
+                    common::swept_and_interpreted(&bars, &two, &combos, &exec, false),
+                ) {
+                    assert_eq!(got, plain, "{both} {values:?} on {kind}");
+                    assert_eq!(trades, plain.len());
+                }
                 // Read by a stop formula too: computed once, never multiplied inline.
                 let stopped: Vec<(Field, &str)> = texts
                     .iter()

@@ -1326,7 +1326,8 @@ impl Slots {
             }
         }
         // Products of a constant and a whole array whose readers are all inline arithmetic
-        // that can take them as their right operand (or either, for `+` and `*`).
+        // that can take them as their right operand (or either, for `+` and `*`), the other
+        // operand not such a product too (one operand a pass is multiplied as it goes).
         let mut scaled = vec![false; order.len()];
         for (k, &id) in order.iter().enumerate() {
             if scaled_operand(defs, order, id).is_none() || roots.contains(&id) {
@@ -1336,11 +1337,19 @@ impl Slots {
                 .iter()
                 .enumerate()
                 .filter(|&(_, &r)| defs[r as usize].inputs().contains(&id));
+            let me = Operand::Node(id);
             scaled[k] = readers.all(|(j, &r)| {
+                let Def::Arith(how, p, q) = defs[r as usize] else {
+                    return false;
+                };
+                let other = match (p == me, q == me) {
+                    (false, true) => p,
+                    (true, false) if matches!(how, BinOp::Add | BinOp::Mul) => q,
+                    _ => return false,
+                };
                 inline[j]
-                    && matches!(defs[r as usize], Def::Arith(how, p, q)
-                        if q == Operand::Node(id)
-                            || (p == Operand::Node(id) && matches!(how, BinOp::Add | BinOp::Mul)))
+                    && !matches!(other, Operand::Node(o)
+                        if scaled_operand(defs, order, o).is_some())
             });
         }
         Self {
