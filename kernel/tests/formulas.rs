@@ -1852,6 +1852,18 @@ fn served_crossings_equal_the_builtin_tiled_untiled_and_from_its_cache() {
     }
 }
 
+/// Every combo of `program` (`combos`' values) swept under the default execution trades as the
+/// interpreter, trade for trade, and counts them so (`what` names the case in a failure).
+fn trade_as_interpreter(bars: &Bars<'_>, program: &Program, combos: &[Vec<f64>], what: &str) {
+    let exec = Execution::default();
+    for (values, (got, plain, trades)) in combos.iter().zip(common::swept_and_interpreted(
+        bars, program, combos, &exec, false,
+    )) {
+        assert_eq!(got, plain, "{what} {values:?}");
+        assert_eq!(trades, plain.len());
+    }
+}
+
 /// A comparison computes the arithmetic node only it reads in the same pass: every comparison
 /// and arithmetic operator, the arithmetic on either side of the comparison, numbers and
 /// series in every position, trade as the interpreter on every kind of series.
@@ -1884,18 +1896,7 @@ fn comparisons_of_arithmetic_they_alone_read_trade_as_the_interpreter() {
                 let texts: Vec<(Field, &str)> =
                     fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
                 let program = Program::new(&texts).unwrap();
-                for (values, (got, plain, trades)) in
-                    combos.iter().zip(common::swept_and_interpreted(
-                        &bars,
-                        &program,
-                        &combos,
-                        &Execution::default(),
-                        false,
-                    ))
-                {
-                    assert_eq!(got, plain, "{texts:?} {values:?} on {kind}");
-                    assert_eq!(trades, plain.len());
-                }
+                trade_as_interpreter(&bars, &program, &combos, &format!("{texts:?} on {kind}"));
             }
         }
     }
@@ -1939,16 +1940,10 @@ fn a_scaled_array_two_bands_read_trades_as_the_interpreter() {
                 let texts: Vec<(Field, &str)> =
                     fields.iter().map(|(f, t)| (*f, t.as_str())).collect();
                 let program = Program::new(&texts).unwrap();
-                let exec = Execution::default();
                 // Two different products in one band (`a` first: the combos' order).
                 let both = format!("low {cmp} std(close, a) * k {arith} k * sma(low, a)");
                 let two = Program::new(&[(Field::Long, both.as_str()), texts[1]]).unwrap();
-                for (values, (got, plain, trades)) in combos.iter().zip(
-                    common::swept_and_interpreted(&bars, &two, &combos, &exec, false),
-                ) {
-                    assert_eq!(got, plain, "{both} {values:?} on {kind}");
-                    assert_eq!(trades, plain.len());
-                }
+                trade_as_interpreter(&bars, &two, &combos, &format!("{both} on {kind}"));
                 // Read by a stop formula too: computed once, never multiplied inline.
                 let stopped: Vec<(Field, &str)> = texts
                     .iter()
@@ -1956,18 +1951,8 @@ fn a_scaled_array_two_bands_read_trades_as_the_interpreter() {
                     .chain([(Field::StopLoss, "abs(k * std(close, a)) + 0.5")])
                     .collect();
                 let stopped = Program::new(&stopped).unwrap();
-                for (values, (got, plain, trades)) in combos.iter().zip(
-                    common::swept_and_interpreted(&bars, &stopped, &combos, &exec, false),
-                ) {
-                    assert_eq!(got, plain, "{stopped:?} {values:?} on {kind}");
-                    assert_eq!(trades, plain.len());
-                }
-                for (values, (got, plain, trades)) in combos.iter().zip(
-                    common::swept_and_interpreted(&bars, &program, &combos, &exec, false),
-                ) {
-                    assert_eq!(got, plain, "{texts:?} {values:?} on {kind}");
-                    assert_eq!(trades, plain.len());
-                }
+                trade_as_interpreter(&bars, &stopped, &combos, &format!("{stopped:?} on {kind}"));
+                trade_as_interpreter(&bars, &program, &combos, &format!("{texts:?} on {kind}"));
             }
         }
     }
