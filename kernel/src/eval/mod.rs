@@ -8,7 +8,10 @@
 //!    computation. These are the arrays two combos or two formulas share.
 //! 2. **Combos.** Each combo evaluates what is its own (arithmetic and comparisons of the shared
 //!    arrays with its constants, `and`/`or`/`not`, crosses) in blocks of bars that stay in
-//!    cache, and hands each block's signals and exits straight to the execution loop. A
+//!    cache, its conditions as bits (`bits.rs`: a comparison's vector masks, sixty-four bars a
+//!    word; `and`/`or`/`not` a word at a time), and hands each block's four condition words
+//!    straight to the execution loop, which finds the next bar that can change its position
+//!    by a count of trailing zeros. A
 //!    worker's combos take each block in turn (blocks outer, combos inner), so the block of
 //!    the shared arrays they read is read from cache rather than once per combo from memory.
 //!    A combo whose own nodes are only crossings of whole arrays and `and`/`or`/`not` takes
@@ -22,6 +25,7 @@
 //! computed on those period bars by the same code as any other, and the call itself
 //! (`weekly(x)`) is a phase-1 array on the bars, each bar reading the previous period's value.
 
+mod bits;
 mod direct;
 pub mod oracle;
 mod words;
@@ -30,6 +34,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
+
+use self::bits::Word;
 
 use crate::execution::{Book, EXITS_MIN_COMBOS, Engine, Execution, Exits, Fraction, table_bytes};
 use crate::expr::registry::{Breakout, Compute, Crossing, function};
@@ -164,7 +170,36 @@ enum Array {
     Series(Vec<f64>),
     /// A series from a shared multi-window pass (written straight into its allocation).
     Shared(Arc<[f64]>),
-    Cond(Vec<u8>),
+    Cond(Conds),
+}
+
+/// A condition over the whole series: a byte a bar (1 where it holds), as functions and the
+/// word path read it, and the same truths as bits, as the per-combo phase reads them
+/// ([`bits`]; the bits past the last bar clear).
+struct Conds {
+    bytes: Vec<u8>,
+    bits: Vec<u64>,
+}
+
+impl Conds {
+    fn of_bytes(bytes: Vec<u8>) -> Self {
+        let mut bits = Vec::new();
+        bits::pack_bytes(&bytes, &mut bits);
+        Self { bytes, bits }
+    }
+
+    /// The first `len` bars of `bits`.
+    fn of_bits(mut bits: Vec<u64>, len: usize) -> Self {
+        bits.truncate(len.div_ceil(64));
+        if !len.is_multiple_of(64)
+            && let Some(last) = bits.last_mut()
+        {
+            *last &= u64::MAX >> (64 - len % 64);
+        }
+        let mut bytes = vec![0u8; len];
+        bits::unpack(&bits, &mut bytes);
+        Self { bytes, bits }
+    }
 }
 
 /// A crossing a tuned path serves: the state bytes of its pair of lines over the whole series
@@ -441,7 +476,12 @@ impl Group {
                 continue;
             }
             self.shared[id as usize] = true;
-            self.bytes += if def.is_series() { bars * 8 } else { bars };
+            // A condition is held as bytes and as bits.
+            self.bytes += if def.is_series() {
+                bars * 8
+            } else {
+                bars + bars.div_ceil(64) * 8
+            };
             if self.shapes.get(id as usize).is_none_or(Option::is_none) {
                 stack.extend(def.inputs());
             }
@@ -652,7 +692,9 @@ pub fn sweep_program(
                         control.report(1, len);
                     }
                 }
-                let mut b0 = exec.start.min(len);
+                // Blocks start on a multiple of 64 bars, so a shared condition's bits are read
+                // a word at a time as they are; the loop acts from `start` on.
+                let mut b0 = exec.start.min(len) / 64 * 64;
                 while b0 < len {
                     check()?;
                     let b1 = (b0 + BLOCK).min(len);
@@ -804,7 +846,7 @@ pub fn node_arrays(
                 }
                 (_, Some(Array::Shared(s))) => NodeArray::Numbers(Arc::clone(s)),
                 (_, Some(Array::Series(s))) => NodeArray::Numbers(s.as_slice().into()),
-                (_, Some(Array::Cond(c))) => NodeArray::Cond(c.as_slice().into()),
+                (_, Some(Array::Cond(c))) => NodeArray::Cond(c.bytes.as_slice().into()),
                 (_, None) => unreachable!("a root is shared"),
             },
         )
@@ -978,12 +1020,12 @@ fn materialise(
                 let cond = |s: i8, above: bool| u8::from(s == if above { 1 } else { -1 });
                 for &(id, above) in first {
                     let bytes = signal.iter().map(|&s| cond(s, above)).collect();
-                    done.push((id, Array::Cond(bytes)));
+                    done.push((id, Array::Cond(Conds::of_bytes(bytes))));
                     batched.push(id);
                 }
                 let (id, above) = *last;
                 let bytes: Vec<u8> = signal.into_iter().map(|s| cond(s, above)).collect();
-                done.push((id, Array::Cond(bytes)));
+                done.push((id, Array::Cond(Conds::of_bytes(bytes))));
                 batched.push(id);
             }
         }
@@ -1150,7 +1192,7 @@ impl<'a> Ctx<'a> {
                 {
                     Array::Series(s) => Input::Series(s),
                     Array::Shared(s) => Input::Series(s),
-                    Array::Cond(c) => Input::Cond(c),
+                    Array::Cond(c) => Input::Cond(&c.bytes),
                 },
             },
         }
@@ -1171,7 +1213,7 @@ impl<'a> Ctx<'a> {
                 .expect("a served node is a crossing");
             let mut out = vec![0u8; len];
             words::crossing_bytes(&served.states, served.way(way), 0, &mut out);
-            return Array::Cond(out);
+            return Array::Cond(Conds::of_bytes(out));
         }
         if let Def::Call { func, args } = def {
             let inputs: Vec<Input<'_>> = args.iter().map(|a| self.input(a)).collect();
@@ -1205,7 +1247,7 @@ impl<'a> Ctx<'a> {
                 Compute::Cond(f) => {
                     let mut out = vec![0u8; len];
                     f(&inputs, 0, &mut out);
-                    Array::Cond(out)
+                    Array::Cond(Conds::of_bytes(out))
                 }
             };
         }
@@ -1218,7 +1260,10 @@ impl<'a> Ctx<'a> {
         if def.is_series() {
             Array::Series(std::mem::take(&mut scratch.series[slot]))
         } else {
-            Array::Cond(std::mem::take(&mut scratch.conds[slot]))
+            Array::Cond(Conds::of_bits(
+                std::mem::take(&mut scratch.conds[slot]),
+                len,
+            ))
         }
     }
 
@@ -1252,11 +1297,11 @@ impl<'a> Ctx<'a> {
 #[derive(Default)]
 struct Scratch {
     series: Vec<Vec<f64>>,
-    conds: Vec<Vec<u8>>,
+    /// The own conditions' bits ([`bits`]).
+    conds: Vec<Vec<u64>>,
+    /// A condition call's bytes over a block, before they are packed.
+    bytes: Vec<u8>,
     stack: Vec<u32>,
-    /// One block's event bytes, and its exits' before they are merged in.
-    events: Vec<u8>,
-    exits: Vec<u8>,
     /// The word path's buffers.
     words: words::WordScratch,
 }
@@ -1423,39 +1468,22 @@ fn zip<T: Copy>(a: &Num<'_>, b: &Num<'_>, out: &mut [T], f: impl Fn(f64, f64) ->
     }
 }
 
-/// [`zip`] over condition bytes (0 or 1).
+/// [`zip`] into bits ([`bits`]): bit `j` is `f(a[j], b[j])`, over `n` bars.
 #[inline(always)]
-fn zip_flags(a: &Flag<'_>, b: &Flag<'_>, out: &mut [u8], f: impl Fn(u8, u8) -> u8) {
-    let byte = |v: bool| u8::from(v);
+fn zip_bits(a: &Num<'_>, b: &Num<'_>, n: usize, out: &mut Vec<u64>, f: impl Fn(f64, f64) -> bool) {
     match (a, b) {
-        (Flag::Slice(x), Flag::Slice(y)) => {
-            for ((o, x), y) in out.iter_mut().zip(*x).zip(*y) {
-                *o = f(*x, *y);
-            }
-        }
-        (Flag::Slice(x), Flag::Always(c)) => {
-            for (o, x) in out.iter_mut().zip(*x) {
-                *o = f(*x, byte(*c));
-            }
-        }
-        (Flag::Always(c), Flag::Slice(y)) => {
-            for (o, y) in out.iter_mut().zip(*y) {
-                *o = f(byte(*c), *y);
-            }
-        }
-        (Flag::Always(c), Flag::Always(d)) => out.fill(f(byte(*c), byte(*d))),
+        (Num::Slice(x), Num::Slice(y)) => bits::pack2(x, y, out, f),
+        (Num::Slice(x), Num::Const(c)) => bits::pack1(x, out, |x| f(x, *c)),
+        (Num::Const(c), Num::Slice(y)) => bits::pack1(y, out, |y| f(*c, y)),
+        (Num::Const(c), Num::Const(d)) => bits::fill(n, f(*c, *d), out),
     }
-}
-
-/// A block's view of a condition node.
-enum Flag<'a> {
-    Always(bool),
-    Slice(&'a [u8]),
 }
 
 multiversion! {
     /// Evaluates `order` (a combo's own nodes) over bars `[b0, b1)` into the scratch (each
-    /// node's pass compiled for the widest vectors the CPU has).
+    /// node's pass compiled for the widest vectors the CPU has): numbers a value a bar,
+    /// conditions as bits ([`bits`]; `b0` a multiple of 64, so a shared condition's words are
+    /// read as they are).
     fn evaluate_block(
         ctx: &Ctx<'_>,
         order: &[u32],
@@ -1500,54 +1528,60 @@ multiversion! {
                     scratch.conds.resize_with(slot + 1, Vec::new);
                 }
                 let mut out = std::mem::take(&mut scratch.conds[slot]);
-                out.resize(n, 0);
+                let mut bytes = std::mem::take(&mut scratch.bytes);
                 {
                     let num = |o: &Operand| num(ctx, scratch, slots, *o, b0, b1);
                     let scaled = |o: &Operand| scaled_view(ctx, slots, *o, b0, b1);
-                    let flag = |c: u32| flag(ctx, scratch, slots, c, b0, b1);
+                    let word = |c: u32| word(ctx, scratch, slots, c, b0, b1);
+                    let nw = n.div_ceil(64);
                     match def {
                         // A comparison of an arithmetic node only it reads: one pass.
                         Def::Compare(op, a, b)
                             if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *b) =>
                         {
-                            compare_arith(*op, &num(a), (*how, *p, *q), (&num, &scaled), &mut out);
+                            compare_arith(*op, &num(a), (*how, *p, *q), (&num, &scaled), n, &mut out);
                         }
                         Def::Compare(op, a, b)
                             if let Some(Def::Arith(how, p, q)) = slots.inlined(ctx.defs, *a) =>
                         {
                             // `a op b` is `b op' a`, op' the mirrored comparison.
-                            compare_arith(op.mirrored(), &num(b), (*how, *p, *q), (&num, &scaled), &mut out);
+                            compare_arith(op.mirrored(), &num(b), (*how, *p, *q), (&num, &scaled), n, &mut out);
                         }
                         Def::Compare(op, a, b) => {
                             let (a, b) = (num(a), num(b));
+                            let out = &mut out;
                             // The language's comparisons: false with a NaN side, `!=` included.
                             match op {
-                                CmpOp::Lt => zip(&a, &b, &mut out, |x, y| u8::from(x < y)),
-                                CmpOp::Le => zip(&a, &b, &mut out, |x, y| u8::from(x <= y)),
-                                CmpOp::Gt => zip(&a, &b, &mut out, |x, y| u8::from(x > y)),
-                                CmpOp::Ge => zip(&a, &b, &mut out, |x, y| u8::from(x >= y)),
-                                CmpOp::Eq => zip(&a, &b, &mut out, |x, y| u8::from(x == y)),
-                                CmpOp::Ne => {
-                                    zip(&a, &b, &mut out, |x, y| u8::from(CmpOp::Ne.apply(x, y)))
-                                }
+                                CmpOp::Lt => zip_bits(&a, &b, n, out, |x, y| x < y),
+                                CmpOp::Le => zip_bits(&a, &b, n, out, |x, y| x <= y),
+                                CmpOp::Gt => zip_bits(&a, &b, n, out, |x, y| x > y),
+                                CmpOp::Ge => zip_bits(&a, &b, n, out, |x, y| x >= y),
+                                CmpOp::Eq => zip_bits(&a, &b, n, out, |x, y| x == y),
+                                CmpOp::Ne => zip_bits(&a, &b, n, out, |x, y| CmpOp::Ne.apply(x, y)),
                             }
                         }
                         Def::Not(a) => {
-                            zip_flags(&flag(*a), &Flag::Always(true), &mut out, |x, _| x ^ 1)
+                            bits::combine(word(*a), Word::always(true), nw, &mut out, |x, y| x ^ y);
                         }
-                        Def::And(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x & y),
-                        Def::Or(a, b) => zip_flags(&flag(*a), &flag(*b), &mut out, |x, y| x | y),
-                        Def::Always(b) => out.fill(u8::from(*b)),
+                        Def::And(a, b) => bits::combine(word(*a), word(*b), nw, &mut out, |x, y| x & y),
+                        Def::Or(a, b) => bits::combine(word(*a), word(*b), nw, &mut out, |x, y| x | y),
+                        Def::Always(b) => bits::fill(n, *b, &mut out),
                         Def::Call { func, .. } if let Some(served) = ctx.served(id as usize) => {
                             let way = function(*func)
                                 .crossing
                                 .expect("a served node is a crossing");
-                            words::crossing_bytes(&served.states, served.way(way), b0, &mut out);
+                            bytes.resize(n, 0);
+                            words::crossing_bytes(&served.states, served.way(way), b0, &mut bytes);
+                            bits::pack_bytes(&bytes, &mut out);
                         }
                         Def::Call { func, args } => {
                             let inputs: Vec<Input<'_>> = args.iter().map(|a| ctx.input(a)).collect();
                             match function(*func).compute {
-                                Compute::Cond(f) => f(&inputs, b0, &mut out),
+                                Compute::Cond(f) => {
+                                    bytes.resize(n, 0);
+                                    f(&inputs, b0, &mut bytes);
+                                    bits::pack_bytes(&bytes, &mut out);
+                                }
                                 Compute::Series(_) | Compute::Frame(_) => {
                                     unreachable!("series calls are shared")
                                 }
@@ -1556,6 +1590,7 @@ multiversion! {
                         Def::Column(_) | Def::Neg(_) | Def::Arith(..) => unreachable!("series"),
                     }
                 }
+                scratch.bytes = bytes;
                 scratch.conds[slot] = out;
             }
         }
@@ -1568,7 +1603,8 @@ type Operands<'f, 'a> = &'f dyn Fn(&Operand) -> Num<'a>;
 /// A block's view of an operand if it is a scaled node ([`scaled_view`]).
 type Scaled<'f, 'a> = &'f dyn Fn(&Operand) -> Option<(f64, &'a [f64])>;
 
-/// The comparison `x op (p how q)` of an inline arithmetic node over a block into `out`:
+/// The comparison `x op (p how q)` of an inline arithmetic node over a block of `n` bars into
+/// `out`'s bits:
 /// with a scaled operand ([`Slots::scaled`]) multiplied as it goes, `q`'s where it is one, else
 /// `p`'s (then `how` is `+` or `*`, and `p how q` is `q how p` exactly), else as they are.
 #[inline(always)]
@@ -1577,18 +1613,21 @@ fn compare_arith<'a>(
     x: &Num<'_>,
     (how, p, q): (BinOp, Operand, Operand),
     (num, scaled): (Operands<'_, 'a>, Scaled<'_, 'a>),
-    out: &mut [u8],
+    n: usize,
+    out: &mut Vec<u64>,
 ) {
     match (scaled(&q), scaled(&p)) {
-        (Some((c, r)), _) => compare_inline(op, x, (how, &num(&p), &Num::Slice(r)), Some(c), out),
-        (None, Some((c, r))) => {
-            compare_inline(op, x, (how, &num(&q), &Num::Slice(r)), Some(c), out);
+        (Some((c, r)), _) => {
+            compare_inline(op, x, (how, &num(&p), &Num::Slice(r)), Some(c), n, out);
         }
-        (None, None) => compare_inline(op, x, (how, &num(&p), &num(&q)), None, out),
+        (None, Some((c, r))) => {
+            compare_inline(op, x, (how, &num(&q), &Num::Slice(r)), Some(c), n, out);
+        }
+        (None, None) => compare_inline(op, x, (how, &num(&p), &num(&q)), None, n, out),
     }
 }
 
-/// `out[j] = x[j] op (p[j] how q[j])`: a comparison and the arithmetic node it alone reads in
+/// Bit `j` of `out` is `x[j] op (p[j] how q[j])`: a comparison and the arithmetic node it alone reads in
 /// one pass, the same two operations as two passes (bit for bit: the arithmetic's result is
 /// rounded to a double before it is compared either way); with `scale` `c`, `q[j]` is
 /// `c * q[j]`, rounded so too.
@@ -1598,7 +1637,8 @@ fn compare_inline(
     x: &Num<'_>,
     (how, p, q): (BinOp, &Num<'_>, &Num<'_>),
     scale: Option<f64>,
-    out: &mut [u8],
+    n: usize,
+    out: &mut Vec<u64>,
 ) {
     #[inline(always)]
     fn with(
@@ -1606,20 +1646,19 @@ fn compare_inline(
         x: &Num<'_>,
         p: &Num<'_>,
         q: &Num<'_>,
-        out: &mut [u8],
+        (n, out): (usize, &mut Vec<u64>),
         g: impl Fn(f64, f64) -> f64,
     ) {
         match op {
-            CmpOp::Lt => zip3(x, p, q, out, |x, p, q| u8::from(x < g(p, q))),
-            CmpOp::Le => zip3(x, p, q, out, |x, p, q| u8::from(x <= g(p, q))),
-            CmpOp::Gt => zip3(x, p, q, out, |x, p, q| u8::from(x > g(p, q))),
-            CmpOp::Ge => zip3(x, p, q, out, |x, p, q| u8::from(x >= g(p, q))),
-            CmpOp::Eq => zip3(x, p, q, out, |x, p, q| u8::from(x == g(p, q))),
-            CmpOp::Ne => zip3(x, p, q, out, |x, p, q| {
-                u8::from(CmpOp::Ne.apply(x, g(p, q)))
-            }),
+            CmpOp::Lt => zip3_bits(x, p, q, (n, out), |x, p, q| x < g(p, q)),
+            CmpOp::Le => zip3_bits(x, p, q, (n, out), |x, p, q| x <= g(p, q)),
+            CmpOp::Gt => zip3_bits(x, p, q, (n, out), |x, p, q| x > g(p, q)),
+            CmpOp::Ge => zip3_bits(x, p, q, (n, out), |x, p, q| x >= g(p, q)),
+            CmpOp::Eq => zip3_bits(x, p, q, (n, out), |x, p, q| x == g(p, q)),
+            CmpOp::Ne => zip3_bits(x, p, q, (n, out), |x, p, q| CmpOp::Ne.apply(x, g(p, q))),
         }
     }
+    let out = (n, out);
     match (how, scale) {
         (BinOp::Add, None) => with(op, x, p, q, out, |p, q| p + q),
         (BinOp::Sub, None) => with(op, x, p, q, out, |p, q| p - q),
@@ -1652,46 +1691,27 @@ fn scaled_view<'a>(
     Some((c, &r[b0..b1]))
 }
 
-/// `out[j] = f(x[j], p[j], q[j])`, a loop per shape of the operands so each one vectorises.
+/// Bit `j` of `out` is `f(x[j], p[j], q[j])`, over `n` bars: a loop per shape of the operands
+/// so each one vectorises.
 #[inline(always)]
-fn zip3<T: Copy>(
+fn zip3_bits(
     x: &Num<'_>,
     p: &Num<'_>,
     q: &Num<'_>,
-    out: &mut [T],
-    f: impl Fn(f64, f64, f64) -> T,
+    (n, out): (usize, &mut Vec<u64>),
+    f: impl Fn(f64, f64, f64) -> bool,
 ) {
-    let at = |n: &Num<'_>, j: usize| match n {
+    let at = |v: &Num<'_>, j: usize| match v {
         Num::Slice(s) => s[j],
         Num::Const(c) => *c,
     };
     match (x, p, q) {
-        (Num::Slice(x), Num::Slice(p), Num::Slice(q)) => {
-            for (((o, x), p), q) in out.iter_mut().zip(*x).zip(*p).zip(*q) {
-                *o = f(*x, *p, *q);
-            }
-        }
-        (Num::Slice(x), Num::Slice(p), Num::Const(q)) => {
-            for ((o, x), p) in out.iter_mut().zip(*x).zip(*p) {
-                *o = f(*x, *p, *q);
-            }
-        }
-        (Num::Slice(x), Num::Const(p), Num::Slice(q)) => {
-            for ((o, x), q) in out.iter_mut().zip(*x).zip(*q) {
-                *o = f(*x, *p, *q);
-            }
-        }
-        (Num::Const(x), Num::Slice(p), Num::Slice(q)) => {
-            for ((o, p), q) in out.iter_mut().zip(*p).zip(*q) {
-                *o = f(*x, *p, *q);
-            }
-        }
+        (Num::Slice(x), Num::Slice(p), Num::Slice(q)) => bits::pack3(x, p, q, out, f),
+        (Num::Slice(x), Num::Slice(p), Num::Const(q)) => bits::pack2(x, p, out, |x, p| f(x, p, *q)),
+        (Num::Slice(x), Num::Const(p), Num::Slice(q)) => bits::pack2(x, q, out, |x, q| f(x, *p, q)),
+        (Num::Const(x), Num::Slice(p), Num::Slice(q)) => bits::pack2(p, q, out, |p, q| f(*x, p, q)),
         // One slice or none: rare shapes, a plain loop.
-        _ => {
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = f(at(x, j), at(p, j), at(q, j));
-            }
-        }
+        _ => bits::pack_with(n, out, |j| f(at(x, j), at(p, j), at(q, j))),
     }
 }
 
@@ -1730,19 +1750,24 @@ fn whole_series<'a>(
     }
 }
 
-fn flag<'a>(
+/// Condition node `c`'s words over bars `[b0, b1)` (`b0` a multiple of 64, so a shared
+/// array's words are read as they are).
+fn word<'a>(
     ctx: &'a Ctx<'_>,
     scratch: &'a Scratch,
     slots: &Slots,
     c: u32,
     b0: usize,
     b1: usize,
-) -> Flag<'a> {
+) -> Word<'a> {
     match (&ctx.defs[c as usize], &ctx.arrays[c as usize]) {
-        (Def::Always(b), _) => Flag::Always(*b),
-        (_, Some(Array::Cond(a))) => Flag::Slice(&a[b0..b1]),
+        (Def::Always(b), _) => Word::always(*b),
+        (_, Some(Array::Cond(a))) => {
+            debug_assert_eq!(b0 % 64, 0, "blocks start on a word");
+            Word::Of(&a.bits[b0 / 64..b1.div_ceil(64)])
+        }
         (_, Some(Array::Series(_) | Array::Shared(_))) => unreachable!("a condition"),
-        (_, None) => Flag::Slice(&scratch.conds[slots.of(c)]),
+        (_, None) => Word::Of(&scratch.conds[slots.of(c)]),
     }
 }
 
@@ -1756,7 +1781,8 @@ struct ComboRun<'a, B: Book> {
     slots: Slots,
     /// The word path, where its own nodes allow it.
     words: Option<words::Words>,
-    exits: bool,
+    /// The first bar the loop acts on (the execution's `start`).
+    start: usize,
     /// The engine reads the stop formulas' values at events.
     stopped: bool,
     engine: Engines<'a, B>,
@@ -1793,10 +1819,6 @@ impl<'a, B: Book> ComboRun<'a, B> {
         let mut stack = std::mem::take(&mut scratch.stack);
         let order = ctx.own_nodes(&roots, &mut stack);
         scratch.stack = stack;
-        let exits = !matches!(
-            combo.conditions[2..],
-            [Cond::Always(false), Cond::Always(false)]
-        );
         let formula_stops = combo.stops.map(|s| s.is_some());
         let (engine, stopped) = if exec.is_plain() && !formula_stops.contains(&true) {
             (
@@ -1820,7 +1842,7 @@ impl<'a, B: Book> ComboRun<'a, B> {
             order,
             slots,
             words,
-            exits,
+            start: exec.start,
             stopped,
             engine,
         }
@@ -1835,31 +1857,27 @@ impl<'a, B: Book> ComboRun<'a, B> {
             let events = words.events(ctx, (b0, b1), &mut scratch.words);
             // The stop formulas' values: constants or whole arrays (no own node is a number).
             let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
-            apply(&mut self.engine, (events, b0), self.stopped, &stop_views);
+            apply(
+                &mut self.engine,
+                Events::Bytes(events, b0),
+                self.stopped,
+                &stop_views,
+            );
             return;
         }
-        let mut events = std::mem::take(&mut scratch.events);
-        let mut exit_bytes = std::mem::take(&mut scratch.exits);
         let slots = &mut self.slots;
         evaluate_block(ctx, &self.order, b0, b1, scratch, slots);
         let view = |c: Cond| match c {
-            Cond::Always(b) => Flag::Always(b),
-            Cond::Node(n) => flag(ctx, scratch, slots, n, b0, b1),
+            Cond::Always(b) => Word::always(b),
+            Cond::Node(n) => word(ctx, scratch, slots, n, b0, b1),
         };
-        let flags = combo.conditions.map(view);
-        event_bytes(&flags, b1 - b0, self.exits, &mut events, &mut exit_bytes);
+        let planes = combo.conditions.map(view);
         // The stop formulas' values in this block, read at each event that may decide an entry.
         let stop_views = combo
             .stops
             .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
-        apply(
-            &mut self.engine,
-            (byte_words(&events), b0),
-            self.stopped,
-            &stop_views,
-        );
-        scratch.events = events;
-        scratch.exits = exit_bytes;
+        let events: Events<'_, std::iter::Empty<u64>> = Events::Bits(planes, (b0, b1, self.start));
+        apply(&mut self.engine, events, self.stopped, &stop_views);
     }
 
     fn finish(self) -> B {
@@ -1870,46 +1888,44 @@ impl<'a, B: Book> ComboRun<'a, B> {
     }
 }
 
-multiversion! {
-    /// One event byte for each of the `n` bars of the conditions' block views `flags` (long,
-    /// short, exit long, exit short: bits 0 to 3), made in vectorised passes (the exits' only
-    /// if `exits`);
-    /// the loop then visits only the bars with an event, eight at a time.
-    fn event_bytes(
-        flags: &[Flag<'_>; 4],
-        n: usize,
-        exits: bool,
-        events: &mut Vec<u8>,
-        exit_bytes: &mut Vec<u8>,
-    ) {
-        let [long, short, exit_long, exit_short] = flags;
-        events.resize(n, 0);
-        zip_flags(long, short, events, |l, s| l | (s << 1));
-        if exits {
-            exit_bytes.resize(n, 0);
-            zip_flags(exit_long, exit_short, exit_bytes, |l, s| (l << 2) | (s << 3));
-            for (e, x) in events.iter_mut().zip(exit_bytes.iter()) {
-                *e |= x;
-            }
-        }
-    }
+/// A block's events, as the execution loop reads them.
+enum Events<'a, I> {
+    /// The word path's event words from bar `.1` (byte `k` of word `w` is bar `.1 + 8w + k`'s:
+    /// bit 0 long, 1 short, 2 exit long, 3 exit short).
+    Bytes(I, usize),
+    /// The four conditions' bits (long, short, exit long, exit short) over bars `[b0, b1)`,
+    /// the loop acting from bar `from` (`(b0, b1, from)`).
+    Bits([Word<'a>; 4], (usize, usize, usize)),
 }
 
-/// The execution loop over a block's event words (from bar `b0`), the stop formulas' values
-/// read from `stop_views` at each visited bar if the engine reads them (`stopped`).
+/// The execution loop over a block's events, the stop formulas' values read from
+/// `stop_views` at each visited bar if the engine reads them (`stopped`).
 fn apply<B: Book>(
     engine: &mut Engines<'_, B>,
-    (events, b0): (impl Iterator<Item = u64>, usize),
+    events: Events<'_, impl Iterator<Item = u64>>,
     stopped: bool,
     stop_views: &[Option<Num<'_>>; 3],
 ) {
+    #[inline(always)]
+    fn run<B: Book, const PLAIN: bool>(
+        engine: &mut Engine<'_, B, PLAIN>,
+        events: Events<'_, impl Iterator<Item = u64>>,
+        before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
+    ) {
+        match events {
+            Events::Bytes(words, b0) => drive(engine, words, b0, before),
+            Events::Bits(planes, range) => drive_bits(engine, &planes, range, before),
+        }
+    }
     match engine {
-        Engines::Plain(engine) => drive(engine, events, b0, |_, _| {}),
+        Engines::Plain(engine) => run(engine, events, |_, _| {}),
         Engines::General(engine) => {
-            drive(
+            let b0 = match &events {
+                Events::Bytes(_, b0) | Events::Bits(_, (b0, _, _)) => *b0,
+            };
+            run(
                 engine,
                 events,
-                b0,
                 |engine: &mut Engine<'_, B, false>, i: usize| {
                     if stopped {
                         engine.stop_values(stop_values(stop_views, i - b0));
@@ -1918,16 +1934,6 @@ fn apply<B: Book>(
             );
         }
     }
-}
-
-/// Event bytes as words of eight (the last one padded with no event).
-fn byte_words(events: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    let chunks = events.chunks_exact(8);
-    let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    chunks
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .chain(std::iter::once(u64::from_le_bytes(tail)))
 }
 
 /// The stop formulas' values at bar `j` of a block (NaN: no such formula).
@@ -1951,13 +1957,44 @@ fn num_whole<'a>(ctx: &'a Ctx<'_>, o: Operand, b0: usize, b1: usize) -> Num<'a> 
     }
 }
 
+/// The events of bar `i` that can change the position, as a mask of an event's bits (bit 0
+/// long, 1 short, 2 exit long, 3 exit short). Without stops the position is exact between
+/// events, so only these are visited: when flat the signals, when long a short signal or a
+/// long exit, when short a long signal or a short exit (the others do nothing). With stops,
+/// every event (a stop may have closed the position since the last one).
+#[inline(always)]
+fn relevant<B: Book, const PLAIN: bool>(engine: &Engine<'_, B, PLAIN>, every: bool) -> u8 {
+    match engine.position() {
+        _ if every => 0x0f,
+        p if p > 0.0 => 0b0110,
+        p if p < 0.0 => 0b1001,
+        _ => 0b0011,
+    }
+}
+
+/// Applies event `e` (bits as [`relevant`]'s) at bar `i`, calling `before` first.
+#[inline(always)]
+fn visit<B: Book, const PLAIN: bool>(
+    engine: &mut Engine<'_, B, PLAIN>,
+    i: usize,
+    e: u8,
+    before: &mut impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
+) {
+    before(engine, i);
+    if e & 0b1100 != 0 {
+        engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
+    }
+    // Both signals at once are no signal.
+    match e & 0b11 {
+        0b01 => engine.signal(i, 1.0),
+        0b10 => engine.signal(i, -1.0),
+        _ => {}
+    }
+}
+
 /// The execution loop over one block's event words (byte `k` of word `w` is bar
-/// `b0 + 8 * w + k`'s), calling `before` with each visited bar before its event is applied.
-///
-/// Without stops the position is exact between events, so only the events that can change it
-/// are visited: when flat the signals, when long a short signal or a long exit, when short a
-/// long signal or a short exit (the others do nothing). With stops, every event (a stop may
-/// have closed the position since the last one).
+/// `b0 + 8 * w + k`'s), visiting the bars whose events can change the position
+/// ([`relevant`]).
 #[inline(always)]
 fn drive<B: Book, const PLAIN: bool>(
     engine: &mut Engine<'_, B, PLAIN>,
@@ -1966,18 +2003,10 @@ fn drive<B: Book, const PLAIN: bool>(
     mut before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
 ) {
     let every = engine.checks_stops();
-    // The events that can change the position, as a mask of each byte's bits: it changes only
-    // at an event the loop applies, so it is worked out again only there.
-    let relevant = |engine: &Engine<'_, B, PLAIN>| -> u64 {
-        let bits: u8 = match engine.position() {
-            _ if every => 0x0f,
-            p if p > 0.0 => 0b0110,
-            p if p < 0.0 => 0b1001,
-            _ => 0b0011,
-        };
-        u64::from_le_bytes([bits; 8])
-    };
-    let mut wanted = relevant(engine);
+    // The position changes only at an event the loop applies, so the mask is worked out
+    // again only there.
+    let bytes = |bits: u8| u64::from_le_bytes([bits; 8]);
+    let mut wanted = bytes(relevant(engine, every));
     for (w, word) in words.enumerate() {
         let mut rest = word;
         loop {
@@ -1989,17 +2018,52 @@ fn drive<B: Book, const PLAIN: bool>(
             rest &= if k == 7 { 0 } else { u64::MAX << (8 * (k + 1)) };
             // The whole byte: both signals at once are no signal, whatever is visited.
             let e = (word >> (8 * k)) as u8;
-            let i = b0 + w * 8 + k;
-            before(engine, i);
-            if e & 0b1100 != 0 {
-                engine.exit(i, e & 0b100 != 0, e & 0b1000 != 0);
+            visit(engine, b0 + w * 8 + k, e, &mut before);
+            wanted = bytes(relevant(engine, every));
+        }
+    }
+}
+
+/// The execution loop over one block's condition bits ([`Events::Bits`]): sixty-four bars a
+/// word, the next bar whose events can change the position ([`relevant`]) found by one count
+/// of trailing zeros; bars before `from` and past the block never visited.
+#[inline(always)]
+fn drive_bits<B: Book, const PLAIN: bool>(
+    engine: &mut Engine<'_, B, PLAIN>,
+    planes: &[Word<'_>; 4],
+    (b0, b1, from): (usize, usize, usize),
+    mut before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
+) {
+    let every = engine.checks_stops();
+    let masks = |bits: u8| {
+        std::array::from_fn::<u64, 4, _>(|p| 0u64.wrapping_sub(u64::from((bits >> p) & 1)))
+    };
+    let mut wanted = masks(relevant(engine, every));
+    let n = b1 - b0;
+    for w in 0..n.div_ceil(64) {
+        let at = b0 + 64 * w;
+        let [l, s, xl, xs] = planes.map(|p| p.at(w));
+        // The word's bars in the block and from `from`.
+        let mut rest = if n - 64 * w < 64 {
+            u64::MAX >> (64 - (n - 64 * w))
+        } else {
+            u64::MAX
+        };
+        if from > at {
+            rest &= u64::MAX.checked_shl((from - at) as u32).unwrap_or(0);
+        }
+        loop {
+            let [a, b, c, d] = wanted;
+            let mask = rest & ((l & a) | (s & b) | (xl & c) | (xs & d));
+            if mask == 0 {
+                break;
             }
-            match e & 0b11 {
-                0b01 => engine.signal(i, 1.0),
-                0b10 => engine.signal(i, -1.0),
-                _ => {}
-            }
-            wanted = relevant(engine);
+            let k = mask.trailing_zeros();
+            rest &= u64::MAX.checked_shl(k + 1).unwrap_or(0);
+            let bit = |x: u64| ((x >> k) & 1) as u8;
+            let e = bit(l) | (bit(s) << 1) | (bit(xl) << 2) | (bit(xs) << 3);
+            visit(engine, at + k as usize, e, &mut before);
+            wanted = masks(relevant(engine, every));
         }
     }
 }

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use super::bits::{Word, combine};
 use super::{Array, Ctx, whole_series};
 use crate::expr::registry::{Crossing, function};
 use crate::lines::vector::{UNDEFINED, signs};
@@ -213,11 +214,11 @@ impl Words {
             .resize_with(steps + self.leaves.len(), Vec::new);
         // The leaves: a phase-1 condition's bytes over the block, as words.
         for (&id, out) in self.leaves.iter().zip(&mut scratch.words[steps..]) {
-            let Some(Array::Cond(bytes)) = &ctx.arrays[id as usize] else {
+            let Some(Array::Cond(conds)) = &ctx.arrays[id as usize] else {
                 unreachable!("a leaf is a phase-1 condition")
             };
             out.clear();
-            let block = &bytes[b0..b1];
+            let block = &conds.bytes[b0..b1];
             let mut chunks = block.chunks_exact(8);
             out.extend((&mut chunks).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
             if !chunks.remainder().is_empty() {
@@ -275,34 +276,6 @@ impl Words {
             let e = l.at(w) | (s.at(w) << 1) | (el.at(w) << 2) | (es.at(w) << 3);
             if w + 1 == nw { e & last } else { e }
         })
-    }
-}
-
-/// A condition's words over a block: an array, or the same word everywhere.
-#[derive(Clone, Copy)]
-enum Word<'a> {
-    Of(&'a [u64]),
-    All(u64),
-}
-
-impl Word<'_> {
-    #[inline(always)]
-    fn at(self, w: usize) -> u64 {
-        match self {
-            Self::Of(x) => x[w],
-            Self::All(v) => v,
-        }
-    }
-}
-
-/// `out[w] = f(a[w], b[w])` over `nw` words, a loop per shape so each vectorises.
-#[inline(always)]
-fn combine(a: Word<'_>, b: Word<'_>, nw: usize, out: &mut Vec<u64>, f: impl Fn(u64, u64) -> u64) {
-    match (a, b) {
-        (Word::Of(x), Word::Of(y)) => out.extend(x.iter().zip(y).map(|(x, y)| f(*x, *y))),
-        (Word::Of(x), Word::All(c)) => out.extend(x.iter().map(|x| f(*x, c))),
-        (Word::All(c), Word::Of(y)) => out.extend(y.iter().map(|y| f(c, *y))),
-        (Word::All(c), Word::All(d)) => out.resize(nw, f(c, d)),
     }
 }
 
