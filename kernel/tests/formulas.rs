@@ -187,14 +187,32 @@ fn every_shared_pass_equals_its_function_per_window_bit_for_bit() {
                 let Compute::Series(one) = f.compute else {
                     panic!("{} is a series function", f.name)
                 };
-                for (line, &n) in lines.iter().zip(&windows) {
+                // Its pass from another function's lines (`std` from `sma`'s), where it has one.
+                let from = f.from_lines.map(|from| {
+                    let of = FUNCTIONS.iter().find(|g| g.name == from.of).unwrap();
+                    let means = (of.multi.unwrap())(&x, &windows, false);
+                    let means: Vec<&[f64]> = means.iter().map(|m| &m[..]).collect();
+                    (from.pass)(&x, &windows, &means, true)
+                });
+                for (k, (line, &n)) in lines.iter().zip(&windows).enumerate() {
                     let mut want = vec![0.0; len];
                     one(&bars, &[Input::Series(&x), Input::Window(n)], &mut want);
                     assert!(same(line, &want), "{} on {kind}, window {n}", f.signature);
+                    if let Some(from) = &from {
+                        assert!(
+                            same(&from[k], &want),
+                            "{} from lines on {kind}, window {n}",
+                            f.signature
+                        );
+                    }
                 }
             }
         }
     }
+    assert!(
+        FUNCTIONS.iter().any(|f| f.from_lines.is_some()),
+        "std reads sma's lines"
+    );
 }
 
 /// Hull-type lines sharing their first-level WMAs (`multi::hulls`) equal `hma` and `hma3`

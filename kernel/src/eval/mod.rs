@@ -730,6 +730,9 @@ pub fn sweep_program(
     Ok(results)
 }
 
+/// A shared pass's windows (ascending) and its line for each.
+type Lines = (Vec<usize>, Vec<Arc<[f64]>>);
+
 /// A group's combos: each one's position in the sweep and its plan.
 type Members = Vec<(usize, ComboPlan)>;
 
@@ -1029,21 +1032,41 @@ fn materialise(
                 batched.push(id);
             }
         }
-        for ((func, x), calls) in &batches {
+        // A function computed from another's lines of the same input (`std` from `sma`'s
+        // means) after that one, reading its lines where the group has them all.
+        let mut order: Vec<&(u16, CallArg)> = batches.keys().collect();
+        order.sort_by_key(|(func, _)| function(*func).from_lines.is_some());
+        let mut computed: HashMap<(u16, CallArg), Lines> = HashMap::new();
+        for key in order {
+            let (func, x) = key;
+            let calls = &batches[key];
             let Input::Series(xs) = ctx.input(x) else {
                 unreachable!("a node input is a series")
             };
             let mut windows: Vec<usize> = calls.iter().map(|&(_, n)| n as usize).collect();
             windows.sort_unstable();
             windows.dedup();
-            let multi = function(*func).multi.expect("kept above");
-            let lines = multi(xs, &windows, parallel);
+            let f = function(*func);
+            let means = f.from_lines.and_then(|from| {
+                let of = crate::expr::registry::lookup(from.of, 2).expect("a function's name");
+                let (have, lines) = computed.get(&(of, *x))?;
+                let means: Option<Vec<&[f64]>> = windows
+                    .iter()
+                    .map(|n| have.binary_search(n).ok().map(|k| &lines[k][..]))
+                    .collect();
+                Some((from.pass, means?))
+            });
+            let lines = match means {
+                Some((pass, means)) => pass(xs, &windows, &means, parallel),
+                None => f.multi.expect("kept above")(xs, &windows, parallel),
+            };
             for &(id, n) in calls {
                 let at = windows
                     .binary_search(&(n as usize))
                     .expect("every window is passed");
                 done.push((id, Array::Shared(Arc::clone(&lines[at]))));
             }
+            computed.insert((*func, *x), (windows, lines));
         }
         let ids: Vec<usize> = ids.into_iter().filter(|id| !batched.contains(id)).collect();
         let compute = |&id: &usize| (id, ctx.whole(id));

@@ -81,6 +81,21 @@ pub enum Breakout {
 /// A shared pass over one series for many windows: one line per window.
 pub type Multi = fn(&[f64], &[usize], bool) -> Vec<std::sync::Arc<[f64]>>;
 
+/// A function whose lines are computed from another function's lines of the same input and
+/// windows (`std`'s means are `sma`'s, bit for bit): where a group computes both, the other's
+/// lines are read, not computed a second time inside this one's pass.
+#[derive(Debug, Clone, Copy)]
+pub struct FromLines {
+    /// The function whose lines it reads (same input, same window).
+    pub of: &'static str,
+    /// Its lines for each of the windows (strictly ascending) from that function's lines of
+    /// the same windows, in the same order.
+    pub pass: FromPass,
+}
+
+/// [`FromLines::pass`]: the input, the windows, the other function's lines, whether parallel.
+pub type FromPass = fn(&[f64], &[usize], &[&[f64]], bool) -> Vec<std::sync::Arc<[f64]>>;
+
 /// The windows of a full form from the one window of its short form.
 pub type Derive = fn(u32) -> Vec<u32>;
 
@@ -107,6 +122,8 @@ pub struct Function {
     /// A shared pass computing the function of one series for many windows at once (strictly
     /// ascending), where that costs less than one computation per window.
     pub multi: Option<Multi>,
+    /// Its shared pass from another function's lines, where a group has them ([`FromLines`]).
+    pub from_lines: Option<FromLines>,
     /// For a Hull-type line (`wma(scale * wma(x, w1) - wma(x, w2) [- ...], outer)`): its scale
     /// and how many first-level windows follow `x` (the last argument is the outer window).
     /// Calls over one input share their first-level WMAs ([`multi::hulls`]).
@@ -168,6 +185,7 @@ macro_rules! function {
             expands: $expands,
             compute: Compute::$ret($fast),
             multi: None,
+            from_lines: None,
             hull: None,
             crossing: None,
             breakout: None,
@@ -262,6 +280,10 @@ pub static FUNCTIONS: &[Function] = &[
     },
     Function {
         multi: Some(multi::std),
+        from_lines: Some(FromLines {
+            of: "sma",
+            pass: multi::std_from_means,
+        }),
         fresh: true,
         ..function!(
             "std",
@@ -496,6 +518,7 @@ const fn timeframe(name: &'static str, signature: &'static str, tf: Timeframe) -
         expands: None,
         compute: Compute::Frame(tf),
         multi: None,
+        from_lines: None,
         hull: None,
         crossing: None,
         breakout: None,

@@ -20,7 +20,7 @@ pub fn std(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
     let mut lines = sma(x, windows, parallel);
     let one = |(line, &n): (&mut Arc<[f64]>, &usize)| {
         let line = Arc::get_mut(line).expect("just computed, not shared");
-        super::series::std_from_means(x, n, line);
+        super::series::std_from_means(x, n, None, line);
     };
     if parallel {
         lines.par_iter_mut().zip(windows).for_each(one);
@@ -28,6 +28,30 @@ pub fn std(x: &[f64], windows: &[usize], parallel: bool) -> Vec<Arc<[f64]>> {
         lines.iter_mut().zip(windows).for_each(one);
     }
     lines
+}
+
+/// `std(x, n)` for each of `windows` (strictly ascending) from `means`, each window's
+/// `sma(x, n)` line (bit for bit [`sma`]'s, which a group also asked for): [`std`] without its
+/// own SMA pass, each line written fresh.
+pub fn std_from_means(
+    x: &[f64],
+    windows: &[usize],
+    means: &[&[f64]],
+    parallel: bool,
+) -> Vec<Arc<[f64]>> {
+    use rayon::prelude::*;
+    assert_eq!(windows.len(), means.len(), "a mean line a window");
+    let one = |(&n, m): (&usize, &&[f64])| {
+        let mut line = super::filled_line(x.len(), 0.0);
+        let out = Arc::get_mut(&mut line).expect("just allocated, not shared");
+        super::series::std_from_means(x, n, Some(m), out);
+        line
+    };
+    if parallel {
+        windows.par_iter().zip(means).map(one).collect()
+    } else {
+        windows.iter().zip(means).map(one).collect()
+    }
 }
 
 /// `wma(x, n)` for each of `windows` (strictly ascending): the paper kernel's prefix-sharing

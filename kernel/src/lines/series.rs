@@ -98,13 +98,14 @@ pub fn std(bars: &Bars<'_>, args: &[Input<'_>], out: &mut [f64]) {
     for v in out.iter_mut() {
         *v /= nf;
     }
-    std_from_means(x, n, out);
+    std_from_means(x, n, None, out);
 }
 
 multiversion! {
-    /// `std(x, n)` from `line` holding `sma(x, n)` (bit for bit), in place: at each bar the fresh
-    /// sum of squared deviations of the window's values from its mean, over n, its square root.
-    pub(crate) fn std_from_means(x: &[f64], n: usize, line: &mut [f64]) {
+    /// `std(x, n)` into `line` from `means`, `sma(x, n)` bit for bit (`None`: `line` holds them,
+    /// and is overwritten in place): at each bar the fresh sum of squared deviations of the
+    /// window's values from its mean, over n, its square root.
+    pub(crate) fn std_from_means(x: &[f64], n: usize, means: Option<&[f64]>, line: &mut [f64]) {
         let len = x.len();
         if n > len {
             line.fill(NAN);
@@ -116,7 +117,10 @@ multiversion! {
         // window (a loop over a variable width keeps them in memory, one store and one load per
         // bar and step); each bar's sum is still taken oldest first from 0.0.
         while i0 + STD_TILE <= len {
-            let m: [f64; STD_TILE] = line[i0..i0 + STD_TILE].try_into().expect("a tile");
+            // A tile's means are read before its values are written (in place, the same bars).
+            let m: [f64; STD_TILE] = means.unwrap_or(&*line)[i0..i0 + STD_TILE]
+                .try_into()
+                .expect("a tile");
             let mut acc = [0.0f64; STD_TILE];
             for k in 0..n {
                 let from = i0 + k + 1 - n;
@@ -133,7 +137,7 @@ multiversion! {
         }
         // The last bars, fewer than a tile: the same sums, one bar at a time.
         for i in i0..len {
-            let m = line[i];
+            let m = means.map_or(line[i], |m| m[i]);
             let mut acc = 0.0f64;
             for &v in &x[i + 1 - n..=i] {
                 let d = v - m;
