@@ -6,7 +6,7 @@
 //! ([`super::Conds`]).
 //!
 //! A range's last word may hold bits past its end (a `not`, a condition true everywhere):
-//! whoever reads the words as bars masks them ([`super::drive_bits`]).
+//! whoever reads the words as bars masks them (`eval::drive`).
 
 use crate::lines::vector::multiversion;
 
@@ -91,7 +91,7 @@ pub(super) fn pack1<T: Copy>(x: &[T], out: &mut Vec<u64>, f: impl Fn(T) -> bool)
 
 /// `out`: bit `j` is `f(x[j], y[j])`, over `x.len()` bars.
 #[inline(always)]
-pub(super) fn pack2(x: &[f64], y: &[f64], out: &mut Vec<u64>, f: impl Fn(f64, f64) -> bool) {
+pub(super) fn pack2<T: Copy>(x: &[T], y: &[T], out: &mut Vec<u64>, f: impl Fn(T, T) -> bool) {
     debug_assert_eq!(x.len(), y.len());
     out.resize(x.len().div_ceil(64), 0);
     let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));

@@ -1877,12 +1877,13 @@ impl<'a, B: Book> ComboRun<'a, B> {
         let combo = &self.combo;
         // The word path: event words made as the loop reads them.
         if let Some(words) = &self.words {
-            let events = words.events(ctx, (b0, b1), &mut scratch.words);
+            let planes = words.events(ctx, (b0, b1), &mut scratch.words);
             // The stop formulas' values: constants or whole arrays (no own node is a number).
             let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
+            let range = (b0, b1, self.start);
             apply(
                 &mut self.engine,
-                Events::Bytes(events, b0),
+                (&planes, range),
                 self.stopped,
                 &stop_views,
             );
@@ -1899,8 +1900,13 @@ impl<'a, B: Book> ComboRun<'a, B> {
         let stop_views = combo
             .stops
             .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
-        let events: Events<'_, std::iter::Empty<u64>> = Events::Bits(planes, (b0, b1, self.start));
-        apply(&mut self.engine, events, self.stopped, &stop_views);
+        let range = (b0, b1, self.start);
+        apply(
+            &mut self.engine,
+            (&planes, range),
+            self.stopped,
+            &stop_views,
+        );
     }
 
     fn finish(self) -> B {
@@ -1911,44 +1917,22 @@ impl<'a, B: Book> ComboRun<'a, B> {
     }
 }
 
-/// A block's events, as the execution loop reads them.
-enum Events<'a, I> {
-    /// The word path's event words from bar `.1` (byte `k` of word `w` is bar `.1 + 8w + k`'s:
-    /// bit 0 long, 1 short, 2 exit long, 3 exit short).
-    Bytes(I, usize),
-    /// The four conditions' bits (long, short, exit long, exit short) over bars `[b0, b1)`,
-    /// the loop acting from bar `from` (`(b0, b1, from)`).
-    Bits([Word<'a>; 4], (usize, usize, usize)),
-}
-
-/// The execution loop over a block's events, the stop formulas' values read from
-/// `stop_views` at each visited bar if the engine reads them (`stopped`).
+/// The execution loop over a block's condition bits ([`drive`]), the stop formulas' values
+/// read from `stop_views` at each visited bar if the engine reads them (`stopped`).
 fn apply<B: Book>(
     engine: &mut Engines<'_, B>,
-    events: Events<'_, impl Iterator<Item = u64>>,
+    (planes, range): (&[Word<'_>; 4], (usize, usize, usize)),
     stopped: bool,
     stop_views: &[Option<Num<'_>>; 3],
 ) {
-    #[inline(always)]
-    fn run<B: Book, const PLAIN: bool>(
-        engine: &mut Engine<'_, B, PLAIN>,
-        events: Events<'_, impl Iterator<Item = u64>>,
-        before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
-    ) {
-        match events {
-            Events::Bytes(words, b0) => drive(engine, words, b0, before),
-            Events::Bits(planes, range) => drive_bits(engine, &planes, range, before),
-        }
-    }
     match engine {
-        Engines::Plain(engine) => run(engine, events, |_, _| {}),
+        Engines::Plain(engine) => drive(engine, planes, range, |_, _| {}),
         Engines::General(engine) => {
-            let b0 = match &events {
-                Events::Bytes(_, b0) | Events::Bits(_, (b0, _, _)) => *b0,
-            };
-            run(
+            let b0 = range.0;
+            drive(
                 engine,
-                events,
+                planes,
+                range,
                 |engine: &mut Engine<'_, B, false>, i: usize| {
                     if stopped {
                         engine.stop_values(stop_values(stop_views, i - b0));
@@ -2015,43 +1999,12 @@ fn visit<B: Book, const PLAIN: bool>(
     }
 }
 
-/// The execution loop over one block's event words (byte `k` of word `w` is bar
-/// `b0 + 8 * w + k`'s), visiting the bars whose events can change the position
-/// ([`relevant`]).
+/// The execution loop over one block's condition bits, `planes` (long, short, exit long, exit
+/// short) over bars `[b0, b1)`: sixty-four bars a word, the next bar whose events can change
+/// the position ([`relevant`]) found by one count of trailing zeros; bars before `from` and
+/// past the block never visited.
 #[inline(always)]
 fn drive<B: Book, const PLAIN: bool>(
-    engine: &mut Engine<'_, B, PLAIN>,
-    words: impl Iterator<Item = u64>,
-    b0: usize,
-    mut before: impl FnMut(&mut Engine<'_, B, PLAIN>, usize),
-) {
-    let every = engine.checks_stops();
-    // The position changes only at an event the loop applies, so the mask is worked out
-    // again only there.
-    let bytes = |bits: u8| u64::from_le_bytes([bits; 8]);
-    let mut wanted = bytes(relevant(engine, every));
-    for (w, word) in words.enumerate() {
-        let mut rest = word;
-        loop {
-            let mask = rest & wanted;
-            if mask == 0 {
-                break;
-            }
-            let k = (mask.trailing_zeros() / 8) as usize;
-            rest &= if k == 7 { 0 } else { u64::MAX << (8 * (k + 1)) };
-            // The whole byte: both signals at once are no signal, whatever is visited.
-            let e = (word >> (8 * k)) as u8;
-            visit(engine, b0 + w * 8 + k, e, &mut before);
-            wanted = bytes(relevant(engine, every));
-        }
-    }
-}
-
-/// The execution loop over one block's condition bits ([`Events::Bits`]): sixty-four bars a
-/// word, the next bar whose events can change the position ([`relevant`]) found by one count
-/// of trailing zeros; bars before `from` and past the block never visited.
-#[inline(always)]
-fn drive_bits<B: Book, const PLAIN: bool>(
     engine: &mut Engine<'_, B, PLAIN>,
     planes: &[Word<'_>; 4],
     (b0, b1, from): (usize, usize, usize),

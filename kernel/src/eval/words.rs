@@ -1,11 +1,12 @@
 //! The word path of the per-combo phase: a combo whose own nodes are only crossings of whole
 //! arrays (columns, phase-1 series, constants) or served crossings (the paper kernel's state
-//! bytes, `eval::Served`), `and` / `or` / `not` and constant conditions reads its conditions
-//! eight bars a `u64` word. Each distinct pair of crossing operands is reduced to one state
-//! byte a bar (`lines::vector::signs`: vectorised), or its served bytes are read, a crossing is
-//! two bit tests on the state words of a bar and the bar before, shared conditions (phase-1
-//! bytes) are read as words, and the event words the execution loop visits are assembled from
-//! them as it reads them: no per-node pass over the block's bars in bytes, no byte-wise `and`.
+//! bytes, `eval::Served`), `and` / `or` / `not` and constant conditions makes its conditions'
+//! bits ([`super::bits`]) without a pass over a number. Each distinct pair of crossing operands
+//! is reduced to one state byte a bar (`lines::vector::signs`: vectorised), or its served bytes
+//! are read; a crossing is two bit tests on the state words of eight bars and the bars before
+//! them, whose results one multiplication gathers into eight bits; shared conditions' bits
+//! (phase 1's) are read as they are, `and` / `or` / `not` a word of 64 bars at a time, and the
+//! execution loop reads the four conditions' words (`eval::drive`).
 //!
 //! Exactly the language's crossings: with `signs(a, b)`, `b > a` is ABOVE (01), `b < a` is
 //! BELOW (10), equal is 0 and a NaN on either side is UNDEFINED (11). `a` crosses above `b` at
@@ -21,9 +22,6 @@ use super::{Array, Ctx, whole_series};
 use crate::expr::registry::{Crossing, function};
 use crate::lines::vector::{UNDEFINED, signs};
 use crate::plan::{CallArg, Cond, Def, Operand};
-
-/// Bit 0 of every byte.
-const LOW: u64 = 0x0101_0101_0101_0101;
 
 /// Where a condition's words come from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -175,23 +173,24 @@ impl Words {
         }
     }
 
-    /// The event words of bars `[b0, b1)`: byte `k` of word `w` is bar `b0 + 8 * w + k`'s
-    /// event (bit 0 long, 1 short, 2 exit long, 3 exit short), made from the block's words in
-    /// `scratch` as they are read (never written out).
+    /// The four conditions' bits (long, short, exit long, exit short) over bars `[b0, b1)`
+    /// (`b0` a multiple of 64): each crossing's from its pair's state bytes, `and` / `or` /
+    /// `not` a word at a time, a shared condition's bits read as they are.
     pub(super) fn events<'s>(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &'s Ctx<'_>,
         (b0, b1): (usize, usize),
         scratch: &'s mut WordScratch,
-    ) -> impl Iterator<Item = u64> + use<'s> {
+    ) -> [Word<'s>; 4] {
+        debug_assert_eq!(b0 % 64, 0, "blocks start on a word");
         let n = b1 - b0;
-        let nw = n.div_ceil(8);
+        let nw = n.div_ceil(64);
         scratch.states.resize_with(self.pairs.len(), Vec::new);
         for (pair, st) in self.pairs.iter().zip(&mut scratch.states) {
             st.clear();
             match pair {
                 Pair::Operands(a, b) => {
-                    st.resize(nw * 8 + 1, UNDEFINED);
+                    st.resize(nw * 64 + 1, UNDEFINED);
                     let [ca, cb] = &mut scratch.constants;
                     let a = operand(ctx, *a, b0, b1, ca);
                     let b = operand(ctx, *b, b0, b1, cb);
@@ -204,89 +203,84 @@ impl Words {
                 Pair::Served(states) => {
                     st.push(if b0 > 0 { states[b0 - 1] } else { UNDEFINED });
                     st.extend_from_slice(&states[b0..b1]);
-                    st.resize(nw * 8 + 1, UNDEFINED);
+                    st.resize(nw * 64 + 1, UNDEFINED);
                 }
             }
         }
         let steps = self.steps.len();
-        scratch
-            .words
-            .resize_with(steps + self.leaves.len(), Vec::new);
-        // The leaves: a phase-1 condition's bytes over the block, as words.
-        for (&id, out) in self.leaves.iter().zip(&mut scratch.words[steps..]) {
-            let Some(Array::Cond(conds)) = &ctx.arrays[id as usize] else {
+        scratch.words.resize_with(steps, Vec::new);
+        // A shared condition's bits over the block.
+        let leaf = |j: usize| -> Word<'s> {
+            let Some(Array::Cond(conds)) = &ctx.arrays[self.leaves[j] as usize] else {
                 unreachable!("a leaf is a phase-1 condition")
             };
-            out.clear();
-            let block = &conds.bytes[b0..b1];
-            let mut chunks = block.chunks_exact(8);
-            out.extend((&mut chunks).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
-            if !chunks.remainder().is_empty() {
-                let mut x = [0u8; 8];
-                x[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-                out.push(u64::from_le_bytes(x));
-            }
-        }
+            Word::Of(&conds.bits[b0 / 64..b1.div_ceil(64)])
+        };
         for k in 0..steps {
             let (done, rest) = scratch.words.split_at_mut(k);
-            let (out, leaves) = rest.split_first_mut().expect("a step's words");
-            let leaves = &leaves[steps - k - 1..];
+            let out = &mut rest[0];
             let read = |s: Src| -> Word<'_> {
                 match s {
                     Src::Step(j) => Word::Of(&done[j]),
-                    Src::Leaf(j) => Word::Of(&leaves[j]),
-                    Src::Always(b) => Word::All(if b { LOW } else { 0 }),
+                    Src::Leaf(j) => leaf(j),
+                    Src::Always(b) => Word::always(b),
                 }
             };
-            out.clear();
             match self.steps[k] {
                 Step::Cross(way, pair) => {
                     let st = &scratch.states[pair];
+                    // Above: the state BELOW now, ABOVE or equal before (its bit 1 clear);
+                    // below: ABOVE now, BELOW or equal before (bit 0 clear).
                     match way {
-                        Crossing::Above => cross_words(st, nw, out, |prev, cur| {
-                            (cur >> 1) & !cur & !(prev >> 1) & LOW
-                        }),
+                        Crossing::Above => {
+                            cross_bits(st, nw, out, |prev, cur| (cur >> 1) & !cur & !(prev >> 1))
+                        }
                         Crossing::Below => {
-                            cross_words(st, nw, out, |prev, cur| cur & !(cur >> 1) & !prev & LOW)
+                            cross_bits(st, nw, out, |prev, cur| cur & !(cur >> 1) & !prev)
                         }
                     }
                 }
-                Step::Not(a) => combine(read(a), Word::All(LOW), nw, out, |x, y| x ^ y),
+                Step::Not(a) => combine(read(a), Word::always(true), nw, out, |x, y| x ^ y),
                 Step::And(a, b) => combine(read(a), read(b), nw, out, |x, y| x & y),
                 Step::Or(a, b) => combine(read(a), read(b), nw, out, |x, y| x | y),
             }
         }
         let all = &scratch.words[..];
-        let read = move |s: Src| -> Word<'s> {
-            match s {
-                Src::Step(j) => Word::Of(&all[j]),
-                Src::Leaf(j) => Word::Of(&all[steps + j]),
-                Src::Always(b) => Word::All(if b { LOW } else { 0 }),
-            }
-        };
-        let [l, s, el, es] = self.conditions.map(read);
-        // The last word's bytes past the block are no bars: a condition true everywhere
-        // would set them.
-        let last = if n % 8 == 0 {
-            u64::MAX
-        } else {
-            u64::MAX >> (8 * (8 - n % 8))
-        };
-        (0..nw).map(move |w| {
-            let e = l.at(w) | (s.at(w) << 1) | (el.at(w) << 2) | (es.at(w) << 3);
-            if w + 1 == nw { e & last } else { e }
+        self.conditions.map(|s| match s {
+            Src::Step(j) => Word::Of(&all[j]),
+            Src::Leaf(j) => leaf(j),
+            Src::Always(b) => Word::always(b),
         })
     }
 }
 
-/// `out[w] = f(prev, cur)` over `nw` words of the states `st` (the bar before the block, then
-/// the block): `cur` is bars `8w..8w+8` of the block, `prev` the bars before each of them.
+/// Bit 0 of every byte.
+const LOW: u64 = 0x0101_0101_0101_0101;
+
+/// Bit 0 of each byte of `x` (its other bits clear) as eight bits, byte `k` to bit `k`: the
+/// multiplication puts each byte's bit at a distinct place of the top byte (no two products
+/// meet, so nothing carries).
 #[inline(always)]
-fn cross_words(st: &[u8], nw: usize, out: &mut Vec<u64>, f: impl Fn(u64, u64) -> u64) {
+fn low_bits(x: u64) -> u64 {
+    x.wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// `nw` words of bits from the states `st` (the bar before the block, then the block, padded to
+/// whole words): bar `j`'s bit is bit 0 of `f(prev, cur)` at its byte, `cur` eight bars' states
+/// as a word, `prev` the bars' before each of them (eight bars at a time, as the states' words).
+#[inline(always)]
+fn cross_bits(st: &[u8], nw: usize, out: &mut Vec<u64>, f: impl Fn(u64, u64) -> u64) {
     let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
-    let prev = st[..nw * 8].chunks_exact(8);
-    let cur = st[1..=nw * 8].chunks_exact(8);
-    out.extend(prev.zip(cur).map(|(p, c)| f(word(p), word(c))));
+    out.resize(nw, 0);
+    for (w, o) in out.iter_mut().enumerate() {
+        let mut bits = 0;
+        for k in 0..8 {
+            let at = 64 * w + 8 * k;
+            let x = f(word(&st[at..at + 8]), word(&st[at + 1..at + 9])) & LOW;
+            bits |= low_bits(x) << (8 * k);
+        }
+        *o = bits;
+    }
 }
 
 /// The bytes of a crossing `way` (1 where it holds) at bars `[b0, b0 + out.len())` from the
@@ -319,6 +313,60 @@ fn operand<'a>(
             constant.clear();
             constant.resize(b1 - b0 + 1, f64::from_bits(bits));
             (&constant[..1], &constant[1..])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The crossings' bits (eight bars a multiplication) equal the byte rule phase 1 uses,
+    /// bar for bar, on states of every kind in every order, the block's first bar included.
+    #[test]
+    fn crossing_bits_equal_the_byte_rule() {
+        let mut seed = 7u64;
+        let states: Vec<u8> = (0..1000)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 62) as u8
+            })
+            .collect();
+        for (b0, n) in [
+            (0usize, 1000usize),
+            (64, 200),
+            (128, 1),
+            (512, 488),
+            (320, 64),
+        ] {
+            let nw = n.div_ceil(64);
+            let mut st = vec![if b0 > 0 { states[b0 - 1] } else { UNDEFINED }];
+            st.extend_from_slice(&states[b0..b0 + n]);
+            st.resize(nw * 64 + 1, UNDEFINED);
+            for way in [Crossing::Above, Crossing::Below] {
+                let mut bits = Vec::new();
+                match way {
+                    Crossing::Above => cross_bits(&st, nw, &mut bits, |prev, cur| {
+                        (cur >> 1) & !cur & !(prev >> 1)
+                    }),
+                    Crossing::Below => {
+                        cross_bits(&st, nw, &mut bits, |prev, cur| cur & !(cur >> 1) & !prev)
+                    }
+                }
+                let mut bytes = vec![0u8; n];
+                crossing_bytes(&states, way, b0, &mut bytes);
+                for (j, &b) in bytes.iter().enumerate() {
+                    assert_eq!(
+                        (bits[j / 64] >> (j % 64)) & 1,
+                        u64::from(b),
+                        "{way:?} bar {j} from {b0}"
+                    );
+                }
+                // No bar past the block crosses (the padding is undefined).
+                if n % 64 != 0 {
+                    assert_eq!(bits[nw - 1] >> (n % 64), 0);
+                }
+            }
         }
     }
 }
