@@ -193,7 +193,7 @@ impl Combos {
             .iter()
             .map(|b| b.formula.nodes.len())
             .sum();
-        // A block of every node of the formulas, as series, and the event bytes; a combo run
+        // A block of every node of the formulas, as series (a condition's bits are less); a combo run
         // whole on a tuned path reads a state or signal byte a bar.
         let own = nodes * 1024 * 8 + 2048 + bars;
         // A crossing of an HMA and an HMA3 line reads the paper kernel's state bytes, made

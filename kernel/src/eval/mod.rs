@@ -15,7 +15,7 @@
 //!    worker's combos take each block in turn (blocks outer, combos inner), so the block of
 //!    the shared arrays they read is read from cache rather than once per combo from memory.
 //!    A combo whose own nodes are only crossings of whole arrays and `and`/`or`/`not` takes
-//!    the word path (`words.rs`): its events from the lines' state bytes, eight bars a word. No
+//!    the word path (`words.rs`): its bits from the lines' state bytes, no number pass. No
 //!    per-combo array of the whole series is ever written.
 //!
 //! The results do not depend on grouping, block size or thread count.
@@ -1857,7 +1857,8 @@ impl<'a, B: Book> ComboRun<'a, B> {
             let stopped = engine.reads_stop_values();
             (Engines::General(engine), stopped)
         };
-        // Conditions made only of crossings of whole arrays and and/or/not: eight bars a word.
+        // Conditions made only of crossings of whole arrays and and/or/not: bits from the
+        // crossings' state bytes.
         let words = words::Words::of(ctx, &order, &combo.conditions);
         let slots = Slots::of_order(ctx.defs, &order, &roots);
         Self {
@@ -1871,16 +1872,16 @@ impl<'a, B: Book> ComboRun<'a, B> {
         }
     }
 
-    /// Bars `[b0, b1)`: the combo's own nodes, its event bytes, and the execution loop over
-    /// the bars with an event.
+    /// Bars `[b0, b1)` (`b0` a multiple of 64): the combo's own nodes, its conditions' bits,
+    /// and the execution loop over the bars with an event.
     fn block(&mut self, ctx: &Ctx<'_>, (b0, b1): (usize, usize), scratch: &mut Scratch) {
         let combo = &self.combo;
-        // The word path: event words made as the loop reads them.
+        let range = (b0, b1, self.start);
+        // The word path: the conditions' bits from the crossings' state bytes, and the stop
+        // formulas' values constants or whole arrays (no own node is a number).
         if let Some(words) = &self.words {
             let planes = words.events(ctx, (b0, b1), &mut scratch.words);
-            // The stop formulas' values: constants or whole arrays (no own node is a number).
             let stop_views = combo.stops.map(|s| s.map(|o| num_whole(ctx, o, b0, b1)));
-            let range = (b0, b1, self.start);
             apply(
                 &mut self.engine,
                 (&planes, range),
@@ -1900,7 +1901,6 @@ impl<'a, B: Book> ComboRun<'a, B> {
         let stop_views = combo
             .stops
             .map(|s| s.map(|o| num(ctx, scratch, slots, o, b0, b1)));
-        let range = (b0, b1, self.start);
         apply(
             &mut self.engine,
             (&planes, range),

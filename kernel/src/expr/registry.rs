@@ -129,8 +129,8 @@ pub struct Function {
     /// Calls over one input share their first-level WMAs ([`multi::hulls`]).
     pub hull: Option<(f64, usize)>,
     /// For a crossing of its two series arguments: which way. The evaluator reads such a
-    /// call's value from the two lines' state bytes, eight bars a word
-    /// (`crate::eval`'s word path), where its operands are whole arrays.
+    /// call's value from the two lines' state bytes (`crate::eval`'s word path), where its
+    /// operands are whole arrays.
     pub crossing: Option<Crossing>,
     /// Its part in a channel breakout ([`Breakout`]).
     pub breakout: Option<Breakout>,
