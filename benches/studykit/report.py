@@ -977,7 +977,8 @@ class Report:
             f"operations each, `peak-rate`) on {cores} cores that is {floor:.3f} ns. What is between: the shared",
             "lines of phase 1 (40 SMA and 40 standard-deviation lines, each a fresh sum per bar, and the fresh",
             "pages they are written to), each combo's passes over a block through L1 (a pass per node, not",
-            "fused), its event bytes and the execution loop booking its trades.",
+            "fused; its conditions as bits, 64 bars a word) and the execution loop visiting its events and",
+            "booking its trades.",
             "",
         ]
         lines += growth_table(sh["server_growth"])
