@@ -126,9 +126,9 @@ pub(super) fn pack3(
     }
 }
 
-/// `out`: bit `j` is `f(j)`, over `n` bars (the rare shapes: a plain loop).
-#[inline(always)]
-pub(super) fn pack_with(n: usize, out: &mut Vec<u64>, f: impl Fn(usize) -> bool) {
+/// `out`: bit `j` is `f(j)`, over `n` bars (a plain loop: the tests' reference).
+#[cfg(test)]
+fn pack_with(n: usize, out: &mut Vec<u64>, f: impl Fn(usize) -> bool) {
     out.resize(n.div_ceil(64), 0);
     for (w, o) in out.iter_mut().enumerate() {
         *o = word(w * 64..(w * 64 + 64).min(n), &f);
