@@ -173,19 +173,34 @@ enum Array {
     Cond(Conds),
 }
 
-/// A condition over the whole series: a byte a bar (1 where it holds), as functions and the
-/// word path read it, and the same truths as bits, as the per-combo phase reads them
-/// ([`bits`]; the bits past the last bar clear).
+/// A condition over the whole series: its truths as bits, as the per-combo phase reads them
+/// ([`bits`]; the bits past the last bar clear), and as a byte a bar (1 where it holds), as a
+/// function taking a condition and [`node_arrays`] read it: made from the bits only when one of
+/// them asks (most conditions, an exit of a grid, are read only as bits).
 struct Conds {
-    bytes: Vec<u8>,
     bits: Vec<u64>,
+    len: usize,
+    bytes: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Conds {
     fn of_bytes(bytes: Vec<u8>) -> Self {
         let mut bits = Vec::new();
         bits::pack_bytes(&bytes, &mut bits);
-        Self { bytes, bits }
+        Self {
+            bits,
+            len: bytes.len(),
+            bytes: bytes.into(),
+        }
+    }
+
+    /// The condition's bytes.
+    fn bytes(&self) -> &[u8] {
+        self.bytes.get_or_init(|| {
+            let mut bytes = vec![0u8; self.len];
+            bits::unpack(&self.bits, &mut bytes);
+            bytes
+        })
     }
 
     /// The first `len` bars of `bits`.
@@ -196,9 +211,11 @@ impl Conds {
         {
             *last &= u64::MAX >> (64 - len % 64);
         }
-        let mut bytes = vec![0u8; len];
-        bits::unpack(&bits, &mut bytes);
-        Self { bytes, bits }
+        Self {
+            bits,
+            len,
+            bytes: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -476,7 +493,7 @@ impl Group {
                 continue;
             }
             self.shared[id as usize] = true;
-            // A condition is held as bytes and as bits.
+            // A condition is held as bits, and as bytes where a function reads them.
             self.bytes += if def.is_series() {
                 bars * 8
             } else {
@@ -849,7 +866,7 @@ pub fn node_arrays(
                 }
                 (_, Some(Array::Shared(s))) => NodeArray::Numbers(Arc::clone(s)),
                 (_, Some(Array::Series(s))) => NodeArray::Numbers(s.as_slice().into()),
-                (_, Some(Array::Cond(c))) => NodeArray::Cond(c.bytes.as_slice().into()),
+                (_, Some(Array::Cond(c))) => NodeArray::Cond(c.bytes().into()),
                 (_, None) => unreachable!("a root is shared"),
             },
         )
@@ -1215,7 +1232,7 @@ impl<'a> Ctx<'a> {
                 {
                     Array::Series(s) => Input::Series(s),
                     Array::Shared(s) => Input::Series(s),
-                    Array::Cond(c) => Input::Cond(&c.bytes),
+                    Array::Cond(c) => Input::Cond(c.bytes()),
                 },
             },
         }

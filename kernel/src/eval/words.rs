@@ -80,9 +80,9 @@ pub(super) struct Words {
 #[derive(Debug, Default)]
 pub(super) struct WordScratch {
     /// Each pair's state bytes: the bar before the block, then the block, padded with
-    /// UNDEFINED to whole words.
+    /// UNDEFINED to whole words of 64 bars.
     states: Vec<Vec<u8>>,
-    /// Each step's words, then each leaf's.
+    /// Each step's bits (a leaf's are read from its shared array).
     words: Vec<Vec<u64>>,
     /// A constant operand's values over the block.
     constants: [Vec<f64>; 2],
